@@ -1,0 +1,60 @@
+// The GPU backend seen from the engine and the operators. No CUDA types here, so this header is
+// usable from engine/ and from CPU-only builds: streams and events are opaque pointers.
+// cuda/src/*.cu implements it; cuda/src/stub.cc implements the same symbols when CUDA is off
+// (device_count() == 0; everything else throws Error(kNoCuda)).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "pymx/base.h"
+#include "pymx/storage.h"
+
+namespace pymx {
+namespace gpu {
+
+bool built_with_cuda();
+
+// 0 when there is no driver or no device; other CUDA failures throw Error(kCuda).
+int device_count();
+
+// Throws Error(kInvalidArg) naming the id and the count when `device_id` is not a visible GPU.
+void check_device(int device_id);
+
+// cudaMemGetInfo on `device_id`, restoring the current device.
+void memory_info(int device_id, uint64_t* free_bytes, uint64_t* total_bytes);
+
+// Streams and events (all calls set the device first).
+void* create_stream(int device_id);         // non-blocking stream
+void destroy_stream(int device_id, void* stream);
+void* create_event(int device_id);          // timing disabled
+void destroy_event(int device_id, void* event);
+void record_event(void* event, void* stream);
+void stream_wait_event(void* stream, void* event);
+void event_synchronize(void* event);
+bool event_query(void* event);  // true when complete
+void stream_synchronize(void* stream);
+void set_device(int device_id);
+
+// Caching allocator (see cuda/src/caching_allocator.cc for the policy).
+StorageHandle alloc(int device_id, size_t size, void* stream);
+void free(StorageHandle handle);
+void empty_cache(int device_id);
+MemoryStats memory_stats(int device_id);
+
+// Page-locked host memory (cudaHostAlloc, portable).
+void* alloc_pinned(size_t size);
+void free_pinned(void* ptr);
+
+// Asynchronous copies on `stream`. Kinds follow cudaMemcpyKind; peer copies across devices.
+void copy_host_to_device(void* dst, const void* src, size_t bytes, void* stream);
+void copy_device_to_host(void* dst, const void* src, size_t bytes, void* stream);
+void copy_device_to_device(void* dst, int dst_device, const void* src, int src_device,
+                           size_t bytes, void* stream);
+
+// Registers every GPU kernel with the operator registry (no-op in the stub).
+void register_kernels();
+
+}  // namespace gpu
+}  // namespace pymx

@@ -1,0 +1,140 @@
+// The operator registry. Each operator is defined once: name, attributes, shape/dtype inference,
+// a kernel per device type, and its gradient expressed with other operators.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pymx/base.h"
+#include "pymx/ndarray.h"
+
+namespace pymx {
+
+// Operator attributes as strings (what Python, the C API and graph JSON pass), parsed on use.
+// Tuples are written "(1, 2)", "[1,2]" or "3"; absent optional values are "None".
+class Attrs {
+ public:
+  Attrs() = default;
+  Attrs(std::initializer_list<std::pair<std::string, std::string>> items) : items_(items) {}
+
+  void set(const std::string& key, const std::string& value);
+  bool has(const std::string& key) const;  // present and not "None"
+  const std::string* find(const std::string& key) const;
+
+  // Each getter throws Error(kInvalidArg) naming the key and value when the text does not parse;
+  // the one-argument forms also throw when the key is absent.
+  int64_t get_int(const std::string& key) const;
+  int64_t get_int(const std::string& key, int64_t fallback) const;
+  double get_float(const std::string& key) const;
+  double get_float(const std::string& key, double fallback) const;
+  bool get_bool(const std::string& key, bool fallback) const;
+  std::string get_str(const std::string& key, const std::string& fallback) const;
+  Shape get_shape(const std::string& key) const;
+  Shape get_shape(const std::string& key, const Shape& fallback) const;
+  std::optional<int64_t> get_optional_int(const std::string& key) const;
+  std::optional<Shape> get_optional_shape(const std::string& key) const;
+  DType get_dtype(const std::string& key, DType fallback) const;  // "float32", "int64", ...
+
+  const std::vector<std::pair<std::string, std::string>>& items() const { return items_; }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> items_;
+};
+
+DType parse_dtype(const std::string& name);  // throws Error(kType) naming the name
+Device parse_device(const std::string& text);  // "cpu(0)", "gpu(1)", "cpu_pinned(0)"
+
+// What a kernel gets besides its blobs.
+struct OpContext {
+  RunContext run;
+  const Attrs* attrs = nullptr;
+  bool is_train = false;  // autograd train mode at push time (dropout, batch_norm)
+  uint64_t seed = 0;      // per-invocation seed for ops with uses_rng
+  // Scratch memory for this op's duration on its device (grown and cached per worker).
+  void* workspace(size_t bytes) const;
+};
+
+struct OpDef;
+class NDArray;
+
+// Input to a gradient function. `out_grads` has one (never none) array per output.
+struct GradContext {
+  const OpDef& op;
+  const Attrs& attrs;
+  const std::vector<NDArray>& inputs;
+  const std::vector<NDArray>& outputs;
+  const std::vector<NDArray>& out_grads;
+  bool is_train;
+};
+
+// infer: fills one shape and dtype per output from the inputs; throws Error(kInvalidArg) with
+// the offending shapes/dtypes/values. For ops with no inputs, shape/dtype come from attrs.
+using InferFn = std::function<void(const Attrs&, const std::vector<Shape>& in_shapes,
+                                   const std::vector<DType>& in_dtypes,
+                                   std::vector<Shape>* out_shapes, std::vector<DType>* out_dtypes)>;
+using ComputeFn = std::function<void(const OpContext&, const std::vector<TBlob>& inputs,
+                                     const std::vector<TBlob>& outputs)>;
+// Returns one gradient per input; a none array means "no gradient flows to this input".
+using GradFn = std::function<std::vector<NDArray>(const GradContext&)>;
+
+struct OpDef {
+  std::string name;
+  int num_inputs = 1;  // -1: variadic
+  std::function<int(const Attrs&)> num_outputs = [](const Attrs&) { return 1; };
+  InferFn infer;
+  ComputeFn compute_cpu;
+  ComputeFn compute_gpu;
+  GradFn gradient;                 // empty: not differentiable
+  std::vector<int> mutate_inputs;  // inputs the kernel also writes (running stats, optimizer state)
+  bool uses_rng = false;
+
+  // Fluent setters for registration.
+  OpDef& set_num_inputs(int n) { num_inputs = n; return *this; }
+  OpDef& set_num_outputs(int n) { num_outputs = [n](const Attrs&) { return n; }; return *this; }
+  OpDef& set_num_outputs(std::function<int(const Attrs&)> f) { num_outputs = std::move(f); return *this; }
+  OpDef& set_infer(InferFn f) { infer = std::move(f); return *this; }
+  OpDef& set_cpu(ComputeFn f) { compute_cpu = std::move(f); return *this; }
+  OpDef& set_gpu(ComputeFn f) { compute_gpu = std::move(f); return *this; }
+  OpDef& set_gradient(GradFn f) { gradient = std::move(f); return *this; }
+  OpDef& set_mutate_inputs(std::vector<int> v) { mutate_inputs = std::move(v); return *this; }
+  OpDef& set_uses_rng(bool v = true) { uses_rng = v; return *this; }
+};
+
+namespace op_registry {
+// Returns the op named `name`, creating an empty definition on first use, so CPU and GPU kernels
+// may be registered from different files in any order. Not thread-safe: registration happens in
+// static initialisers only.
+OpDef& get_or_create(const std::string& name);
+// nullptr when unknown.
+const OpDef* find(const std::string& name);
+// Throws Error(kInvalidArg) "unknown operator '<name>'".
+const OpDef& get(const std::string& name);
+std::vector<std::string> names();
+}  // namespace op_registry
+
+#define PMX_OP_CONCAT_(a, b) a##b
+#define PMX_OP_CONCAT(a, b) PMX_OP_CONCAT_(a, b)
+// PMX_REGISTER_OP(add).set_num_inputs(2).set_infer(...).set_cpu(...);
+#define PMX_REGISTER_OP(name)                                                   \
+  static ::pymx::OpDef& PMX_OP_CONCAT(pmx_op_registration_, __COUNTER__) =      \
+      ::pymx::op_registry::get_or_create(#name)
+
+// Runs `op` imperatively: checks that all inputs share one device (the error names both), infers
+// outputs, allocates them (or uses the non-none entries of `out`, which must match), pushes the
+// kernel to the engine with reads = inputs, writes = outputs + mutated inputs, and records the op
+// for autograd when recording. `device` is used only when there are no inputs.
+// Returns at once; the results may still be in flight.
+std::vector<NDArray> invoke(const OpDef& op, const std::vector<NDArray>& inputs,
+                            const Attrs& attrs, Device device = Device::cpu(),
+                            const std::vector<NDArray>& out = {});
+// Shorthand used by gradient functions: invoke(op_registry::get(name), ...).
+std::vector<NDArray> invoke(const std::string& op_name, const std::vector<NDArray>& inputs,
+                            const Attrs& attrs = {});
+
+// The seed used for ops with uses_rng, per device; np.random.seed / npx.random.seed set it.
+void seed_rng(uint64_t seed);
+
+}  // namespace pymx
