@@ -1,0 +1,41 @@
+// Native autograd: a tape recorded by invoke() while recording is on, and a backward pass that
+// pushes gradient ops to the engine. Recording and training flags are thread-local.
+#pragma once
+
+#include <vector>
+
+#include "pymx/ndarray.h"
+#include "pymx/op.h"
+
+namespace pymx {
+namespace autograd {
+
+bool is_recording();
+bool set_recording(bool on);  // returns the previous value
+bool is_training();
+bool set_training(bool on);   // returns the previous value
+
+// Makes each `variables[i]` a leaf whose gradient goes to `grads[i]` (same shape/device/dtype)
+// according to `reqs[i]`.
+void mark_variables(const std::vector<NDArray>& variables, const std::vector<NDArray>& grads,
+                    const std::vector<GradReq>& reqs);
+// The gradient buffer of a marked variable (none when unmarked).
+NDArray get_grad(const NDArray& variable);
+
+// Called by invoke() after pushing an op: records it when recording is on and any input needs a
+// gradient. Cheap when recording is off.
+void record_op(const OpDef& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
+               std::vector<NDArray>* outputs, bool is_train);
+
+// Back-propagates from `heads` (head_grads[i] none: ones) into the marked variables' gradient
+// buffers (write or add per grad_req). Frees the tape unless retain_graph. Throws
+// Error(kInvalidArg) when no head was computed from a variable marked for gradients.
+void backward(const std::vector<NDArray>& heads, const std::vector<NDArray>& head_grads,
+              bool retain_graph, bool is_train);
+
+// Returns d(heads)/d(variables) without touching the variables' gradient buffers.
+std::vector<NDArray> grad(const std::vector<NDArray>& heads, const std::vector<NDArray>& variables,
+                          const std::vector<NDArray>& head_grads, bool retain_graph, bool is_train);
+
+}  // namespace autograd
+}  // namespace pymx
