@@ -1,0 +1,45 @@
+// Dtype dispatch for CPU kernels: PMX_TYPE_SWITCH(dtype, T, { body using T; }).
+#pragma once
+
+#include <cstdint>
+
+#include "pymx/base.h"
+
+namespace pymx {
+
+// float16 on the CPU is the compiler's _Float16 (GCC >= 12, Clang): arithmetic goes through float.
+using half_t = _Float16;
+
+#define PMX_TYPE_CASE_(flag, ctype, T, ...) \
+  case ::pymx::DType::flag: {               \
+    using T = ctype;                        \
+    __VA_ARGS__;                            \
+    break;                                  \
+  }
+
+// Every dtype pymx supports.
+#define PMX_TYPE_SWITCH(dtype, T, ...)                                                     \
+  switch (dtype) {                                                                         \
+    PMX_TYPE_CASE_(kFloat32, float, T, __VA_ARGS__)                                        \
+    PMX_TYPE_CASE_(kFloat64, double, T, __VA_ARGS__)                                       \
+    PMX_TYPE_CASE_(kFloat16, ::pymx::half_t, T, __VA_ARGS__)                               \
+    PMX_TYPE_CASE_(kUint8, uint8_t, T, __VA_ARGS__)                                        \
+    PMX_TYPE_CASE_(kInt8, int8_t, T, __VA_ARGS__)                                          \
+    PMX_TYPE_CASE_(kInt32, int32_t, T, __VA_ARGS__)                                        \
+    PMX_TYPE_CASE_(kInt64, int64_t, T, __VA_ARGS__)                                        \
+    PMX_TYPE_CASE_(kBool, bool, T, __VA_ARGS__)                                            \
+    default:                                                                               \
+      PMX_THROW(::pymx::Status::kType, "unsupported dtype flag ", static_cast<int>(dtype)); \
+  }
+
+// Floating-point dtypes only (kernels that make no sense for integers).
+#define PMX_FLOAT_SWITCH(dtype, T, ...)                                                          \
+  switch (dtype) {                                                                               \
+    PMX_TYPE_CASE_(kFloat32, float, T, __VA_ARGS__)                                              \
+    PMX_TYPE_CASE_(kFloat64, double, T, __VA_ARGS__)                                             \
+    PMX_TYPE_CASE_(kFloat16, ::pymx::half_t, T, __VA_ARGS__)                                     \
+    default:                                                                                     \
+      PMX_THROW(::pymx::Status::kType, "expected a floating-point dtype, got ", dtype_name(dtype)); \
+  }
+
+}  // namespace pymx
