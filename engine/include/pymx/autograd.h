@@ -15,9 +15,10 @@ bool set_recording(bool on);  // returns the previous value
 bool is_training();
 bool set_training(bool on);   // returns the previous value
 
-// Makes each `variables[i]` a leaf whose gradient goes to `grads[i]` (same shape/device/dtype)
-// according to `reqs[i]`.
-void mark_variables(const std::vector<NDArray>& variables, const std::vector<NDArray>& grads,
+// Makes each `*variables[i]` a leaf whose gradient goes to `grads[i]` (same shape and device)
+// according to `reqs[i]`. The mark lives in the array's autograd entry, so it is seen by every
+// copy of that NDArray made afterwards (a C handle holds one copy). Replaces an earlier mark.
+void mark_variables(const std::vector<NDArray*>& variables, const std::vector<NDArray>& grads,
                     const std::vector<GradReq>& reqs);
 // The gradient buffer of a marked variable (none when unmarked).
 NDArray get_grad(const NDArray& variable);
@@ -33,9 +34,12 @@ void record_op(const OpDef& op, const Attrs& attrs, const std::vector<NDArray>& 
 void backward(const std::vector<NDArray>& heads, const std::vector<NDArray>& head_grads,
               bool retain_graph, bool is_train);
 
-// Returns d(heads)/d(variables) without touching the variables' gradient buffers.
+// Returns d(heads)/d(variables) without touching the variables' gradient buffers. Each variable
+// must be marked; one that the heads do not depend on gets zeros. With create_graph the gradient
+// ops are themselves recorded, so the results can be differentiated again.
 std::vector<NDArray> grad(const std::vector<NDArray>& heads, const std::vector<NDArray>& variables,
-                          const std::vector<NDArray>& head_grads, bool retain_graph, bool is_train);
+                          const std::vector<NDArray>& head_grads, bool retain_graph, bool is_train,
+                          bool create_graph = false);
 
 }  // namespace autograd
 }  // namespace pymx

@@ -16,5 +16,71 @@ bool is_tracing();
 void trace_op(const OpDef& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
               const std::vector<NDArray>& outputs);
 
+// Where a node takes an input from.
+struct ValueRef {
+  enum class Kind : uint8_t { kInput, kNode, kConstant };
+  Kind kind = Kind::kInput;
+  uint32_t index = 0;   // graph input, node or constant number
+  uint32_t output = 0;  // output of the node (kNode only)
+};
+
+// One step of a graph: an op call, or (op == nullptr) a view of its single input (no copy):
+// `view_offset` elements into it, reshaped to `view_shape`.
+struct GraphNode {
+  const OpDef* op = nullptr;
+  Attrs attrs;
+  std::vector<ValueRef> inputs;
+  int num_outputs = 1;
+  Device device;  // where an op without inputs (zeros, random) creates its result
+  int64_t view_offset = 0;
+  Shape view_shape;
+};
+
+// A straight-line program of op calls recorded from imperative code. Immutable once built, so
+// one graph may be run from several threads at once (one per device in data parallelism).
+class Graph {
+ public:
+  // Calls invoke() for each node in order, freeing each intermediate after its last use. Honours
+  // autograd recording like any imperative code, so backward through the results works. Results
+  // go to the device of inputs[0]: ops without inputs and constants that were on the trace's
+  // device follow it (constants are copied once per device and cached).
+  // Throws Error(kInvalidArg) when the number of inputs differs from num_inputs().
+  std::vector<NDArray> run(const std::vector<NDArray>& inputs) const;
+
+  // MXNet-like symbol JSON: {"nodes": [{"op", "name", "attrs", "inputs"}], "arg_nodes",
+  // "heads"}. Graph inputs are "null" nodes named data0, data1, ...; constants are "null" nodes
+  // named const0, ... (their values are not stored). A graph loaded with from_json takes the
+  // constants as extra inputs after the data inputs, in that order.
+  std::string to_json() const;
+  // Throws Error(kInvalidArg) naming the problem (bad JSON, unknown operator, bad reference).
+  static std::shared_ptr<Graph> from_json(const std::string& json);
+
+  size_t num_inputs() const { return num_inputs_; }
+  size_t num_outputs() const { return outputs_.size(); }
+  const std::vector<GraphNode>& nodes() const { return nodes_; }
+  const std::vector<NDArray>& constants() const { return constants_; }
+
+ private:
+  friend std::shared_ptr<Graph> end_trace(const std::vector<NDArray>& outputs);
+  NDArray constant_on(size_t index, Device device) const;
+
+  size_t num_inputs_ = 0;
+  std::vector<GraphNode> nodes_;
+  std::vector<ValueRef> outputs_;
+  std::vector<NDArray> constants_;  // arrays read by the trace that it did not compute
+  Device trace_device_;             // device of the first input at trace time
+  struct ConstantCache;
+  std::shared_ptr<ConstantCache> constant_cache_;
+};
+
+// Starts recording the ops this thread invokes into a graph whose inputs are `inputs`. Ops still
+// run as usual. Throws Error(kInvalidArg) when this thread is already tracing.
+void begin_trace(const std::vector<NDArray>& inputs);
+// Ends the trace and returns the graph computing `outputs` (arrays seen during the trace; an
+// array it did not compute becomes a constant).
+std::shared_ptr<Graph> end_trace(const std::vector<NDArray>& outputs);
+// Ends the trace without building a graph (the traced function raised). No-op when not tracing.
+void abort_trace();
+
 }  // namespace graph
 }  // namespace pymx

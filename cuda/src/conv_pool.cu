@@ -1,0 +1,495 @@
+// Convolution (im2col + cuBLAS), pooling, and fully_connected on the GPU, forward and backward
+// (CPU definitions: engine/src/ops/nn_convolution.cc, nn_pooling.cc, nn_fully_connected.cc, whose
+// attribute parsing and output extents are mirrored here). Channel-first layouts only; float
+// dtypes.
+//
+// | op                        | inputs                 | outputs                             | attrs |
+// |---------------------------|------------------------|-------------------------------------|-------|
+// | convolution               | data, weight, [bias]   | out                                 | kernel stride dilate pad num_filter num_group no_bias layout |
+// | convolution_backward      | out_grad, data, weight | data_grad, weight_grad, [bias_grad] | same |
+// | pooling                   | data                   | out                                 | kernel pool_type global_pool pooling_convention stride pad count_include_pad layout |
+// | pooling_backward          | out_grad, data, out    | data_grad                           | same |
+// | fully_connected           | data, weight, [bias]   | out                                 | num_hidden no_bias flatten |
+// | fully_connected_backward  | out_grad, data, weight | data_grad, weight_grad, [bias_grad] | same |
+//
+// Note [GPU convolution: im2col over a chunk of the batch]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// im2col writes `col` as (K, B * out_sp), K = C/groups * prod(kernel) rows per group, with the
+// B images of a chunk side by side in the columns. Then every product is ONE cuBLAS GEMM per
+// group and chunk instead of one per image:
+//   forward        Yt (out_c/g, B*out_sp) = W_g . col_g, then y = transpose(Yt) + bias;
+//   weight grad    dW_g += dYt_g . col_g^T   (dYt is dy transposed the same way);
+//   data grad      dcol_g = W_g^T . dYt_g, then col2im gathers dcol back into dx.
+// Chunks bound the workspace (kWorkspaceBudget); col2im gathers (one thread per input element
+// summing the columns that read it), so no atomics are needed.
+#include <algorithm>
+
+#include "kernel_util.cuh"
+#include "launch.h"
+#include "ops/nn_common.h"
+
+namespace pymx {
+namespace gpu {
+namespace {
+
+constexpr size_t kWorkspaceBudget = size_t(512) << 20;  // bytes of im2col scratch per op
+
+// Spatial geometry, right-aligned into 3 dims (1-D and 2-D have leading extents of 1).
+struct Geom {
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
+  int64_t s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1};
+  int64_t in_sp = 1, out_sp = 1, k_sp = 1;
+};
+
+struct ConvGeom {
+  Geom sp;
+  int64_t batch = 0, in_c = 0, out_c = 0, groups = 1;
+  int64_t in_cg() const { return in_c / groups; }
+  int64_t out_cg() const { return out_c / groups; }
+  int64_t rows_g() const { return in_cg() * sp.k_sp; }  // K of one group
+};
+
+void finish_geom(Geom& g) {
+  g.in_sp = g.in[0] * g.in[1] * g.in[2];
+  g.out_sp = g.out[0] * g.out[1] * g.out[2];
+  g.k_sp = g.k[0] * g.k[1] * g.k[2];
+}
+
+ConvGeom conv_geom(const Attrs& attrs, const Shape& data, const Shape& weight) {
+  ConvGeom g;
+  const Shape kernel = attrs.get_shape("kernel");
+  const int nsp = static_cast<int>(kernel.size());
+  PMX_CHECK(nsp >= 1 && nsp <= 3 && static_cast<int>(data.size()) == nsp + 2,
+            "convolution: kernel ", shape_str(kernel), " does not fit data ", shape_str(data));
+  static const char* first[] = {"NCW", "NCHW", "NCDHW"};
+  const std::string layout = attrs.get_str("layout", "None");
+  PMX_CHECK(layout == "None" || layout == first[nsp - 1], "convolution: layout '", layout,
+            "' is not supported on the GPU (use ", first[nsp - 1], ")");
+  const Shape stride = nn::spatial_attr(attrs, "stride", nsp, 1, "convolution");
+  const Shape pad = nn::spatial_attr(attrs, "pad", nsp, 0, "convolution");
+  const Shape dilate = nn::spatial_attr(attrs, "dilate", nsp, 1, "convolution");
+  g.batch = data[0];
+  g.in_c = data[1];
+  g.groups = attrs.get_int("num_group", 1);
+  g.out_c = weight[0];
+  const int off = 3 - nsp;
+  for (int i = 0; i < nsp; ++i) {
+    g.sp.in[off + i] = data[2 + i];
+    g.sp.k[off + i] = kernel[i];
+    g.sp.s[off + i] = stride[i];
+    g.sp.p[off + i] = pad[i];
+    g.sp.d[off + i] = dilate[i];
+    g.sp.out[off + i] = (data[2 + i] + 2 * pad[i] - dilate[i] * (kernel[i] - 1) - 1) / stride[i] + 1;
+  }
+  finish_geom(g.sp);
+  return g;
+}
+
+// col[row][b * out_sp + o] for row = c * k_sp + kernel offset, over images [0, B) of `x`.
+template <typename T>
+__global__ void im2col_kernel(const T* x, T* col, Geom g, int64_t channels, int64_t images) {
+  const int64_t width = images * g.out_sp;
+  PMX_GRID_STRIDE_LOOP(e, channels * g.k_sp * width) {
+    const int64_t row = e / width, column = e % width;
+    const int64_t b = column / g.out_sp, o = column % g.out_sp;
+    const int64_t c = row / g.k_sp, kk = row % g.k_sp;
+    const int64_t kx = kk % g.k[2], ky = (kk / g.k[2]) % g.k[1], kz = kk / (g.k[2] * g.k[1]);
+    const int64_t ox = o % g.out[2], oy = (o / g.out[2]) % g.out[1], oz = o / (g.out[2] * g.out[1]);
+    const int64_t iz = oz * g.s[0] - g.p[0] + kz * g.d[0];
+    const int64_t iy = oy * g.s[1] - g.p[1] + ky * g.d[1];
+    const int64_t ix = ox * g.s[2] - g.p[2] + kx * g.d[2];
+    const bool inside = iz >= 0 && iz < g.in[0] && iy >= 0 && iy < g.in[1] && ix >= 0 && ix < g.in[2];
+    col[e] = inside ? x[(b * channels + c) * g.in_sp + (iz * g.in[1] + iy) * g.in[2] + ix]
+                    : convert<T>(0.0f);
+  }
+}
+
+// dx[b][c][i] = sum of the dcol entries that im2col read from input position i.
+template <typename T>
+__global__ void col2im_kernel(const T* dcol, T* dx, Geom g, int64_t channels, int64_t images) {
+  using A = AccT<T>;
+  const int64_t width = images * g.out_sp;
+  PMX_GRID_STRIDE_LOOP(e, images * channels * g.in_sp) {
+    const int64_t i = e % g.in_sp, c = (e / g.in_sp) % channels, b = e / (g.in_sp * channels);
+    const int64_t ix = i % g.in[2], iy = (i / g.in[2]) % g.in[1], iz = i / (g.in[2] * g.in[1]);
+    A acc = 0;
+    for (int64_t kz = 0; kz < g.k[0]; ++kz) {
+      const int64_t tz = iz + g.p[0] - kz * g.d[0];
+      if (tz < 0 || tz % g.s[0] != 0 || tz / g.s[0] >= g.out[0]) continue;
+      for (int64_t ky = 0; ky < g.k[1]; ++ky) {
+        const int64_t ty = iy + g.p[1] - ky * g.d[1];
+        if (ty < 0 || ty % g.s[1] != 0 || ty / g.s[1] >= g.out[1]) continue;
+        for (int64_t kx = 0; kx < g.k[2]; ++kx) {
+          const int64_t tx = ix + g.p[2] - kx * g.d[2];
+          if (tx < 0 || tx % g.s[2] != 0 || tx / g.s[2] >= g.out[2]) continue;
+          const int64_t row = c * g.k_sp + (kz * g.k[1] + ky) * g.k[2] + kx;
+          const int64_t o = ((tz / g.s[0]) * g.out[1] + ty / g.s[1]) * g.out[2] + tx / g.s[2];
+          acc += convert<A>(dcol[row * width + b * g.out_sp + o]);
+        }
+      }
+    }
+    dx[e] = convert<T>(acc);
+  }
+}
+
+// y[b][c][o] = yt[c][b * out_sp + o] + bias[c] (bias may be null).
+template <typename T>
+__global__ void untranspose_bias_kernel(const T* yt, const T* bias, T* y, int64_t channels,
+                                        int64_t images, int64_t out_sp) {
+  using A = AccT<T>;
+  PMX_GRID_STRIDE_LOOP(e, images * channels * out_sp) {
+    const int64_t o = e % out_sp, c = (e / out_sp) % channels, b = e / (out_sp * channels);
+    const A v = convert<A>(yt[c * images * out_sp + b * out_sp + o]);
+    y[e] = convert<T>(bias ? v + convert<A>(bias[c]) : v);
+  }
+}
+
+// dyt[c][b * out_sp + o] = dy[b][c][o].
+template <typename T>
+__global__ void transpose_dy_kernel(const T* dy, T* dyt, int64_t channels, int64_t images,
+                                    int64_t out_sp) {
+  PMX_GRID_STRIDE_LOOP(e, images * channels * out_sp) {
+    const int64_t o = e % out_sp, c = (e / out_sp) % channels, b = e / (out_sp * channels);
+    dyt[c * images * out_sp + b * out_sp + o] = dy[e];
+  }
+}
+
+// out[r] (+)= sum of row r of a (rows, width) matrix: a block per row.
+template <typename T>
+__global__ void row_sum_kernel(const T* m, T* out, int64_t rows, int64_t width, bool accumulate) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j < width; j += kBlock) sum += convert<double>(m[r * width + j]);
+    sum = group_reduce(sum, kBlock, [](double a, double b) { return a + b; });
+    if (threadIdx.x == 0) out[r] = convert<T>(accumulate ? sum + convert<double>(out[r]) : sum);
+  }
+}
+
+unsigned rows_grid(int64_t rows) { return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(rows, 65535))); }
+
+// Images per chunk so that `per_image` bytes of scratch each stay within the budget.
+int64_t chunk_images(int64_t batch, size_t per_image) {
+  return std::max<int64_t>(1, std::min<int64_t>(batch, kWorkspaceBudget / std::max<size_t>(per_image, 1)));
+}
+
+template <typename T>
+void conv_forward_typed(const OpContext& ctx, const ConvGeom& g, const std::vector<TBlob>& in,
+                        const std::vector<TBlob>& out) {
+  const Geom& sp = g.sp;
+  const int64_t K = g.rows_g();
+  const size_t per_image = (g.in_c * sp.k_sp + g.out_c) * sp.out_sp * sizeof(T);
+  const int64_t chunk = chunk_images(g.batch, per_image);
+  T* col = static_cast<T*>(ctx.workspace(chunk * per_image));
+  T* yt = col + g.in_c * sp.k_sp * chunk * sp.out_sp;
+  const T* bias = in.size() == 3 ? in[2].data<T>() : nullptr;
+  cudaStream_t s = stream_of(ctx);
+  for (int64_t b0 = 0; b0 < g.batch; b0 += chunk) {
+    const int64_t B = std::min(chunk, g.batch - b0), width = B * sp.out_sp;
+    im2col_kernel<T><<<grid_for(g.in_c * sp.k_sp * width), kBlock, 0, s>>>(
+        in[0].data<T>() + b0 * g.in_c * sp.in_sp, col, sp, g.in_c, B);
+    PMX_KERNEL_LAUNCH_CHECK();
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      gemm(ctx, in[0].dtype, false, false, g.out_cg(), width, K, 1.0,
+           in[1].data<T>() + grp * g.out_cg() * K, K, col + grp * K * width, width, 0.0,
+           yt + grp * g.out_cg() * width, width);
+    }
+    untranspose_bias_kernel<T><<<grid_for(B * g.out_c * sp.out_sp), kBlock, 0, s>>>(
+        yt, bias, out[0].data<T>() + b0 * g.out_c * sp.out_sp, g.out_c, B, sp.out_sp);
+    PMX_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+template <typename T>
+void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vector<TBlob>& in,
+                         const std::vector<TBlob>& out) {
+  const Geom& sp = g.sp;
+  const int64_t K = g.rows_g();
+  const size_t per_image = (2 * g.in_c * sp.k_sp + g.out_c) * sp.out_sp * sizeof(T);
+  const int64_t chunk = chunk_images(g.batch, per_image);
+  T* col = static_cast<T*>(ctx.workspace(chunk * per_image));
+  T* dcol = col + g.in_c * sp.k_sp * chunk * sp.out_sp;
+  T* dyt = dcol + g.in_c * sp.k_sp * chunk * sp.out_sp;
+  cudaStream_t s = stream_of(ctx);
+  if (g.batch == 0) {
+    fill_blob(out[1], 0.0, s);
+    if (out.size() == 3) fill_blob(out[2], 0.0, s);
+    return;
+  }
+  for (int64_t b0 = 0; b0 < g.batch; b0 += chunk) {
+    const int64_t B = std::min(chunk, g.batch - b0), width = B * sp.out_sp;
+    const double beta = b0 == 0 ? 0.0 : 1.0;  // weight/bias grads accumulate over chunks
+    transpose_dy_kernel<T><<<grid_for(B * g.out_c * sp.out_sp), kBlock, 0, s>>>(
+        in[0].data<T>() + b0 * g.out_c * sp.out_sp, dyt, g.out_c, B, sp.out_sp);
+    PMX_KERNEL_LAUNCH_CHECK();
+    im2col_kernel<T><<<grid_for(g.in_c * sp.k_sp * width), kBlock, 0, s>>>(
+        in[1].data<T>() + b0 * g.in_c * sp.in_sp, col, sp, g.in_c, B);
+    PMX_KERNEL_LAUNCH_CHECK();
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      const T* w_g = in[2].data<T>() + grp * g.out_cg() * K;
+      const T* dyt_g = dyt + grp * g.out_cg() * width;
+      gemm(ctx, in[1].dtype, false, true, g.out_cg(), K, width, 1.0, dyt_g, width,
+           col + grp * K * width, width, beta, out[1].data<T>() + grp * g.out_cg() * K, K);
+      gemm(ctx, in[1].dtype, true, false, K, width, g.out_cg(), 1.0, w_g, K, dyt_g, width, 0.0,
+           dcol + grp * K * width, width);
+    }
+    col2im_kernel<T><<<grid_for(B * g.in_c * sp.in_sp), kBlock, 0, s>>>(
+        dcol, out[0].data<T>() + b0 * g.in_c * sp.in_sp, sp, g.in_c, B);
+    PMX_KERNEL_LAUNCH_CHECK();
+    if (out.size() == 3) {
+      row_sum_kernel<T><<<rows_grid(g.out_c), kBlock, 0, s>>>(dyt, out[2].data<T>(), g.out_c,
+                                                              width, b0 != 0);
+      PMX_KERNEL_LAUNCH_CHECK();
+    }
+  }
+}
+
+void conv_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+                  const std::vector<TBlob>& out) {
+  const ConvGeom g = conv_geom(*ctx.attrs, in[0].shape, in[1].shape);
+  if (out[0].size() == 0) return;
+  PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, { conv_forward_typed<T>(ctx, g, in, out); });
+}
+
+void conv_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+                           const std::vector<TBlob>& out) {
+  const ConvGeom g = conv_geom(*ctx.attrs, in[1].shape, in[2].shape);
+  PMX_GPU_FLOAT_SWITCH(in[1].dtype, T, { conv_backward_typed<T>(ctx, g, in, out); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// pooling: a thread per output element
+// ---------------------------------------------------------------------------------------------
+enum class PoolType : int { kMax, kAvg, kSum };
+
+struct PoolGeom {
+  Geom sp;
+  PoolType type = PoolType::kMax;
+  bool count_include_pad = true;
+  int64_t planes = 0;  // batch * channels
+};
+
+PoolGeom pool_geom(const Attrs& attrs, const Shape& data) {
+  PoolGeom g;
+  const std::string t = attrs.get_str("pool_type", "max");
+  PMX_CHECK(t == "max" || t == "None" || t == "avg" || t == "sum", "pooling: pool_type '", t,
+            "' is not one of max, avg, sum");
+  g.type = t == "avg" ? PoolType::kAvg : t == "sum" ? PoolType::kSum : PoolType::kMax;
+  g.count_include_pad = attrs.get_bool("count_include_pad", true);
+  PMX_CHECK(data.size() >= 3 && data.size() <= 5, "pooling: data shape ", shape_str(data),
+            " must have 3, 4 or 5 dimensions (NCW, NCHW or NCDHW)");
+  const int nsp = static_cast<int>(data.size()) - 2;
+  Shape kernel, stride, pad;
+  if (attrs.get_bool("global_pool", false)) {
+    kernel.assign(data.begin() + 2, data.end());
+    stride = Shape(nsp, 1);
+    pad = Shape(nsp, 0);
+  } else {
+    kernel = attrs.get_shape("kernel", Shape());
+    PMX_CHECK(static_cast<int>(kernel.size()) == nsp, "pooling: kernel ", shape_str(kernel),
+              " must have one value per spatial dimension of data ", shape_str(data));
+    stride = nn::spatial_attr(attrs, "stride", nsp, 1, "pooling");
+    pad = nn::spatial_attr(attrs, "pad", nsp, 0, "pooling");
+  }
+  const bool full = attrs.get_str("pooling_convention", "valid") == "full";
+  g.planes = data[0] * data[1];
+  const int off = 3 - nsp;
+  for (int i = 0; i < nsp; ++i) {
+    const int64_t extent = data[2 + i], room = extent + 2 * pad[i] - kernel[i];
+    int64_t o = (full ? (room + stride[i] - 1) / stride[i] : room / stride[i]) + 1;
+    if (full && (o - 1) * stride[i] >= extent + pad[i]) --o;
+    g.sp.in[off + i] = extent;
+    g.sp.out[off + i] = o;
+    g.sp.k[off + i] = kernel[i];
+    g.sp.s[off + i] = stride[i];
+    g.sp.p[off + i] = pad[i];
+  }
+  finish_geom(g.sp);
+  return g;
+}
+
+// The window of output o along dim, clipped to the input; `padded` is its extent clipped to the
+// padded input (the avg divisor with count_include_pad).
+struct Span {
+  int64_t lo, hi, padded;
+};
+
+__device__ __forceinline__ Span window(const Geom& g, int dim, int64_t o) {
+  const int64_t start = o * g.s[dim] - g.p[dim];
+  const int64_t end = min(start + g.k[dim], g.in[dim] + g.p[dim]);
+  return {start > 0 ? start : 0, min(end, g.in[dim]), end - start};
+}
+
+struct Window {
+  Span z, y, x;
+  __device__ Window(const Geom& g, int64_t o)
+      : z(window(g, 0, o / (g.out[1] * g.out[2]))),
+        y(window(g, 1, (o / g.out[2]) % g.out[1])),
+        x(window(g, 2, o % g.out[2])) {}
+  __device__ double divisor(const PoolGeom& p) const {
+    if (p.type == PoolType::kSum) return 1.0;
+    if (p.count_include_pad) return double(z.padded * y.padded * x.padded);
+    return double((z.hi - z.lo) * (y.hi - y.lo) * (x.hi - x.lo));
+  }
+};
+
+template <typename T>
+__global__ void pool_forward_kernel(const T* x, T* y, PoolGeom p) {
+  using A = AccT<T>;
+  const Geom& g = p.sp;
+  PMX_GRID_STRIDE_LOOP(e, p.planes * g.out_sp) {
+    const int64_t plane = e / g.out_sp;
+    const Window w(g, e % g.out_sp);
+    const T* xp = x + plane * g.in_sp;
+    A acc = p.type == PoolType::kMax ? A(-INFINITY) : A(0);
+    for (int64_t iz = w.z.lo; iz < w.z.hi; ++iz)
+      for (int64_t iy = w.y.lo; iy < w.y.hi; ++iy)
+        for (int64_t ix = w.x.lo; ix < w.x.hi; ++ix) {
+          const A v = convert<A>(xp[(iz * g.in[1] + iy) * g.in[2] + ix]);
+          acc = p.type == PoolType::kMax ? (v > acc ? v : acc) : acc + v;
+        }
+    if (p.type != PoolType::kMax) acc /= A(w.divisor(p));
+    y[e] = convert<T>(acc);
+  }
+}
+
+// Max sends dy to the first input (row-major) equal to the output in its window; avg and sum
+// spread it. Windows overlap when stride < kernel, so contributions are added atomically.
+template <typename T>
+__global__ void pool_backward_kernel(const T* dy, const T* x, const T* y, T* dx, PoolGeom p) {
+  using A = AccT<T>;
+  const Geom& g = p.sp;
+  PMX_GRID_STRIDE_LOOP(e, p.planes * g.out_sp) {
+    const int64_t plane = e / g.out_sp;
+    const Window w(g, e % g.out_sp);
+    const T* xp = x + plane * g.in_sp;
+    T* dxp = dx + plane * g.in_sp;
+    if (p.type == PoolType::kMax) {
+      const A target = convert<A>(y[e]);
+      int64_t hit = -1;
+      for (int64_t iz = w.z.lo; iz < w.z.hi && hit < 0; ++iz)
+        for (int64_t iy = w.y.lo; iy < w.y.hi && hit < 0; ++iy)
+          for (int64_t ix = w.x.lo; ix < w.x.hi; ++ix) {
+            const int64_t i = (iz * g.in[1] + iy) * g.in[2] + ix;
+            if (convert<A>(xp[i]) == target) {
+              hit = i;
+              break;
+            }
+          }
+      if (hit >= 0) atomicAdd(dxp + hit, dy[e]);
+    } else {
+      const T share = convert<T>(convert<A>(dy[e]) / A(w.divisor(p)));
+      for (int64_t iz = w.z.lo; iz < w.z.hi; ++iz)
+        for (int64_t iy = w.y.lo; iy < w.y.hi; ++iy)
+          for (int64_t ix = w.x.lo; ix < w.x.hi; ++ix)
+            atomicAdd(dxp + (iz * g.in[1] + iy) * g.in[2] + ix, share);
+    }
+  }
+}
+
+void pool_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+                  const std::vector<TBlob>& out) {
+  const PoolGeom p = pool_geom(*ctx.attrs, in[0].shape);
+  const int64_t n = out[0].size();
+  if (n == 0) return;
+  PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, {
+    pool_forward_kernel<T><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(in[0].data<T>(),
+                                                                        out[0].data<T>(), p);
+  });
+  PMX_KERNEL_LAUNCH_CHECK();
+}
+
+void pool_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+                           const std::vector<TBlob>& out) {
+  const PoolGeom p = pool_geom(*ctx.attrs, in[1].shape);
+  fill_blob(out[0], 0.0, ctx.run.stream);
+  const int64_t n = in[0].size();
+  if (n == 0) return;
+  PMX_GPU_FLOAT_SWITCH(in[1].dtype, T, {
+    pool_backward_kernel<T><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
+        in[0].data<T>(), in[1].data<T>(), in[2].data<T>(), out[0].data<T>(), p);
+  });
+  PMX_KERNEL_LAUNCH_CHECK();
+}
+
+// ---------------------------------------------------------------------------------------------
+// fully_connected: out = data . weight^T + bias
+// ---------------------------------------------------------------------------------------------
+template <typename T>
+__global__ void broadcast_rows_kernel(const T* bias, T* y, int64_t rows, int64_t cols) {
+  PMX_GRID_STRIDE_LOOP(e, rows * cols) y[e] = bias[e % cols];
+}
+
+// out[c] = sum over rows of m[r][c]: a block per column (columns are few: num_hidden).
+template <typename T>
+__global__ void column_sum_kernel(const T* m, T* out, int64_t rows, int64_t cols) {
+  for (int64_t c = blockIdx.x; c < cols; c += gridDim.x) {
+    double sum = 0;
+    for (int64_t r = threadIdx.x; r < rows; r += kBlock) sum += convert<double>(m[r * cols + c]);
+    sum = group_reduce(sum, kBlock, [](double a, double b) { return a + b; });
+    if (threadIdx.x == 0) out[c] = convert<T>(sum);
+  }
+}
+
+void fc_dims(const Shape& data, bool flatten, int64_t* rows, int64_t* in_units) {
+  if (flatten) {
+    *rows = data.empty() ? 1 : data[0];
+    *in_units = data.empty() ? 1 : nn::prod(data, 1, static_cast<int>(data.size()));
+  } else {
+    *in_units = data.empty() ? 1 : data.back();
+    *rows = data.empty() ? 1 : nn::prod(data, 0, static_cast<int>(data.size()) - 1);
+  }
+}
+
+void fc_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+                const std::vector<TBlob>& out) {
+  int64_t rows, in_units;
+  fc_dims(in[0].shape, ctx.attrs->get_bool("flatten", true), &rows, &in_units);
+  const int64_t hidden = in[1].shape[0];
+  if (out[0].size() == 0) return;
+  const bool has_bias = in.size() == 3;
+  if (has_bias) {
+    PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, {
+      broadcast_rows_kernel<T><<<grid_for(rows * hidden), kBlock, 0, stream_of(ctx)>>>(
+          in[2].data<T>(), out[0].data<T>(), rows, hidden);
+    });
+    PMX_KERNEL_LAUNCH_CHECK();
+  }
+  gemm(ctx, in[0].dtype, false, true, rows, hidden, in_units, 1.0, in[0].dptr, in_units,
+       in[1].dptr, in_units, has_bias ? 1.0 : 0.0, out[0].dptr, hidden);
+}
+
+void fc_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+                         const std::vector<TBlob>& out) {
+  int64_t rows, in_units;
+  fc_dims(in[1].shape, ctx.attrs->get_bool("flatten", true), &rows, &in_units);
+  const int64_t hidden = in[2].shape[0];
+  const DType t = in[1].dtype;
+  // data_grad (rows, in) = dy (rows, hidden) . W (hidden, in)
+  gemm(ctx, t, false, false, rows, in_units, hidden, 1.0, in[0].dptr, hidden, in[2].dptr,
+       in_units, 0.0, out[0].dptr, in_units);
+  // weight_grad (hidden, in) = dy^T (hidden, rows) . X (rows, in); zero when there are no rows
+  if (rows == 0) fill_blob(out[1], 0.0, ctx.run.stream);
+  gemm(ctx, t, true, false, hidden, in_units, rows, 1.0, in[0].dptr, hidden, in[1].dptr,
+       in_units, 0.0, out[1].dptr, in_units);
+  if (out.size() == 3 && hidden > 0) {
+    PMX_GPU_FLOAT_SWITCH(t, T, {
+      column_sum_kernel<T><<<rows_grid(hidden), kBlock, 0, stream_of(ctx)>>>(
+          in[0].data<T>(), out[2].data<T>(), rows, hidden);
+    });
+    PMX_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+const bool registered = [] {
+  op_registry::get_or_create("convolution").set_gpu(conv_compute);
+  op_registry::get_or_create("convolution_backward").set_gpu(conv_backward_compute);
+  op_registry::get_or_create("pooling").set_gpu(pool_compute);
+  op_registry::get_or_create("pooling_backward").set_gpu(pool_backward_compute);
+  op_registry::get_or_create("fully_connected").set_gpu(fc_compute);
+  op_registry::get_or_create("fully_connected_backward").set_gpu(fc_backward_compute);
+  return true;
+}();
+
+}  // namespace
+}  // namespace gpu
+}  // namespace pymx

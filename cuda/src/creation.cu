@@ -1,0 +1,185 @@
+// Creation and random sampling on the GPU (CPU definitions: engine/src/ops/init.cc, random.cc).
+// Values are computed in double and converted like the CPU's (through float for float16).
+// Random ops use the same counter-based stream as the CPU (element i from hash(seed, i)), so a
+// GPU draw equals the CPU draw with the same seed up to rounding of the transcendental functions.
+//
+// | op           | attrs                                    | output |
+// |--------------|------------------------------------------|--------|
+// | zeros ones   | shape, dtype                             | all 0 / all 1 |
+// | full         | shape, dtype, value ("True"/"False" ok)  | all value |
+// | empty        | shape, dtype                             | uninitialised |
+// | arange       | start, stop (None: [0, start)), step, dtype | start + i * step |
+// | linspace     | start, stop, num, endpoint, dtype        | NumPy's linspace |
+// | eye          | N, M, k, dtype                           | ones on the k-th diagonal |
+// | uniform      | low, high, shape, dtype                  | U[low, high) |
+// | normal       | loc, scale, shape, dtype                 | N(loc, scale^2), Box-Muller |
+// | randint      | low, high, shape, dtype                  | integers in [low, high) |
+// | permutation  | n, dtype                                 | a random permutation of 0..n-1 |
+#include <algorithm>
+#include <cmath>
+
+#include "kernel_util.cuh"
+#include "launch.h"
+#include "random.cuh"
+
+namespace pymx {
+namespace gpu {
+namespace {
+
+// The i-th 64 random bits of stream `seed`, and a uniform in [0, 1) with 53 bits (random.cc).
+__host__ __device__ __forceinline__ uint64_t random_bits(uint64_t seed, uint64_t i) {
+  return mix64(seed ^ mix64(i));
+}
+__device__ __forceinline__ double unit53(uint64_t seed, uint64_t i) {
+  return static_cast<double>(random_bits(seed, i) >> 11) * 0x1.0p-53;
+}
+
+enum class Gen : int { kLinear, kUniform, kNormal, kRandint };
+
+// y[i] = a + i * b (linear), low + (high - low) * U (uniform), loc + scale * N (normal),
+// a + bits % span (randint).
+struct GenArgs {
+  Gen gen;
+  double a, b;
+  uint64_t seed, span;
+};
+
+template <typename T>
+__global__ void generate_kernel(T* y, int64_t n, GenArgs g) {
+  using C = AccT<T>;
+  PMX_GRID_STRIDE_LOOP(i, n) {
+    double v;
+    switch (g.gen) {
+      case Gen::kLinear: v = g.a + static_cast<double>(i) * g.b; break;
+      case Gen::kUniform: v = g.a + (g.b - g.a) * unit53(g.seed, i); break;
+      case Gen::kNormal: {
+        const double u1 = 1.0 - unit53(g.seed, 2 * i), u2 = unit53(g.seed, 2 * i + 1);
+        v = g.a + g.b * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+        break;
+      }
+      case Gen::kRandint:
+        v = static_cast<double>(static_cast<int64_t>(g.a) +
+                                static_cast<int64_t>(random_bits(g.seed, i) % g.span));
+        break;
+    }
+    y[i] = convert<T>(static_cast<C>(v));
+  }
+}
+
+template <typename T>
+__global__ void eye_kernel(T* y, int64_t n, int64_t m, int64_t k) {
+  PMX_GRID_STRIDE_LOOP(i, n) {
+    if (i + k >= 0 && i + k < m) y[i * m + i + k] = convert<T>(1.0f);
+  }
+}
+
+void generate(const OpContext& ctx, const TBlob& out, GenArgs args) {
+  const int64_t n = out.size();
+  if (n == 0) return;
+  PMX_GPU_TYPE_SWITCH(out.dtype, T, {
+    generate_kernel<T><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(out.data<T>(), n, args);
+  });
+  PMX_KERNEL_LAUNCH_CHECK();
+}
+
+void fill_compute(const OpContext& ctx, const TBlob& out, double value) {
+  fill_blob(out, value, ctx.run.stream);
+}
+
+double fill_value(const Attrs& attrs) {
+  const std::string text = attrs.get_str("value", "0");
+  if (text == "True") return 1.0;
+  if (text == "False") return 0.0;
+  return attrs.get_float("value");
+}
+
+void arange_compute(const OpContext& ctx, const std::vector<TBlob>&, const std::vector<TBlob>& out) {
+  double start = ctx.attrs->get_float("start", 0.0);
+  const double step = ctx.attrs->get_float("step", 1.0);
+  if (!ctx.attrs->has("stop")) start = 0.0;  // arange(n) is [0, n)
+  generate(ctx, out[0], {Gen::kLinear, start, step, 0, 0});
+}
+
+void linspace_compute(const OpContext& ctx, const std::vector<TBlob>&,
+                      const std::vector<TBlob>& out) {
+  const double start = ctx.attrs->get_float("start"), stop = ctx.attrs->get_float("stop");
+  const int64_t num = out[0].size();
+  const bool endpoint = ctx.attrs->get_bool("endpoint", true);
+  const int64_t div = endpoint ? num - 1 : num;
+  const double step = div > 0 ? (stop - start) / static_cast<double>(div) : 0.0;
+  generate(ctx, out[0], {Gen::kLinear, start, step, 0, 0});
+  if (endpoint && num > 1) {  // the last sample is exactly `stop`, as in NumPy
+    TBlob last = out[0];
+    last.dptr = static_cast<char*>(out[0].dptr) + (num - 1) * dtype_size(out[0].dtype);
+    last.shape = {1};
+    fill_blob(last, stop, ctx.run.stream);
+  }
+}
+
+void eye_compute(const OpContext& ctx, const std::vector<TBlob>&, const std::vector<TBlob>& out) {
+  fill_blob(out[0], 0.0, ctx.run.stream);
+  const int64_t n = out[0].shape[0], m = out[0].shape[1], k = ctx.attrs->get_int("k", 0);
+  if (n == 0 || m == 0) return;
+  PMX_GPU_TYPE_SWITCH(out[0].dtype, T, {
+    eye_kernel<T><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(out[0].data<T>(), n, m, k);
+  });
+  PMX_KERNEL_LAUNCH_CHECK();
+}
+
+void randint_compute(const OpContext& ctx, const std::vector<TBlob>&,
+                     const std::vector<TBlob>& out) {
+  const bool has_high = ctx.attrs->has("high");
+  const int64_t low = has_high ? ctx.attrs->get_int("low", 0) : 0;
+  const int64_t high = has_high ? ctx.attrs->get_int("high") : ctx.attrs->get_int("low");
+  generate(ctx, out[0], {Gen::kRandint, static_cast<double>(low), 0.0, ctx.seed,
+                         static_cast<uint64_t>(high - low)});
+}
+
+// Fisher-Yates is sequential: shuffle on the host with the CPU's stream, then copy. The copy
+// from pageable memory returns only after the data is staged, so `p` may die right after.
+void permutation_compute(const OpContext& ctx, const std::vector<TBlob>&,
+                         const std::vector<TBlob>& out) {
+  const int64_t n = out[0].size();
+  if (n == 0) return;
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[i] = i;
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(p[i], p[static_cast<int64_t>(random_bits(ctx.seed, i) % static_cast<uint64_t>(i + 1))]);
+  // int64 goes straight into the output; other dtypes through the workspace and a cast.
+  TBlob staged = out[0];
+  staged.dtype = DType::kInt64;
+  if (out[0].dtype != DType::kInt64) staged.dptr = ctx.workspace(n * sizeof(int64_t));
+  PMX_CUDA_CHECK(cudaMemcpyAsync(staged.dptr, p.data(), n * sizeof(int64_t),
+                                 cudaMemcpyHostToDevice, stream_of(ctx)));
+  if (out[0].dtype != DType::kInt64) cast_blob(staged, out[0], ctx.run.stream);
+}
+
+const bool registered = [] {
+  using Blobs = const std::vector<TBlob>&;
+  op_registry::get_or_create("zeros").set_gpu(
+      [](const OpContext& ctx, Blobs, Blobs out) { fill_compute(ctx, out[0], 0.0); });
+  op_registry::get_or_create("ones").set_gpu(
+      [](const OpContext& ctx, Blobs, Blobs out) { fill_compute(ctx, out[0], 1.0); });
+  op_registry::get_or_create("full").set_gpu([](const OpContext& ctx, Blobs, Blobs out) {
+    fill_compute(ctx, out[0], fill_value(*ctx.attrs));
+  });
+  op_registry::get_or_create("empty").set_gpu([](const OpContext&, Blobs, Blobs) {});
+  op_registry::get_or_create("arange").set_gpu(arange_compute);
+  op_registry::get_or_create("linspace").set_gpu(linspace_compute);
+  op_registry::get_or_create("eye").set_gpu(eye_compute);
+  op_registry::get_or_create("uniform").set_gpu([](const OpContext& ctx, Blobs, Blobs out) {
+    generate(ctx, out[0], {Gen::kUniform, ctx.attrs->get_float("low", 0.0),
+                           ctx.attrs->get_float("high", 1.0), ctx.seed, 0});
+  });
+  op_registry::get_or_create("normal").set_gpu([](const OpContext& ctx, Blobs, Blobs out) {
+    generate(ctx, out[0], {Gen::kNormal, ctx.attrs->get_float("loc", 0.0),
+                           ctx.attrs->get_float("scale", 1.0), ctx.seed, 0});
+  });
+  op_registry::get_or_create("randint").set_gpu(randint_compute);
+  op_registry::get_or_create("permutation").set_gpu(permutation_compute);
+  return true;
+}();
+
+}  // namespace
+}  // namespace gpu
+}  // namespace pymx

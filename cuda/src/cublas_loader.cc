@@ -1,0 +1,98 @@
+// Finding and loading libcublas.so.13. Candidates, in order:
+//   1. "libcublas.so.13" by soname: found when the library is already loaded (pymx's Python
+//      layer preloads the nvidia-cublas wheel), on LD_LIBRARY_PATH, or in the system cache;
+//   2. <dir of libpymx.so>/../nvidia/cu13/lib/libcublas.so.13: the nvidia-cublas wheel installed
+//      next to pymx in the same site-packages (pip install pymx[cuda]).
+#include "cublas_loader.h"
+
+#include <dlfcn.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda_check.h"
+#include "pymx/base.h"
+
+namespace pymx {
+namespace gpu {
+namespace {
+
+constexpr const char* kCublasSoname = "libcublas.so.13";
+
+std::string own_library_dir() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&own_library_dir), &info) == 0 || info.dli_fname == nullptr)
+    return "";
+  std::string path = info.dli_fname;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+void* open_cublas() {
+  std::vector<std::string> candidates = {kCublasSoname};
+  const std::string dir = own_library_dir();
+  if (!dir.empty()) candidates.push_back(dir + "/../nvidia/cu13/lib/" + kCublasSoname);
+  std::string errors;
+  for (const std::string& path : candidates) {
+    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    if (lib != nullptr) return lib;
+    const char* why = dlerror();
+    errors += str_cat("\n  ", path, ": ", why ? why : "not found");
+  }
+  PMX_THROW(Status::kCuda, "cannot load cuBLAS (", kCublasSoname,
+            "), which pymx needs for matrix products on the GPU; install it with "
+            "`pip install nvidia-cublas` (or pymx[cuda]) or put it on LD_LIBRARY_PATH. Tried:",
+            errors);
+}
+
+}  // namespace
+
+const CublasApi& cublas() {
+  static CublasApi api;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* lib = open_cublas();
+    auto load = [lib](const char* name) {
+      void* sym = dlsym(lib, name);
+      if (sym == nullptr)
+        PMX_THROW(Status::kCuda, "cuBLAS (", kCublasSoname, ") has no symbol ", name,
+                  "; pymx needs cuBLAS 13 or newer");
+      return sym;
+    };
+    api.create = reinterpret_cast<decltype(api.create)>(load("cublasCreate_v2"));
+    api.set_stream = reinterpret_cast<decltype(api.set_stream)>(load("cublasSetStream_v2"));
+    api.sgemm_strided_batched = reinterpret_cast<decltype(api.sgemm_strided_batched)>(
+        load("cublasSgemmStridedBatched"));
+    api.dgemm_strided_batched = reinterpret_cast<decltype(api.dgemm_strided_batched)>(
+        load("cublasDgemmStridedBatched"));
+    api.gemm_strided_batched_ex = reinterpret_cast<decltype(api.gemm_strided_batched_ex)>(
+        load("cublasGemmStridedBatchedEx"));
+  });
+  return api;
+}
+
+void check_cublas(cublasStatus_t status, const char* call) {
+  if (status != 0) PMX_THROW(Status::kCuda, "cuBLAS call ", call, " failed with status ", status);
+}
+
+cublasHandle_t cublas_handle(int device_id, cudaStream_t stream) {
+  static std::mutex mu;
+  static auto* handles = new std::map<std::pair<int, cudaStream_t>, cublasHandle_t>();  // never freed
+  const CublasApi& api = cublas();
+  std::lock_guard<std::mutex> lock(mu);
+  auto key = std::make_pair(device_id, stream);
+  auto it = handles->find(key);
+  if (it != handles->end()) return it->second;
+  PMX_CUDA_CHECK(cudaSetDevice(device_id));
+  cublasHandle_t handle = nullptr;
+  check_cublas(api.create(&handle), "cublasCreate_v2");
+  check_cublas(api.set_stream(handle, stream), "cublasSetStream_v2");
+  handles->emplace(key, handle);
+  return handle;
+}
+
+}  // namespace gpu
+}  // namespace pymx

@@ -1,0 +1,157 @@
+// Device queries, streams, events, pinned host memory and copies: thin wrappers over the CUDA
+// runtime with pymx's error policy (cuda_check.h). Every call that touches a device sets it
+// first, because engine workers may serve several devices.
+#include <cuda_runtime.h>
+
+#include <mutex>
+
+#include "cuda_check.h"
+#include "pymx/gpu.h"
+
+namespace pymx {
+namespace gpu {
+
+bool built_with_cuda() { return true; }
+
+// The count cannot change while the process runs (CUDA_VISIBLE_DEVICES is read once by the
+// driver), so it is queried once; a failed query is not cached and throws again next time.
+int device_count() {
+  static std::mutex mu;
+  static int cached = -1;
+  std::lock_guard<std::mutex> lock(mu);
+  if (cached >= 0) return cached;
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
+    (void)cudaGetLastError();  // "no GPU" is an answer, not a failure
+    count = 0;
+  } else if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw_cuda_error(err, "cudaGetDeviceCount(&count)", __FILE__, __LINE__);
+  }
+  cached = count;
+  return cached;
+}
+
+void check_device(int device_id) {
+  const int count = device_count();
+  PMX_CHECK(device_id >= 0 && device_id < count, "gpu(", device_id, ") does not exist: ", count,
+            count == 1 ? " GPU is" : " GPUs are", " visible",
+            count > 0 ? str_cat(" (valid ids 0..", count - 1, ")") : std::string());
+}
+
+void set_device(int device_id) {
+  check_device(device_id);
+  PMX_CUDA_CHECK(cudaSetDevice(device_id));
+}
+
+void memory_info(int device_id, uint64_t* free_bytes, uint64_t* total_bytes) {
+  check_device(device_id);
+  int previous = 0;
+  PMX_CUDA_CHECK(cudaGetDevice(&previous));
+  PMX_CUDA_CHECK(cudaSetDevice(device_id));
+  size_t free_b = 0, total_b = 0;
+  cudaError_t err = cudaMemGetInfo(&free_b, &total_b);
+  PMX_CUDA_CHECK(cudaSetDevice(previous));
+  PMX_CUDA_CHECK(err);
+  *free_bytes = free_b;
+  *total_bytes = total_b;
+}
+
+void* create_stream(int device_id) {
+  set_device(device_id);
+  cudaStream_t stream = nullptr;
+  PMX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return stream;
+}
+
+void destroy_stream(int device_id, void* stream) {
+  if (stream == nullptr) return;
+  PMX_CUDA_IGNORE(cudaSetDevice(device_id));
+  PMX_CUDA_IGNORE(cudaStreamDestroy(static_cast<cudaStream_t>(stream)));
+}
+
+void* create_event(int device_id) {
+  set_device(device_id);
+  cudaEvent_t event = nullptr;
+  PMX_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return event;
+}
+
+void destroy_event(int device_id, void* event) {
+  if (event == nullptr) return;
+  PMX_CUDA_IGNORE(cudaSetDevice(device_id));
+  PMX_CUDA_IGNORE(cudaEventDestroy(static_cast<cudaEvent_t>(event)));
+}
+
+void record_event(void* event, void* stream) {
+  PMX_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+}
+
+void stream_wait_event(void* stream, void* event) {
+  PMX_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
+                                     static_cast<cudaEvent_t>(event), 0));
+}
+
+void event_synchronize(void* event) {
+  PMX_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+}
+
+bool event_query(void* event) {
+  cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  if (err == cudaErrorNotReady) {
+    (void)cudaGetLastError();  // not an error: the work is still running
+    return false;
+  }
+  PMX_CUDA_CHECK(err);
+  return true;
+}
+
+void stream_synchronize(void* stream) {
+  PMX_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
+
+void* alloc_pinned(size_t size) {
+  if (size == 0) return nullptr;
+  void* ptr = nullptr;
+  cudaError_t err = cudaHostAlloc(&ptr, size, cudaHostAllocPortable);
+  if (err == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    PMX_THROW(Status::kOutOfMemory, "out of pinned host memory: tried to allocate ", size,
+              " bytes with cudaHostAlloc");
+  }
+  PMX_CUDA_CHECK(err);
+  return ptr;
+}
+
+void free_pinned(void* ptr) {
+  if (ptr == nullptr) return;
+  PMX_CUDA_CHECK(cudaFreeHost(ptr));
+}
+
+void copy_host_to_device(void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  PMX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                 static_cast<cudaStream_t>(stream)));
+}
+
+void copy_device_to_host(void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  PMX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
+                                 static_cast<cudaStream_t>(stream)));
+}
+
+void copy_device_to_device(void* dst, int dst_device, const void* src, int src_device,
+                           size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  auto s = static_cast<cudaStream_t>(stream);
+  if (dst_device == src_device) {
+    PMX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+  } else {
+    // Peer copies work without peer access enabled (the driver stages through the host).
+    PMX_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, s));
+  }
+}
+
+}  // namespace gpu
+}  // namespace pymx

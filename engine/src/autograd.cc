@@ -1,0 +1,287 @@
+// Native autograd: the tape recorded by invoke() and the backward pass.
+//
+// Note [The tape]
+// ~~~~~~~~~~~~~~~
+// There is no global tape. Each recorded op becomes a Node that the op's outputs point to through
+// their AutogradEntry, and that holds its inputs (whose entries point to their producers). An op
+// is recorded only when one of its inputs already has a node (a marked variable or a recorded
+// result), so recording costs one branch per input for ops on plain arrays. Backward walks the
+// nodes reachable from the heads, in reverse topological order, calling each OpDef::gradient.
+// Gradient functions call invoke(), so gradients are pushed to the engine like any other op and
+// run asynchronously on the heads' devices; backward itself never waits.
+#include "autograd.h"
+
+#include <unordered_map>
+#include <utility>
+
+namespace pymx {
+namespace autograd {
+namespace {
+
+thread_local bool t_recording = false;
+thread_local bool t_training = false;
+
+const char* const kNotInGraph =
+    "Cannot differentiate node because it is not in a computational graph. You need to set "
+    "is_recording to true or use autograd.record() to save computational graphs for backward. If "
+    "you want to differentiate the same graph twice, you need to pass retain_graph=True to "
+    "backward.";
+
+// Sets the thread's recording and training flags for one scope (exception-safe).
+class FlagScope {
+ public:
+  FlagScope(bool recording, bool training)
+      : old_recording_(set_recording(recording)), old_training_(set_training(training)) {}
+  ~FlagScope() {
+    set_recording(old_recording_);
+    set_training(old_training_);
+  }
+  FlagScope(const FlagScope&) = delete;
+  FlagScope& operator=(const FlagScope&) = delete;
+
+ private:
+  bool old_recording_;
+  bool old_training_;
+};
+
+NDArray filled_like(const NDArray& like, const char* op_name) {
+  Attrs attrs{{"shape", shape_str(like.shape())}, {"dtype", dtype_name(like.dtype())}};
+  return invoke(op_registry::get(op_name), {}, attrs, like.device())[0];
+}
+
+// Sum of gradients arriving at one output of a node.
+void accumulate(NDArray* slot, const NDArray& grad) {
+  *slot = slot->is_none() ? grad : invoke("add", {*slot, grad})[0];
+}
+
+// Every node reachable from `roots`, each after all nodes it takes inputs from.
+std::vector<std::shared_ptr<Node>> topological_order(const std::vector<std::shared_ptr<Node>>& roots) {
+  std::vector<std::shared_ptr<Node>> order;
+  std::unordered_map<const Node*, bool> done;  // false: on the DFS stack, true: emitted
+  std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack;  // node, next input to visit
+  for (const auto& root : roots) {
+    if (done.count(root.get())) continue;
+    done[root.get()] = false;
+    stack.emplace_back(root, 0);
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      if (next < node->inputs.size()) {
+        const std::shared_ptr<Node>& parent = node->inputs[next++].autograd_entry().node;
+        if (parent && !done.count(parent.get())) {
+          done[parent.get()] = false;
+          stack.emplace_back(parent, 0);
+        }
+        continue;
+      }
+      done[node.get()] = true;
+      order.push_back(std::move(node));
+      stack.pop_back();
+    }
+  }
+  return order;
+}
+
+// Runs the backward pass and returns the total gradient reaching each variable node (keyed by
+// node). Frees the tape unless retain_graph.
+std::unordered_map<const Node*, NDArray> run_backward(const std::vector<NDArray>& heads,
+                                                      const std::vector<NDArray>& head_grads,
+                                                      bool retain_graph, bool is_train,
+                                                      bool create_graph) {
+  PMX_CHECK(!heads.empty(), "backward: no heads given");
+  PMX_CHECK(head_grads.empty() || head_grads.size() == heads.size(), "backward: got ",
+            heads.size(), " heads but ", head_grads.size(), " head gradients");
+  std::vector<std::shared_ptr<Node>> roots;
+  for (const NDArray& head : heads) {
+    const std::shared_ptr<Node>& node = head.autograd_entry().node;
+    PMX_CHECK(node && !node->freed, kNotInGraph);
+    roots.push_back(node);
+  }
+
+  FlagScope flags(/*recording=*/create_graph, /*training=*/is_train);
+  const std::vector<std::shared_ptr<Node>> order = topological_order(roots);
+  // Gradients arriving at each output of each node, summed.
+  std::unordered_map<const Node*, std::vector<NDArray>> out_grads;
+  auto slots_of = [&out_grads](const Node& node) -> std::vector<NDArray>& {
+    std::vector<NDArray>& slots = out_grads[&node];
+    if (slots.empty()) slots.resize(node.is_variable() ? 1 : node.outputs.size());
+    return slots;
+  };
+
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const NDArray& head = heads[i];
+    NDArray head_grad = head_grads.empty() ? NDArray() : head_grads[i];
+    if (head_grad.is_none()) {
+      head_grad = filled_like(head, "ones");
+    } else {
+      PMX_CHECK(head_grad.shape() == head.shape(), "backward: head gradient ", i, " has shape ",
+                shape_str(head_grad.shape()), " but head ", i, " has shape ",
+                shape_str(head.shape()));
+      PMX_CHECK(head_grad.device() == head.device(), "backward: head gradient ", i, " is on ",
+                head_grad.device().str(), " but head ", i, " is on ", head.device().str());
+    }
+    accumulate(&slots_of(*roots[i])[head.autograd_entry().index], head_grad);
+  }
+
+  std::unordered_map<const Node*, NDArray> variable_grads;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node& node = **it;
+    auto found = out_grads.find(&node);
+    if (found == out_grads.end()) continue;  // no gradient flows here (e.g. an integer input)
+    std::vector<NDArray> ograds = std::move(found->second);
+    out_grads.erase(found);
+    if (node.is_variable()) {
+      variable_grads[&node] = ograds[0];
+      continue;
+    }
+    PMX_CHECK(!node.freed, kNotInGraph);
+    PMX_CHECK(node.op->gradient, "operator '", node.op->name,
+              "' is not differentiable, but a gradient was requested through it");
+    for (size_t k = 0; k < ograds.size(); ++k)
+      if (ograds[k].is_none()) ograds[k] = filled_like(node.outputs[k], "zeros");
+
+    GradContext ctx{*node.op, node.attrs, node.inputs, node.outputs, ograds, is_train};
+    const std::vector<NDArray> igrads = node.op->gradient(ctx);
+    PMX_ASSERT(igrads.size() == node.inputs.size(), "gradient of '", node.op->name, "' returned ",
+               igrads.size(), " arrays for ", node.inputs.size(), " inputs");
+    for (size_t k = 0; k < igrads.size(); ++k) {
+      const AutogradEntry& entry = node.inputs[k].autograd_entry();
+      if (!entry.node || igrads[k].is_none()) continue;
+      PMX_ASSERT(igrads[k].shape() == node.inputs[k].shape(), "gradient of '", node.op->name,
+                 "' for input ", k, " has shape ", shape_str(igrads[k].shape()),
+                 " but the input has shape ", shape_str(node.inputs[k].shape()));
+      accumulate(&slots_of(*entry.node)[entry.index], igrads[k]);
+    }
+  }
+
+  if (!retain_graph) {
+    for (const auto& node : order) {
+      if (node->is_variable()) continue;
+      node->inputs.clear();
+      node->outputs.clear();
+      node->freed = true;
+    }
+  }
+  return variable_grads;
+}
+
+// Writes `grad` into a variable's buffer according to its grad_req.
+void store_grad(const Node& variable, const NDArray& grad) {
+  NDArray buffer = variable.grad;
+  switch (variable.grad_req) {
+    case GradReq::kNull:
+      return;
+    case GradReq::kWrite:
+      grad.copy_to(buffer);
+      return;
+    case GradReq::kAdd:
+      invoke(op_registry::get("add"), {buffer, grad}, {}, buffer.device(), {buffer});
+      return;
+  }
+}
+
+}  // namespace
+
+// Note [Iterative teardown]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// Destroying the last array of a long chain (an RNN unrolled over thousands of steps) would
+// destroy its node, whose inputs destroy their nodes, ... recursively, and overflow the stack.
+// Instead a dying node hands the parents it solely owns to a thread-local list, which the
+// outermost destructor drains in a loop.
+Node::~Node() {
+  thread_local std::vector<std::shared_ptr<Node>> pending;
+  thread_local bool draining = false;
+  for (NDArray& input : inputs) {
+    std::shared_ptr<Node>& parent = input.autograd_entry().node;
+    if (parent && parent.use_count() == 1) pending.push_back(std::move(parent));
+  }
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    std::shared_ptr<Node> last = std::move(pending.back());
+    pending.pop_back();
+    last.reset();  // may append to `pending`
+  }
+  draining = false;
+}
+
+bool is_recording() { return t_recording; }
+bool set_recording(bool on) { return std::exchange(t_recording, on); }
+bool is_training() { return t_training; }
+bool set_training(bool on) { return std::exchange(t_training, on); }
+
+void mark_variables(const std::vector<NDArray*>& variables, const std::vector<NDArray>& grads,
+                    const std::vector<GradReq>& reqs) {
+  PMX_CHECK(variables.size() == grads.size() && variables.size() == reqs.size(),
+            "mark_variables: got ", variables.size(), " variables, ", grads.size(),
+            " gradients and ", reqs.size(), " grad_reqs");
+  for (size_t i = 0; i < variables.size(); ++i) {
+    NDArray& var = *variables[i];
+    const NDArray& grad = grads[i];
+    PMX_CHECK(!var.is_none() && !grad.is_none(), "mark_variables: variable ", i,
+              " or its gradient is a none array");
+    PMX_CHECK(grad.shape() == var.shape(), "mark_variables: variable ", i, " has shape ",
+              shape_str(var.shape()), " but its gradient has shape ", shape_str(grad.shape()));
+    PMX_CHECK(grad.device() == var.device(), "mark_variables: variable ", i, " is on ",
+              var.device().str(), " but its gradient is on ", grad.device().str());
+    auto node = std::make_shared<Node>();
+    node->grad = grad;
+    node->grad_req = reqs[i];
+    var.autograd_entry() = AutogradEntry{std::move(node), 0};
+  }
+}
+
+NDArray get_grad(const NDArray& variable) {
+  const std::shared_ptr<Node>& node = variable.autograd_entry().node;
+  if (!node || !node->is_variable() || node->grad_req == GradReq::kNull) return NDArray();
+  return node->grad;
+}
+
+void record_op(const OpDef& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
+               std::vector<NDArray>* outputs, bool is_train) {
+  bool needs_grad = false;
+  for (const NDArray& input : inputs) needs_grad |= input.autograd_entry().node != nullptr;
+  if (!needs_grad) return;
+  // Gradients flow through floating-point values only: comparisons, argmax and the like end the
+  // path (MXNet gives them zero gradients; not recording them is the same and cheaper).
+  bool any_float_output = false;
+  for (const NDArray& out : *outputs) any_float_output |= is_float(out.dtype());
+  if (!any_float_output) return;
+
+  auto node = std::make_shared<Node>();
+  node->op = &op;
+  node->attrs = attrs;
+  node->inputs = inputs;
+  node->outputs = *outputs;
+  for (NDArray& out : node->outputs) out.autograd_entry() = AutogradEntry();
+  node->is_train = is_train;
+  for (size_t i = 0; i < outputs->size(); ++i)
+    (*outputs)[i].autograd_entry() = AutogradEntry{node, static_cast<uint32_t>(i)};
+}
+
+void backward(const std::vector<NDArray>& heads, const std::vector<NDArray>& head_grads,
+              bool retain_graph, bool is_train) {
+  const auto variable_grads = run_backward(heads, head_grads, retain_graph, is_train, false);
+  for (const auto& [node, grad] : variable_grads) store_grad(*node, grad);
+}
+
+std::vector<NDArray> grad(const std::vector<NDArray>& heads, const std::vector<NDArray>& variables,
+                          const std::vector<NDArray>& head_grads, bool retain_graph, bool is_train,
+                          bool create_graph) {
+  for (size_t i = 0; i < variables.size(); ++i) {
+    const std::shared_ptr<Node>& node = variables[i].autograd_entry().node;
+    PMX_CHECK(node && node->is_variable(), "Cannot differentiate with respect to the ", i + 1,
+              "-th variable because it does not require gradient.");
+  }
+  const auto variable_grads =
+      run_backward(heads, head_grads, retain_graph, is_train, create_graph);
+  std::vector<NDArray> result;
+  result.reserve(variables.size());
+  for (const NDArray& var : variables) {
+    auto found = variable_grads.find(var.autograd_entry().node.get());
+    result.push_back(found != variable_grads.end() ? found->second : filled_like(var, "zeros"));
+  }
+  return result;
+}
+
+}  // namespace autograd
+}  // namespace pymx

@@ -1,0 +1,54 @@
+// Every environment variable pymx reads (5); nothing else in pymx reads any.
+//
+//   variable               values                  default   meaning
+//   PYMX_ENGINE            threaded | naive        threaded  naive = run each op at push (debugging)
+//   PYMX_CPU_WORKERS       int >= 1                1         worker threads per CPU device
+//   PYMX_GPU_WORKERS       int >= 1                1         compute workers (streams) per GPU
+//   PYMX_GPU_COPY_WORKERS  int >= 1                1         copy workers per GPU and direction
+//   PYMX_CPU_CACHE_MB      int >= 0                256       freed host memory kept for reuse
+//
+// Why one CPU worker per device by default: on the 2-core reference machine a second worker per
+// device only adds wake-ups (bench/cpp/engine_micro.cc), and data parallelism already uses one
+// device (hence one worker) per core. OpenBLAS and the kernels parallelise inside an op.
+#include "config.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "pymx/base.h"
+
+namespace pymx {
+namespace {
+
+int read_int(const char* name, int default_value, int min_value) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return default_value;
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  PMX_CHECK(*end == '\0' && value >= min_value && value <= (1 << 20), name, "=\"", text,
+            "\" is not an integer >= ", min_value);
+  return static_cast<int>(value);
+}
+
+Config read_config() {
+  Config c;
+  if (const char* engine = std::getenv("PYMX_ENGINE"); engine != nullptr && *engine != '\0') {
+    c.engine = engine;
+    PMX_CHECK(c.engine == "threaded" || c.engine == "naive", "PYMX_ENGINE=\"", c.engine,
+              "\" is not one of \"threaded\", \"naive\"");
+  }
+  c.cpu_workers = read_int("PYMX_CPU_WORKERS", 1, 1);
+  c.gpu_workers = read_int("PYMX_GPU_WORKERS", 1, 1);
+  c.gpu_copy_workers = read_int("PYMX_GPU_COPY_WORKERS", 1, 1);
+  c.cpu_cache_bytes = static_cast<size_t>(read_int("PYMX_CPU_CACHE_MB", 256, 0)) << 20;
+  return c;
+}
+
+}  // namespace
+
+const Config& config() {
+  static const Config instance = read_config();
+  return instance;
+}
+
+}  // namespace pymx

@@ -1,0 +1,21 @@
+// Process settings read from the environment. This is the only code in pymx that reads
+// environment variables; config.cc lists every one of them.
+#pragma once
+
+#include <string>
+
+namespace pymx {
+
+struct Config {
+  std::string engine = "threaded";  // "threaded" | "naive"
+  int cpu_workers = 1;              // worker threads per CPU device
+  int gpu_workers = 1;              // compute workers (one stream each) per GPU
+  int gpu_copy_workers = 1;         // copy workers per GPU and direction (H2D, D2H)
+  size_t cpu_cache_bytes = 0;       // upper bound on freed host memory kept for reuse
+};
+
+// Read once, on first use; thread-safe. Throws Error(kInvalidArg) naming the variable and the
+// value when a setting does not parse.
+const Config& config();
+
+}  // namespace pymx

@@ -1,0 +1,219 @@
+// NDArray: storage chunks, views, waits and copies between devices.
+#include "pymx/ndarray.h"
+
+#include <cstring>
+
+#include "ops/cast.h"
+#include "pymx/gpu.h"
+#include "pymx/op.h"
+
+namespace pymx {
+
+Chunk::Chunk(size_t bytes, Device dev) : device(dev) {
+  storage = storage::alloc(bytes, dev);
+  var = Engine::get()->new_var();
+}
+
+Chunk::~Chunk() {
+  // The engine runs the deletion after every op queued on `var` has finished, so the memory
+  // outlives all kernels that may still use it.
+  StorageHandle handle = storage;
+  Engine::get()->delete_var(
+      [handle](RunContext ctx) mutable {
+        if (ctx.stream != nullptr) handle.stream = ctx.stream;
+        storage::free(handle);
+      },
+      device, var);
+}
+
+NDArray::NDArray(const Shape& shape, Device device, DType dtype)
+    : chunk_(std::make_shared<Chunk>(static_cast<size_t>(shape_size(shape)) * dtype_size(dtype),
+                                     device)),
+      shape_(shape),
+      dtype_(dtype),
+      device_(device) {
+  for (int64_t d : shape) PMX_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
+}
+
+TBlob NDArray::blob() const {
+  PMX_ASSERT(chunk_ != nullptr, "blob() of a none array");
+  TBlob b;
+  b.dptr = chunk_->storage.dptr == nullptr
+               ? nullptr
+               : static_cast<char*>(chunk_->storage.dptr) + byte_offset_;
+  b.shape = shape_;
+  b.dtype = dtype_;
+  b.device = device_;
+  return b;
+}
+
+NDArray NDArray::reshape_view(const Shape& shape) const {
+  PMX_CHECK(shape_size(shape) == size(), "cannot reshape array of shape ", shape_str(shape_),
+            " (", size(), " elements) into shape ", shape_str(shape), " (", shape_size(shape),
+            " elements)");
+  NDArray v = *this;
+  v.shape_ = shape;
+  v.entry_ = AutogradEntry();
+  return v;
+}
+
+NDArray NDArray::slice_view(int64_t begin, int64_t end) const {
+  PMX_CHECK(ndim() >= 1, "slice_view of a 0-d array");
+  PMX_CHECK(0 <= begin && begin <= end && end <= shape_[0], "slice [", begin, ", ", end,
+            ") out of range for axis 0 of length ", shape_[0]);
+  NDArray v = *this;
+  const size_t row_bytes = nbytes() / (shape_[0] == 0 ? 1 : static_cast<size_t>(shape_[0]));
+  v.byte_offset_ += static_cast<size_t>(begin) * row_bytes;
+  v.shape_[0] = end - begin;
+  v.entry_ = AutogradEntry();
+  return v;
+}
+
+NDArray NDArray::at_view(int64_t index) const {
+  PMX_CHECK(ndim() >= 1, "at_view of a 0-d array");
+  PMX_CHECK(0 <= index && index < shape_[0], "index ", index,
+            " out of range for axis 0 of length ", shape_[0]);
+  NDArray v = slice_view(index, index + 1);
+  v.shape_.erase(v.shape_.begin());
+  return v;
+}
+
+void NDArray::wait_to_read() const {
+  if (chunk_) Engine::get()->wait_for_var(chunk_->var);
+}
+
+void NDArray::wait_to_write() const {
+  if (!chunk_) return;
+  // wait_for_var waits for writes only; an empty write op also waits for pending reads.
+  Engine::get()->push_sync([](RunContext) {}, device_, {}, {chunk_->var}, FnProperty::kNormal, 0,
+                           "wait_to_write");
+  Engine::get()->wait_for_var(chunk_->var);
+}
+
+void NDArray::sync_copy_from_cpu(const void* data, size_t bytes) {
+  PMX_CHECK(bytes == nbytes(), "sync_copy_from_cpu: got ", bytes, " bytes for an array of shape ",
+            shape_str(shape_), " and dtype ", dtype_name(dtype_), " (", nbytes(), " bytes)");
+  if (bytes == 0) return;
+  const TBlob dst = blob();
+  // Pushed as a write (not a plain memcpy after a wait) so that pending readers finish first.
+  // `data` stays valid because we wait before returning.
+  if (device_.is_host()) {
+    Engine::get()->push_sync([dst, data, bytes](RunContext) { std::memcpy(dst.dptr, data, bytes); },
+                             device_, {}, {chunk_->var}, FnProperty::kNormal, 0,
+                             "sync_copy_from_cpu");
+  } else {
+    Engine::get()->push_sync(
+        [dst, data, bytes](RunContext ctx) {
+          gpu::copy_host_to_device(dst.dptr, data, bytes, ctx.stream);
+          gpu::stream_synchronize(ctx.stream);
+        },
+        device_, {}, {chunk_->var}, FnProperty::kCopyToGPU, 0, "sync_copy_from_cpu");
+  }
+  Engine::get()->wait_for_var(chunk_->var);
+}
+
+void NDArray::sync_copy_to_cpu(void* data, size_t bytes) const {
+  PMX_CHECK(bytes == nbytes(), "sync_copy_to_cpu: got ", bytes, " bytes for an array of shape ",
+            shape_str(shape_), " and dtype ", dtype_name(dtype_), " (", nbytes(), " bytes)");
+  if (chunk_ == nullptr) return;
+  if (device_.is_host()) {
+    Engine::get()->wait_for_var(chunk_->var);
+    if (bytes != 0) std::memcpy(data, blob().dptr, bytes);
+    return;
+  }
+  if (bytes == 0) {
+    Engine::get()->wait_for_var(chunk_->var);
+    return;
+  }
+  // A dummy var orders the wait: the copy reads this array and writes `done`.
+  const TBlob src = blob();
+  VarHandle done = Engine::get()->new_var();
+  Engine::get()->push_sync(
+      [src, data, bytes](RunContext ctx) {
+        gpu::copy_device_to_host(data, src.dptr, bytes, ctx.stream);
+        gpu::stream_synchronize(ctx.stream);
+      },
+      device_, {chunk_->var}, {done}, FnProperty::kCopyFromGPU, 0, "sync_copy_to_cpu");
+  try {
+    Engine::get()->wait_for_var(done);
+  } catch (...) {
+    Engine::get()->delete_var({}, device_, done);
+    throw;
+  }
+  Engine::get()->delete_var({}, device_, done);
+}
+
+void NDArray::copy_to(NDArray& dst) const {
+  PMX_CHECK(!is_none() && !dst.is_none(), "copy_to: source or destination is a none array");
+  PMX_CHECK(shape_ == dst.shape_, "copy_to: source shape ", shape_str(shape_),
+            " differs from destination shape ", shape_str(dst.shape_));
+  if (same_array(dst)) return;
+  Engine* engine = Engine::get();
+  const Device src_dev = device_, dst_dev = dst.device_;
+  const size_t bytes = nbytes();
+
+  if (src_dev.is_host() && dst_dev.is_host()) {
+    const TBlob in = blob(), out = dst.blob();
+    engine->push_sync(
+        [in, out, bytes](RunContext) {
+          if (in.dtype == out.dtype) {
+            if (bytes != 0) std::memcpy(out.dptr, in.dptr, bytes);
+          } else {
+            cast_cpu(in, out);
+          }
+        },
+        dst_dev, {var()}, {dst.var()}, FnProperty::kNormal, 0, "copy_to");
+    return;
+  }
+  // Across host and GPU the bytes move unchanged; a dtype change happens on the host side (or,
+  // GPU to GPU, with the cast op on the destination).
+  if (dtype_ != dst.dtype_) {
+    if (src_dev.is_host()) {
+      NDArray converted(shape_, src_dev, dst.dtype_);
+      copy_to(converted);
+      converted.copy_to(dst);
+    } else if (dst_dev.is_host()) {
+      NDArray raw(shape_, dst_dev, dtype_);
+      copy_to(raw);
+      raw.copy_to(dst);
+    } else {
+      NDArray raw(shape_, dst_dev, dtype_);
+      copy_to(raw);
+      Attrs attrs{{"dtype", dtype_name(dst.dtype_)}};
+      invoke(op_registry::get("cast"), {raw}, attrs, dst_dev, {dst});
+    }
+    return;
+  }
+  if (bytes == 0) return;
+  const void* src_ptr = blob().dptr;
+  void* dst_ptr = dst.blob().dptr;
+  if (src_dev.is_host()) {
+    engine->push_sync(
+        [dst_ptr, src_ptr, bytes](RunContext ctx) {
+          gpu::copy_host_to_device(dst_ptr, src_ptr, bytes, ctx.stream);
+        },
+        dst_dev, {var()}, {dst.var()}, FnProperty::kCopyToGPU, 0, "copy_to");
+  } else if (dst_dev.is_host()) {
+    engine->push_sync(
+        [dst_ptr, src_ptr, bytes](RunContext ctx) {
+          gpu::copy_device_to_host(dst_ptr, src_ptr, bytes, ctx.stream);
+        },
+        src_dev, {var()}, {dst.var()}, FnProperty::kCopyFromGPU, 0, "copy_to");
+  } else {
+    const int dst_id = dst_dev.id, src_id = src_dev.id;
+    engine->push_sync(
+        [dst_ptr, dst_id, src_ptr, src_id, bytes](RunContext ctx) {
+          gpu::copy_device_to_device(dst_ptr, dst_id, src_ptr, src_id, bytes, ctx.stream);
+        },
+        src_dev, {var()}, {dst.var()}, FnProperty::kCopyFromGPU, 0, "copy_to");
+  }
+}
+
+NDArray NDArray::copy_to(Device device) const {
+  PMX_CHECK(!is_none(), "copy_to: source is a none array");
+  NDArray dst(shape_, device, dtype_);
+  copy_to(dst);
+  return dst;
+}
+
+}  // namespace pymx

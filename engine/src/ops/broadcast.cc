@@ -1,0 +1,368 @@
+// Binary elementwise operators with NumPy broadcasting and dtype promotion, and their variants
+// with a Python scalar.
+//
+//   op                                      inputs  attrs            output dtype
+//   add subtract multiply power maximum     a, b    -                promote(a, b)
+//   minimum mod floor_divide arctan2 hypot
+//   divide (true division)                  a, b    -                promote(a, b); int/int -> float32
+//   equal not_equal greater greater_equal   a, b    -                bool
+//   less less_equal logical_and logical_or
+//   logical_xor
+//   <any of the above>_scalar               x       scalar, reverse  as above, with the scalar's kind
+//                                                                    (int array, float scalar -> float32)
+// `reverse` = True puts the scalar on the left (`2 - x` is subtract_scalar(x, 2, reverse)).
+// arctan2 and hypot always give a float (int inputs -> float32).
+#include <cmath>
+#include <type_traits>
+
+#include "ops/elemwise.h"
+
+namespace pymx {
+namespace {
+
+using ops::call;
+using ops::compute_t;
+using ops::scalar_op;
+
+enum class Result { kPromote, kFloat, kBool };
+
+DType compute_dtype(Result kind, DType promoted) {
+  return kind == Result::kFloat && !is_float(promoted) ? DType::kFloat32 : promoted;
+}
+
+DType result_dtype(Result kind, DType compute) {
+  return kind == Result::kBool ? DType::kBool : compute;
+}
+
+// out[i] = f(a[ia], b[ib]) over the broadcast shape `oshape`. `sa`/`sb` are the operands' strides
+// in the output's index space (0 along broadcast axes).
+template <typename T, typename O, typename F>
+void broadcast_loop(const T* a, const T* b, O* out, const Shape& oshape, std::vector<int64_t> sa,
+                    std::vector<int64_t> sb, F f) {
+  const int64_t total = shape_size(oshape);
+  if (total == 0) return;
+  // Merge adjacent axes that both operands traverse contiguously.
+  Shape shape;
+  std::vector<int64_t> ta, tb;
+  for (size_t d = 0; d < oshape.size(); ++d) {
+    if (oshape[d] == 1) continue;
+    if (!shape.empty() && ta.back() == sa[d] * oshape[d] && tb.back() == sb[d] * oshape[d]) {
+      shape.back() *= oshape[d];
+      ta.back() = sa[d];
+      tb.back() = sb[d];
+    } else {
+      shape.push_back(oshape[d]);
+      ta.push_back(sa[d]);
+      tb.push_back(sb[d]);
+    }
+  }
+  if (shape.empty()) {
+    out[0] = f(static_cast<compute_t<T>>(a[0]), static_cast<compute_t<T>>(b[0]));
+    return;
+  }
+  const int nd = static_cast<int>(shape.size());
+  const int64_t inner = shape[nd - 1], ia = ta[nd - 1], ib = tb[nd - 1];
+  std::vector<int64_t> index(nd, 0);
+  int64_t oa = 0, ob = 0;
+  for (int64_t done = 0; done < total; done += inner) {
+    const T* pa = a + oa;
+    const T* pb = b + ob;
+    // The common cases get loops with constant strides, which vectorize.
+    if (ia == 1 && ib == 1) {
+      for (int64_t i = 0; i < inner; ++i) out[i] = f(static_cast<compute_t<T>>(pa[i]), static_cast<compute_t<T>>(pb[i]));
+    } else if (ia == 1 && ib == 0) {
+      const compute_t<T> vb = static_cast<compute_t<T>>(pb[0]);
+      for (int64_t i = 0; i < inner; ++i) out[i] = f(static_cast<compute_t<T>>(pa[i]), vb);
+    } else if (ia == 0 && ib == 1) {
+      const compute_t<T> va = static_cast<compute_t<T>>(pa[0]);
+      for (int64_t i = 0; i < inner; ++i) out[i] = f(va, static_cast<compute_t<T>>(pb[i]));
+    } else {
+      for (int64_t i = 0; i < inner; ++i)
+        out[i] = f(static_cast<compute_t<T>>(pa[i * ia]), static_cast<compute_t<T>>(pb[i * ib]));
+    }
+    out += inner;
+    for (int d = nd - 2; d >= 0; --d) {
+      oa += ta[d];
+      ob += tb[d];
+      if (++index[d] < shape[d]) break;
+      oa -= ta[d] * shape[d];
+      ob -= tb[d] * shape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// Strides of an operand of shape `s` inside the broadcast shape `oshape`.
+std::vector<int64_t> broadcast_strides(const Shape& s, const Shape& oshape) {
+  std::vector<int64_t> strides(oshape.size(), 0);
+  const std::vector<int64_t> own = ops::contiguous_strides(s);
+  const size_t lead = oshape.size() - s.size();
+  for (size_t d = 0; d < s.size(); ++d) strides[lead + d] = s[d] == 1 ? 0 : own[d];
+  return strides;
+}
+
+template <typename F>
+void run_binary(const OpContext& ctx, const std::vector<TBlob>& inputs, const TBlob& out,
+                DType compute, F f) {
+  const std::vector<TBlob> in = ops::inputs_as(ctx, inputs, compute);
+  const std::vector<int64_t> sa = broadcast_strides(in[0].shape, out.shape);
+  const std::vector<int64_t> sb = broadcast_strides(in[1].shape, out.shape);
+  PMX_TYPE_SWITCH(compute, T, {
+    if (out.dtype == DType::kBool) {
+      broadcast_loop(in[0].data<T>(), in[1].data<T>(), out.data<bool>(), out.shape, sa, sb,
+                     [&f](auto x, auto y) { return static_cast<bool>(f(x, y)); });
+    } else {
+      broadcast_loop(in[0].data<T>(), in[1].data<T>(), out.data<T>(), out.shape, sa, sb,
+                     [&f](auto x, auto y) { return static_cast<T>(f(x, y)); });
+    }
+  });
+}
+
+template <typename F>
+void run_scalar(const OpContext& ctx, const TBlob& input, const TBlob& out, DType compute, F f) {
+  const TBlob x = ops::inputs_as(ctx, {input}, compute)[0];
+  const double scalar = ctx.attrs->get_float("scalar");
+  const bool reverse = ctx.attrs->get_bool("reverse", false);
+  const int64_t n = x.size();
+  PMX_TYPE_SWITCH(compute, T, {
+    using C = compute_t<T>;
+    const C s = static_cast<C>(scalar);
+    const T* src = x.data<T>();
+    auto run = [&](auto* dst) {
+      using O = std::remove_pointer_t<decltype(dst)>;
+      if (reverse) {
+        for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<O>(f(s, static_cast<C>(src[i])));
+      } else {
+        for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<O>(f(static_cast<C>(src[i]), s));
+      }
+    };
+    if (out.dtype == DType::kBool) run(out.data<bool>()); else run(out.data<T>());
+  });
+}
+
+// NumPy's mod: the result takes the sign of the divisor; x % 0 is 0 for integers (NumPy warns).
+template <typename C>
+C mod_of(C a, C b) {
+  if constexpr (std::is_floating_point<C>::value) {
+    C r = std::fmod(a, b);
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+  } else if constexpr (std::is_same<C, bool>::value) {
+    return false;
+  } else {
+    if (b == 0) return 0;
+    C r = static_cast<C>(a % b);
+    if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<C>(r + b);
+    return r;
+  }
+}
+
+template <typename C>
+C floor_div_of(C a, C b) {
+  if constexpr (std::is_floating_point<C>::value) {
+    return std::floor(a / b);
+  } else if constexpr (std::is_same<C, bool>::value) {
+    return a && b;
+  } else {
+    if (b == 0) return 0;
+    C q = static_cast<C>(a / b);
+    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+    return q;
+  }
+}
+
+template <typename C>
+C power_of(C a, C b) {
+  if constexpr (std::is_floating_point<C>::value) {
+    return std::pow(a, b);
+  } else if constexpr (std::is_same<C, bool>::value) {
+    return a || !b;
+  } else {
+    if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 == 0 ? 1 : -1) : 0;
+    C r = 1, base = a;
+    for (auto e = b; e > 0; e >>= 1) {
+      if (e & 1) r = static_cast<C>(r * base);
+      base = static_cast<C>(base * base);
+    }
+    return r;
+  }
+}
+
+template <typename C>
+auto float_of(C x) {
+  if constexpr (std::is_floating_point<C>::value) return x; else return static_cast<double>(x);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gradients
+// ---------------------------------------------------------------------------------------------
+
+NDArray mul(const NDArray& a, const NDArray& b) { return call("multiply", {a, b}); }
+NDArray as_mask(const NDArray& cond, DType dtype) {
+  return call("cast", {cond}, Attrs{{"dtype", dtype_name(dtype)}});
+}
+
+// A gradient computed in the broadcast shape, brought back to input `x`'s shape and dtype.
+// Integer inputs get no gradient.
+NDArray fit(const NDArray& grad, const NDArray& x) {
+  if (!is_float(x.dtype())) return NDArray();
+  NDArray g = ops::sum_to_shape(grad, x.shape());
+  if (g.dtype() != x.dtype()) g = call("cast", {g}, Attrs{{"dtype", dtype_name(x.dtype())}});
+  return g;
+}
+
+using PairGrad = std::function<std::pair<NDArray, NDArray>(const NDArray& a, const NDArray& b,
+                                                           const NDArray& y, const NDArray& dy)>;
+
+GradFn binary_grad(PairGrad f) {
+  return [f](const GradContext& g) -> std::vector<NDArray> {
+    auto [ga, gb] = f(g.inputs[0], g.inputs[1], g.outputs[0], g.out_grads[0]);
+    return {fit(ga, g.inputs[0]), fit(gb, g.inputs[1])};
+  };
+}
+
+GradFn no_grad(int n) {
+  return [n](const GradContext&) { return std::vector<NDArray>(n); };
+}
+
+using ScalarGrad = std::function<NDArray(const NDArray& x, const NDArray& y, const NDArray& dy,
+                                         double s, bool reverse)>;
+
+GradFn scalar_grad(ScalarGrad f) {
+  return [f](const GradContext& g) -> std::vector<NDArray> {
+    const NDArray& x = g.inputs[0];
+    if (!is_float(x.dtype())) return {NDArray()};
+    NDArray gx = f(x, g.outputs[0], g.out_grads[0], g.attrs.get_float("scalar"),
+                   g.attrs.get_bool("reverse", false));
+    return {fit(gx, x)};
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registration
+// ---------------------------------------------------------------------------------------------
+
+template <typename F>
+void register_binary(const std::string& name, Result kind, F f, GradFn grad, ScalarGrad sgrad) {
+  op_registry::get_or_create(name)
+      .set_num_inputs(2)
+      .set_infer([kind, name](const Attrs&, const std::vector<Shape>& in,
+                              const std::vector<DType>& dt, std::vector<Shape>* out,
+                              std::vector<DType>* odt) {
+        (*out)[0] = ops::broadcast_shapes(in[0], in[1], name.c_str());
+        (*odt)[0] = result_dtype(kind, compute_dtype(kind, ops::promote(dt[0], dt[1])));
+      })
+      .set_cpu([kind, f](const OpContext& ctx, const std::vector<TBlob>& in,
+                         const std::vector<TBlob>& out) {
+        run_binary(ctx, in, out[0], compute_dtype(kind, ops::promote(in[0].dtype, in[1].dtype)), f);
+      })
+      .set_gradient(grad ? grad : no_grad(2));
+
+  op_registry::get_or_create(name + "_scalar")
+      .set_num_inputs(1)
+      .set_infer([kind](const Attrs& attrs, const std::vector<Shape>& in,
+                        const std::vector<DType>& dt, std::vector<Shape>* out,
+                        std::vector<DType>* odt) {
+        const std::string* scalar = attrs.find("scalar");
+        PMX_CHECK(scalar != nullptr, "missing required attribute 'scalar'");
+        attrs.get_float("scalar");  // fail early on a malformed scalar
+        (*out)[0] = in[0];
+        (*odt)[0] = result_dtype(
+            kind, compute_dtype(kind, ops::promote_scalar(dt[0], ops::scalar_text_is_int(*scalar))));
+      })
+      .set_cpu([kind, f](const OpContext& ctx, const std::vector<TBlob>& in,
+                         const std::vector<TBlob>& out) {
+        const bool scalar_int = ops::scalar_text_is_int(*ctx.attrs->find("scalar"));
+        run_scalar(ctx, in[0], out[0], compute_dtype(kind, ops::promote_scalar(in[0].dtype, scalar_int)), f);
+      })
+      .set_gradient(sgrad ? scalar_grad(sgrad) : no_grad(1));
+}
+
+const bool g_registered = [] {
+  using A = const NDArray&;
+  register_binary("add", Result::kPromote, [](auto a, auto b) { return a + b; },
+                  binary_grad([](A, A, A, A dy) { return std::make_pair(dy, dy); }),
+                  [](A, A, A dy, double, bool) { return dy; });
+  register_binary("subtract", Result::kPromote, [](auto a, auto b) { return a - b; },
+                  binary_grad([](A, A, A, A dy) { return std::make_pair(dy, call("negative", {dy})); }),
+                  [](A, A, A dy, double, bool reverse) { return reverse ? call("negative", {dy}) : dy; });
+  register_binary("multiply", Result::kPromote, [](auto a, auto b) { return a * b; },
+                  binary_grad([](A a, A b, A, A dy) { return std::make_pair(mul(dy, b), mul(dy, a)); }),
+                  [](A, A, A dy, double s, bool) { return scalar_op("multiply_scalar", dy, s); });
+  register_binary("divide", Result::kFloat, [](auto a, auto b) { return a / b; },
+                  binary_grad([](A, A b, A y, A dy) {
+                    NDArray ga = call("divide", {dy, b});
+                    return std::make_pair(ga, call("negative", {mul(ga, y)}));
+                  }),
+                  [](A x, A y, A dy, double s, bool reverse) {
+                    // s / x: d/dx = -s / x^2 = -y / x
+                    return reverse ? call("negative", {call("divide", {mul(dy, y), x})})
+                                   : scalar_op("divide_scalar", dy, s);
+                  });
+  register_binary("power", Result::kPromote, [](auto a, auto b) { return power_of(a, b); },
+                  binary_grad([](A a, A b, A y, A dy) {
+                    // d/da = b * a^(b-1) = b * y / a would fail at a = 0; use the power form.
+                    NDArray ga = mul(dy, mul(b, call("power", {a, scalar_op("subtract_scalar", b, 1.0)})));
+                    NDArray gb = mul(dy, mul(y, call("log", {a})));
+                    return std::make_pair(ga, gb);
+                  }),
+                  [](A x, A y, A dy, double s, bool reverse) {
+                    if (reverse) return mul(dy, scalar_op("multiply_scalar", y, std::log(s)));
+                    return mul(dy, scalar_op("multiply_scalar", scalar_op("power_scalar", x, s - 1.0), s));
+                  });
+  register_binary("maximum", Result::kPromote, [](auto a, auto b) { return (a >= b || a != a) ? a : b; },
+                  binary_grad([](A a, A b, A, A dy) {
+                    NDArray take_a = as_mask(call("greater_equal", {a, b}), dy.dtype());
+                    return std::make_pair(mul(dy, take_a), call("subtract", {dy, mul(dy, take_a)}));
+                  }),
+                  [](A x, A, A dy, double s, bool) {
+                    return mul(dy, as_mask(scalar_op("greater_equal_scalar", x, s), dy.dtype()));
+                  });
+  register_binary("minimum", Result::kPromote, [](auto a, auto b) { return (a <= b || a != a) ? a : b; },
+                  binary_grad([](A a, A b, A, A dy) {
+                    NDArray take_a = as_mask(call("less_equal", {a, b}), dy.dtype());
+                    return std::make_pair(mul(dy, take_a), call("subtract", {dy, mul(dy, take_a)}));
+                  }),
+                  [](A x, A, A dy, double s, bool) {
+                    return mul(dy, as_mask(scalar_op("less_equal_scalar", x, s), dy.dtype()));
+                  });
+  register_binary("mod", Result::kPromote, [](auto a, auto b) { return mod_of(a, b); },
+                  binary_grad([](A a, A b, A, A dy) {
+                    return std::make_pair(dy, call("negative", {mul(dy, call("floor_divide", {a, b}))}));
+                  }),
+                  [](A x, A, A dy, double s, bool reverse) {
+                    if (!reverse) return dy;
+                    return call("negative", {mul(dy, call("floor", {scalar_op("divide_scalar", x, s, true)}))});
+                  });
+  register_binary("floor_divide", Result::kPromote, [](auto a, auto b) { return floor_div_of(a, b); },
+                  binary_grad([](A a, A b, A, A) {
+                    return std::make_pair(ops::zeros_like(a), ops::zeros_like(b));
+                  }),
+                  [](A x, A, A, double, bool) { return ops::zeros_like(x); });
+  register_binary("arctan2", Result::kFloat, [](auto a, auto b) { return std::atan2(float_of(a), float_of(b)); },
+                  binary_grad([](A a, A b, A, A dy) {
+                    NDArray denom = call("add", {mul(a, a), mul(b, b)});
+                    return std::make_pair(mul(dy, call("divide", {b, denom})),
+                                          call("negative", {mul(dy, call("divide", {a, denom}))}));
+                  }),
+                  nullptr);
+  register_binary("hypot", Result::kFloat, [](auto a, auto b) { return std::hypot(float_of(a), float_of(b)); },
+                  binary_grad([](A a, A b, A y, A dy) {
+                    return std::make_pair(mul(dy, call("divide", {a, y})), mul(dy, call("divide", {b, y})));
+                  }),
+                  nullptr);
+
+  register_binary("equal", Result::kBool, [](auto a, auto b) { return a == b; }, nullptr, nullptr);
+  register_binary("not_equal", Result::kBool, [](auto a, auto b) { return a != b; }, nullptr, nullptr);
+  register_binary("greater", Result::kBool, [](auto a, auto b) { return a > b; }, nullptr, nullptr);
+  register_binary("greater_equal", Result::kBool, [](auto a, auto b) { return a >= b; }, nullptr, nullptr);
+  register_binary("less", Result::kBool, [](auto a, auto b) { return a < b; }, nullptr, nullptr);
+  register_binary("less_equal", Result::kBool, [](auto a, auto b) { return a <= b; }, nullptr, nullptr);
+  register_binary("logical_and", Result::kBool, [](auto a, auto b) { return static_cast<bool>(a) && static_cast<bool>(b); }, nullptr, nullptr);
+  register_binary("logical_or", Result::kBool, [](auto a, auto b) { return static_cast<bool>(a) || static_cast<bool>(b); }, nullptr, nullptr);
+  register_binary("logical_xor", Result::kBool, [](auto a, auto b) { return static_cast<bool>(a) != static_cast<bool>(b); }, nullptr, nullptr);
+  return true;
+}();
+
+}  // namespace
+}  // namespace pymx

@@ -1,0 +1,139 @@
+// Matrix products.
+//
+//   op      inputs  attrs  output
+//   matmul  a, b    -      a (..., n, k) @ b (..., k, m) -> (..., n, m); batch axes broadcast,
+//                          dtypes promoted. Both inputs need ndim >= 2: pymx.numpy promotes 1-d
+//                          operands (and builds dot / tensordot / inner) around this op.
+// float32 / float64 go through OpenBLAS gemm; other dtypes use a plain loop in the compute type.
+#include <algorithm>
+
+#include "blas.h"
+#include "ops/elemwise.h"
+
+namespace pymx {
+namespace {
+
+using ops::call;
+
+struct MatmulDims {
+  Shape batch;  // broadcast batch shape
+  int64_t n, k, m;
+};
+
+MatmulDims matmul_dims(const Shape& a, const Shape& b) {
+  PMX_CHECK(a.size() >= 2 && b.size() >= 2, "matmul: operands need at least 2 dimensions, got ",
+            shape_str(a), " and ", shape_str(b));
+  MatmulDims d;
+  d.n = a[a.size() - 2];
+  d.k = a[a.size() - 1];
+  d.m = b[b.size() - 1];
+  PMX_CHECK(b[b.size() - 2] == d.k, "matmul: input operand 1 has a mismatch in its core dimension 0 "
+            "(size ", b[b.size() - 2], " is different from ", d.k, "); shapes ", shape_str(a), " and ",
+            shape_str(b));
+  d.batch = ops::broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2), "matmul");
+  return d;
+}
+
+// The matrix index of operand `s` (batch part) for each batch index of the broadcast shape.
+std::vector<int64_t> batch_offsets(const Shape& s, const Shape& batch) {
+  const Shape own(s.begin(), s.end() - 2);
+  const std::vector<int64_t> st = ops::contiguous_strides(own);
+  std::vector<int64_t> strides(batch.size(), 0);
+  const size_t lead = batch.size() - own.size();
+  for (size_t d = 0; d < own.size(); ++d) strides[lead + d] = own[d] == 1 ? 0 : st[d];
+  std::vector<int64_t> offsets(static_cast<size_t>(shape_size(batch)));
+  std::vector<int64_t> index(batch.size(), 0);
+  int64_t off = 0;
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    offsets[i] = off;
+    for (int d = static_cast<int>(batch.size()) - 1; d >= 0; --d) {
+      off += strides[d];
+      if (++index[d] < batch[d]) break;
+      off -= strides[d] * batch[d];
+      index[d] = 0;
+    }
+  }
+  return offsets;
+}
+
+template <typename T>
+void gemm(const T* a, const T* b, T* c, int64_t n, int64_t k, int64_t m) {
+  using C = ops::compute_t<T>;
+  std::vector<C> row(static_cast<size_t>(m));
+  for (int64_t i = 0; i < n; ++i) {
+    std::fill(row.begin(), row.end(), C(0));
+    for (int64_t p = 0; p < k; ++p) {
+      const C av = static_cast<C>(a[i * k + p]);
+      const T* brow = b + p * m;
+      for (int64_t j = 0; j < m; ++j) row[j] = static_cast<C>(row[j] + av * static_cast<C>(brow[j]));
+    }
+    for (int64_t j = 0; j < m; ++j) c[i * m + j] = static_cast<T>(row[j]);
+  }
+}
+
+template <>
+void gemm<float>(const float* a, const float* b, float* c, int64_t n, int64_t k, int64_t m) {
+  PMX_CBLAS(sgemm)(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(n),
+                   static_cast<blasint>(m), static_cast<blasint>(k), 1.0f, a,
+                   static_cast<blasint>(std::max<int64_t>(k, 1)), b, static_cast<blasint>(std::max<int64_t>(m, 1)),
+                   0.0f, c, static_cast<blasint>(std::max<int64_t>(m, 1)));
+}
+
+template <>
+void gemm<double>(const double* a, const double* b, double* c, int64_t n, int64_t k, int64_t m) {
+  PMX_CBLAS(dgemm)(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(n),
+                   static_cast<blasint>(m), static_cast<blasint>(k), 1.0, a,
+                   static_cast<blasint>(std::max<int64_t>(k, 1)), b, static_cast<blasint>(std::max<int64_t>(m, 1)),
+                   0.0, c, static_cast<blasint>(std::max<int64_t>(m, 1)));
+}
+
+NDArray transpose_last(const NDArray& x) {
+  return call("swapaxes", {x}, Attrs{{"axis1", "-1"}, {"axis2", "-2"}});
+}
+
+NDArray fit(const NDArray& grad, const NDArray& x) {
+  if (!is_float(x.dtype())) return NDArray();
+  NDArray g = ops::sum_to_shape(grad, x.shape());
+  return g.dtype() == x.dtype() ? g : call("cast", {g}, Attrs{{"dtype", dtype_name(x.dtype())}});
+}
+
+}  // namespace
+
+PMX_REGISTER_OP(matmul)
+    .set_num_inputs(2)
+    .set_infer([](const Attrs&, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                  std::vector<Shape>* out, std::vector<DType>* odt) {
+      const MatmulDims d = matmul_dims(in[0], in[1]);
+      Shape s = d.batch;
+      s.push_back(d.n);
+      s.push_back(d.m);
+      (*out)[0] = s;
+      (*odt)[0] = ops::promote(dt[0], dt[1]);
+    })
+    .set_cpu([](const OpContext& ctx, const std::vector<TBlob>& inputs, const std::vector<TBlob>& out) {
+      const std::vector<TBlob> in = ops::inputs_as(ctx, inputs, out[0].dtype);
+      const MatmulDims d = matmul_dims(in[0].shape, in[1].shape);
+      const std::vector<int64_t> oa = batch_offsets(in[0].shape, d.batch);
+      const std::vector<int64_t> ob = batch_offsets(in[1].shape, d.batch);
+      PMX_TYPE_SWITCH(out[0].dtype, T, {
+        const T* a = in[0].data<T>();
+        const T* b = in[1].data<T>();
+        T* c = out[0].data<T>();
+        for (size_t i = 0; i < oa.size(); ++i) {
+          T* ci = c + static_cast<int64_t>(i) * d.n * d.m;
+          if (d.k == 0) {
+            std::fill(ci, ci + d.n * d.m, static_cast<T>(0));
+          } else if (d.n * d.m > 0) {
+            gemm<T>(a + oa[i] * d.n * d.k, b + ob[i] * d.k * d.m, ci, d.n, d.k, d.m);
+          }
+        }
+      });
+    })
+    .set_gradient([](const GradContext& g) -> std::vector<NDArray> {
+      const NDArray& a = g.inputs[0];
+      const NDArray& b = g.inputs[1];
+      const NDArray& dy = g.out_grads[0];
+      return {fit(call("matmul", {dy, transpose_last(b)}), a), fit(call("matmul", {transpose_last(a), dy}), b)};
+    });
+
+}  // namespace pymx

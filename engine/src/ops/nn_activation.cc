@@ -1,0 +1,204 @@
+// Activation functions.
+//
+// | op                    | inputs                | outputs    | attrs |
+// |-----------------------|-----------------------|------------|-------|
+// | activation            | data                  | out        | act_type: relu sigmoid tanh softrelu softsign |
+// | relu                  | data                  | out        | - |
+// | sigmoid               | data                  | out        | - |
+// | activation_backward   | out_grad, data, out   | data_grad  | act_type |
+// | leaky_relu            | data                  | out        | act_type: leaky (default) elu; slope (0.25) |
+// | leaky_relu_backward   | out_grad, data        | data_grad  | act_type, slope |
+//
+// softrelu(x) = log(1 + exp(x)); softsign(x) = x / (1 + |x|); leaky: x > 0 ? x : slope*x;
+// elu: x > 0 ? x : slope*(exp(x) - 1). Float dtypes; float16 computes in float.
+#include <cmath>
+
+#include "ops/nn_common.h"
+
+namespace pymx {
+namespace {
+
+enum class Act { kRelu, kSigmoid, kTanh, kSoftRelu, kSoftSign };
+
+Act parse_act(const std::string& name) {
+  if (name == "relu") return Act::kRelu;
+  if (name == "sigmoid") return Act::kSigmoid;
+  if (name == "tanh") return Act::kTanh;
+  if (name == "softrelu") return Act::kSoftRelu;
+  if (name == "softsign") return Act::kSoftSign;
+  PMX_THROW(Status::kInvalidArg, "activation: act_type '", name,
+            "' is not one of relu, sigmoid, tanh, softrelu, softsign");
+}
+
+template <typename A>
+A act_forward(Act act, A x) {
+  switch (act) {
+    case Act::kRelu: return x > A(0) ? x : A(0);
+    case Act::kSigmoid: return A(1) / (A(1) + std::exp(-x));
+    case Act::kTanh: return std::tanh(x);
+    case Act::kSoftRelu: return x > A(20) ? x : std::log1p(std::exp(x));  // exact in float above 20
+    case Act::kSoftSign: return x / (A(1) + std::abs(x));
+  }
+  return x;
+}
+
+// d out / d x, from the input x and the output y.
+template <typename A>
+A act_derivative(Act act, A x, A y) {
+  switch (act) {
+    case Act::kRelu: return y > A(0) ? A(1) : A(0);
+    case Act::kSigmoid: return y * (A(1) - y);
+    case Act::kTanh: return A(1) - y * y;
+    case Act::kSoftRelu: return A(1) / (A(1) + std::exp(-x));
+    case Act::kSoftSign: {
+      const A d = A(1) + std::abs(x);
+      return A(1) / (d * d);
+    }
+  }
+  return A(1);
+}
+
+void same_shape_infer(const Attrs&, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                      std::vector<Shape>* out, std::vector<DType>* out_dt) {
+  nn::check_float(dt[0], "activation", "data");
+  *out = {in[0]};
+  *out_dt = {dt[0]};
+}
+
+// Backward ops: data_grad has the shape of out_grad, which must match data.
+void grad_infer(const Attrs&, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                std::vector<Shape>* out, std::vector<DType>* out_dt) {
+  for (size_t i = 1; i < in.size(); ++i)
+    PMX_CHECK(in[i] == in[0], "activation backward: input ", i, " shape ", shape_str(in[i]),
+              " differs from out_grad ", shape_str(in[0]));
+  *out = {in[0]};
+  *out_dt = {dt[0]};
+}
+
+ComputeFn act_kernel(std::function<Act(const Attrs&)> which) {
+  return [which](const OpContext& ctx, const std::vector<TBlob>& in,
+                 const std::vector<TBlob>& out) {
+    const Act act = which(*ctx.attrs);
+    PMX_FLOAT_SWITCH(in[0].dtype, T, {
+      using A = nn::acc_t<T>;
+      const T* x = in[0].data<T>();
+      T* y = out[0].data<T>();
+      const int64_t n = in[0].size();
+      for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(act_forward<A>(act, static_cast<A>(x[i])));
+    });
+  };
+}
+
+Act act_from_attrs(const Attrs& a) { return parse_act(a.get_str("act_type", "relu")); }
+
+void act_backward(const OpContext& ctx, const std::vector<TBlob>& in,
+                  const std::vector<TBlob>& out) {
+  const Act act = act_from_attrs(*ctx.attrs);
+  PMX_FLOAT_SWITCH(in[0].dtype, T, {
+    using A = nn::acc_t<T>;
+    const T* dy = in[0].data<T>();
+    const T* x = in[1].data<T>();
+    const T* y = in[2].data<T>();
+    T* dx = out[0].data<T>();
+    const int64_t n = in[0].size();
+    for (int64_t i = 0; i < n; ++i) {
+      dx[i] = static_cast<T>(static_cast<A>(dy[i]) *
+                             act_derivative<A>(act, static_cast<A>(x[i]), static_cast<A>(y[i])));
+    }
+  });
+}
+
+GradFn act_gradient(const char* act_type) {
+  return [act_type](const GradContext& ctx) {
+    Attrs attrs = ctx.attrs;
+    if (act_type) attrs.set("act_type", act_type);
+    return invoke("activation_backward", {ctx.out_grads[0], ctx.inputs[0], ctx.outputs[0]}, attrs);
+  };
+}
+
+PMX_REGISTER_OP(activation)
+    .set_infer([](const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                  std::vector<Shape>* out, std::vector<DType>* out_dt) {
+      act_from_attrs(attrs);  // a bad act_type fails at the call, not later in the worker
+      same_shape_infer(attrs, in, dt, out, out_dt);
+    })
+    .set_cpu(act_kernel(act_from_attrs))
+    .set_gradient(act_gradient(nullptr));
+
+PMX_REGISTER_OP(relu)
+    .set_infer(same_shape_infer)
+    .set_cpu(act_kernel([](const Attrs&) { return Act::kRelu; }))
+    .set_gradient(act_gradient("relu"));
+
+PMX_REGISTER_OP(sigmoid)
+    .set_infer(same_shape_infer)
+    .set_cpu(act_kernel([](const Attrs&) { return Act::kSigmoid; }))
+    .set_gradient(act_gradient("sigmoid"));
+
+PMX_REGISTER_OP(activation_backward)
+    .set_num_inputs(3)
+    .set_infer(grad_infer)
+    .set_cpu(act_backward);
+
+// ---------------------------------------------------------------------------------------------
+// leaky_relu
+// ---------------------------------------------------------------------------------------------
+bool is_elu(const Attrs& attrs) {
+  const std::string t = attrs.get_str("act_type", "leaky");
+  PMX_CHECK(t == "leaky" || t == "elu", "leaky_relu: act_type '", t,
+            "' is not one of leaky, elu");
+  return t == "elu";
+}
+
+void leaky_forward(const OpContext& ctx, const std::vector<TBlob>& in,
+                   const std::vector<TBlob>& out) {
+  const bool elu = is_elu(*ctx.attrs);
+  const double slope = ctx.attrs->get_float("slope", 0.25);
+  PMX_FLOAT_SWITCH(in[0].dtype, T, {
+    using A = nn::acc_t<T>;
+    const A s = static_cast<A>(slope);
+    const T* x = in[0].data<T>();
+    T* y = out[0].data<T>();
+    for (int64_t i = 0; i < in[0].size(); ++i) {
+      const A v = static_cast<A>(x[i]);
+      y[i] = static_cast<T>(v > A(0) ? v : (elu ? s * std::expm1(v) : s * v));
+    }
+  });
+}
+
+void leaky_backward(const OpContext& ctx, const std::vector<TBlob>& in,
+                    const std::vector<TBlob>& out) {
+  const bool elu = is_elu(*ctx.attrs);
+  const double slope = ctx.attrs->get_float("slope", 0.25);
+  PMX_FLOAT_SWITCH(in[0].dtype, T, {
+    using A = nn::acc_t<T>;
+    const A s = static_cast<A>(slope);
+    const T* dy = in[0].data<T>();
+    const T* x = in[1].data<T>();
+    T* dx = out[0].data<T>();
+    for (int64_t i = 0; i < in[0].size(); ++i) {
+      const A v = static_cast<A>(x[i]);
+      const A d = v > A(0) ? A(1) : (elu ? s * std::exp(v) : s);
+      dx[i] = static_cast<T>(static_cast<A>(dy[i]) * d);
+    }
+  });
+}
+
+PMX_REGISTER_OP(leaky_relu)
+    .set_infer([](const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                  std::vector<Shape>* out, std::vector<DType>* out_dt) {
+      is_elu(attrs);
+      same_shape_infer(attrs, in, dt, out, out_dt);
+    })
+    .set_cpu(leaky_forward)
+    .set_gradient([](const GradContext& ctx) {
+      return invoke("leaky_relu_backward", {ctx.out_grads[0], ctx.inputs[0]}, ctx.attrs);
+    });
+
+PMX_REGISTER_OP(leaky_relu_backward)
+    .set_num_inputs(2)
+    .set_infer(grad_infer)
+    .set_cpu(leaky_backward);
+
+}  // namespace
+}  // namespace pymx

@@ -1,0 +1,105 @@
+// Helpers shared by the NN operator files (nn_*.cc, optimizer.cc, image.cc): a row-major GEMM over
+// every float dtype, axis normalisation, small attribute helpers and the counter-based RNG.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "blas.h"
+#include "ops/dispatch.h"
+#include "pymx/op.h"
+
+namespace pymx {
+namespace nn {
+
+// Row-major C = alpha * op(A) * op(B) + beta * C, with op(A) M x K and op(B) K x N.
+// float/double go to OpenBLAS; float16 accumulates in float (no half BLAS on the CPU).
+inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                 int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  PMX_CBLAS(sgemm)(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                   trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                 const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
+                 double* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  PMX_CBLAS(dgemm)(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                   trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                 const half_t* a, int64_t lda, const half_t* b, int64_t ldb, float beta, half_t* c,
+                 int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.f;
+      for (int64_t p = 0; p < k; ++p) {
+        const float av = static_cast<float>(trans_a ? a[p * lda + i] : a[i * lda + p]);
+        const float bv = static_cast<float>(trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+        acc += av * bv;
+      }
+      half_t& out = c[i * ldc + j];
+      out = static_cast<half_t>(alpha * acc + (beta == 0.f ? 0.f : beta * static_cast<float>(out)));
+    }
+  }
+}
+
+// The type in which a kernel over T accumulates (float for float16).
+template <typename T> struct Acc { using type = T; };
+template <> struct Acc<half_t> { using type = float; };
+template <typename T> using acc_t = typename Acc<T>::type;
+
+// Maps a possibly negative axis into [0, ndim); the error names the op, axis and ndim.
+inline int normalize_axis(int64_t axis, int ndim, const char* op) {
+  PMX_CHECK(axis >= -ndim && axis < ndim, op, ": axis ", axis, " is out of range for an array with ",
+            ndim, " dimensions");
+  return static_cast<int>(axis < 0 ? axis + ndim : axis);
+}
+
+// A spatial attribute (kernel/stride/pad/dilate) of length `nsp`: absent -> `fill` repeated,
+// one value -> broadcast, else exactly nsp values.
+inline Shape spatial_attr(const Attrs& attrs, const char* key, int nsp, int64_t fill,
+                          const char* op) {
+  Shape v = attrs.get_shape(key, Shape());
+  if (v.empty()) return Shape(nsp, fill);
+  if (v.size() == 1 && nsp > 1) return Shape(nsp, v[0]);
+  PMX_CHECK(static_cast<int>(v.size()) == nsp, op, ": ", key, " ", shape_str(v), " has ",
+            v.size(), " values but the input has ", nsp, " spatial dimensions");
+  return v;
+}
+
+// Product of the extents in [begin, end).
+inline int64_t prod(const Shape& s, int begin, int end) {
+  int64_t n = 1;
+  for (int i = begin; i < end; ++i) n *= s[i];
+  return n;
+}
+
+// Note [Counter-based random numbers]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Dropout draws element i's number as a hash of (seed, i) (SplitMix64's finaliser), not from a
+// sequential generator: the result does not depend on how the loop is split across threads, and a
+// GPU kernel reproduces the same mask bit for bit with the same two lines.
+inline uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+// Uniform in [0, 1) with 24 random bits (exact in float).
+inline float uniform01(uint64_t seed, uint64_t index) {
+  return static_cast<float>(mix64(seed ^ mix64(index)) >> 40) * (1.0f / 16777216.0f);
+}
+
+// Checks that a float op got a float dtype; the error names the op.
+inline void check_float(DType t, const char* op, const char* what = "input") {
+  PMX_CHECK(is_float(t), op, ": ", what, " must be a floating-point array, got ", dtype_name(t));
+}
+
+}  // namespace nn
+}  // namespace pymx

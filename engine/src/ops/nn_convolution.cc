@@ -1,0 +1,383 @@
+// Convolution, 1-D/2-D/3-D, by im2col + GEMM (OpenBLAS for float32/float64).
+//
+// | op                    | inputs                  | outputs                               | attrs |
+// |-----------------------|-------------------------|---------------------------------------|-------|
+// | convolution           | data, weight, [bias]    | out                                   | kernel stride dilate pad num_filter num_group no_bias layout |
+// | convolution_backward  | out_grad, data, weight  | data_grad, weight_grad, [bias_grad]   | same as forward |
+//
+// layout: NCW / NCHW / NCDHW (the default for 1/2/3 spatial dims) or channel-last NWC / NHWC /
+// NDHWC. Channel-first weight is (num_filter, C/num_group, k...); channel-last weight is
+// (num_filter, k..., C/num_group), as in MXNet. bias is (num_filter,).
+// Output extent per spatial dim: (in + 2*pad - dilate*(kernel-1) - 1) / stride + 1.
+// stride and dilate default to 1, pad to 0; a single value is broadcast to every spatial dim.
+//
+// Note [Convolution by im2col]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Per image and group, im2col copies the receptive fields into a (Cg*prod(kernel), prod(out))
+// matrix `col`, so the convolution is one GEMM: out_g = W_g . col. Backward reuses it:
+// weight_grad_g += out_grad_g . col^T and data_grad = col2im(W_g^T . out_grad_g). A 1x1 kernel with
+// stride 1 and no padding needs no im2col (col is the image itself). Channel-last layouts are
+// transposed to channel-first in the workspace, computed, and transposed back: simple, and the
+// transposes cost far less than the GEMMs.
+#include <algorithm>
+#include <cstring>
+
+#include "ops/nn_common.h"
+
+namespace pymx {
+namespace {
+
+struct ConvGeom {
+  int nsp = 0;
+  bool channel_last = false;
+  int64_t batch = 0, in_c = 0, out_c = 0, groups = 1;
+  // Spatial extents padded to 3 dims with leading 1s (depth, height, width).
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
+  int64_t s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1};
+  int64_t in_sp = 1, out_sp = 1, k_sp = 1;
+
+  int64_t in_cg() const { return in_c / groups; }
+  int64_t out_cg() const { return out_c / groups; }
+  int64_t col_rows() const { return in_cg() * k_sp; }
+  bool is_pointwise() const {
+    for (int i = 0; i < 3; ++i)
+      if (k[i] != 1 || s[i] != 1 || p[i] != 0) return false;
+    return true;
+  }
+};
+
+bool parse_layout(const std::string& layout, int nsp) {
+  static const char* first[] = {"NCW", "NCHW", "NCDHW"};
+  static const char* last[] = {"NWC", "NHWC", "NDHWC"};
+  if (layout == "None" || layout == first[nsp - 1]) return false;
+  if (layout == last[nsp - 1]) return true;
+  PMX_THROW(Status::kInvalidArg, "convolution: layout '", layout, "' does not fit ", nsp,
+            "-D convolution (use ", first[nsp - 1], " or ", last[nsp - 1], ")");
+}
+
+// Validates attributes against the data and weight shapes; the errors carry the numbers.
+ConvGeom make_geom(const Attrs& attrs, const Shape& data, const Shape& weight) {
+  ConvGeom g;
+  const Shape kernel = attrs.get_shape("kernel");
+  g.nsp = static_cast<int>(kernel.size());
+  PMX_CHECK(g.nsp >= 1 && g.nsp <= 3, "convolution: kernel ", shape_str(kernel),
+            " must have 1, 2 or 3 values");
+  PMX_CHECK(static_cast<int>(data.size()) == g.nsp + 2, "convolution: data shape ",
+            shape_str(data), " must have ", g.nsp + 2, " dimensions for kernel ", shape_str(kernel));
+  g.channel_last = parse_layout(attrs.get_str("layout", "None"), g.nsp);
+  const Shape stride = nn::spatial_attr(attrs, "stride", g.nsp, 1, "convolution");
+  const Shape pad = nn::spatial_attr(attrs, "pad", g.nsp, 0, "convolution");
+  const Shape dilate = nn::spatial_attr(attrs, "dilate", g.nsp, 1, "convolution");
+  g.batch = data[0];
+  g.in_c = g.channel_last ? data.back() : data[1];
+  g.groups = attrs.get_int("num_group", 1);
+  g.out_c = attrs.get_int("num_filter", weight.empty() ? 0 : weight[0]);
+  PMX_CHECK(g.groups >= 1, "convolution: num_group must be >= 1, got ", g.groups);
+  PMX_CHECK(g.out_c >= 1, "convolution: num_filter must be >= 1, got ", g.out_c);
+  PMX_CHECK(g.in_c % g.groups == 0 && g.out_c % g.groups == 0, "convolution: input channels ",
+            g.in_c, " and num_filter ", g.out_c, " must both be divisible by num_group ", g.groups);
+  const int off = 3 - g.nsp;
+  for (int i = 0; i < g.nsp; ++i) {
+    const int64_t extent = g.channel_last ? data[1 + i] : data[2 + i];
+    PMX_CHECK(kernel[i] >= 1 && stride[i] >= 1 && dilate[i] >= 1 && pad[i] >= 0,
+              "convolution: kernel ", shape_str(kernel), ", stride ", shape_str(stride),
+              ", dilate ", shape_str(dilate), " must be >= 1 and pad ", shape_str(pad), " >= 0");
+    const int64_t span = dilate[i] * (kernel[i] - 1) + 1;
+    PMX_CHECK(extent + 2 * pad[i] >= span, "convolution: kernel ", shape_str(kernel),
+              " (dilate ", shape_str(dilate), ") is larger than the padded input ",
+              shape_str(data), " with pad ", shape_str(pad));
+    g.in[off + i] = extent;
+    g.k[off + i] = kernel[i];
+    g.s[off + i] = stride[i];
+    g.p[off + i] = pad[i];
+    g.d[off + i] = dilate[i];
+    g.out[off + i] = (extent + 2 * pad[i] - span) / stride[i] + 1;
+  }
+  g.in_sp = g.in[0] * g.in[1] * g.in[2];
+  g.out_sp = g.out[0] * g.out[1] * g.out[2];
+  g.k_sp = g.k[0] * g.k[1] * g.k[2];
+  return g;
+}
+
+Shape weight_shape(const ConvGeom& g, const Shape& kernel) {
+  Shape w = {g.out_c};
+  if (!g.channel_last) w.push_back(g.in_cg());
+  w.insert(w.end(), kernel.begin(), kernel.end());
+  if (g.channel_last) w.push_back(g.in_cg());
+  return w;
+}
+
+Shape out_shape(const ConvGeom& g) {
+  Shape o = {g.batch};
+  if (!g.channel_last) o.push_back(g.out_c);
+  for (int i = 3 - g.nsp; i < 3; ++i) o.push_back(g.out[i]);
+  if (g.channel_last) o.push_back(g.out_c);
+  return o;
+}
+
+void conv_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                std::vector<Shape>* out, std::vector<DType>* out_dt) {
+  const bool no_bias = attrs.get_bool("no_bias", false);
+  const size_t expected = no_bias ? 2 : 3;
+  PMX_CHECK(in.size() == expected, "convolution: expected ", expected, " inputs (data, weight",
+            no_bias ? "" : ", bias", ") with no_bias=", no_bias, ", got ", in.size());
+  const ConvGeom g = make_geom(attrs, in[0], in[1]);
+  const Shape w = weight_shape(g, attrs.get_shape("kernel"));
+  PMX_CHECK(in[1] == w, "convolution: weight shape ", shape_str(in[1]), " does not match data ",
+            shape_str(in[0]), " with num_filter ", g.out_c, ", num_group ", g.groups,
+            " (expected ", shape_str(w), ")");
+  if (!no_bias) {
+    PMX_CHECK(in[2] == Shape({g.out_c}), "convolution: bias shape ", shape_str(in[2]),
+              " does not match num_filter=", g.out_c);
+  }
+  nn::check_float(dt[0], "convolution", "data");
+  for (size_t i = 1; i < dt.size(); ++i) {
+    PMX_CHECK(dt[i] == dt[0], "convolution: input ", i, " has dtype ", dtype_name(dt[i]),
+              " but data has ", dtype_name(dt[0]));
+  }
+  *out = {out_shape(g)};
+  *out_dt = {dt[0]};
+}
+
+// Copies the receptive fields of `channels` channel-first channels at `x` into `col`
+// (channels*k_sp rows of out_sp). With accumulate=true it is col2im: adds `col` back into `x`.
+template <typename T, bool kCol2Im>
+void im2col(const ConvGeom& g, int64_t channels, T* x, T* col) {
+  const int64_t ID = g.in[0], IH = g.in[1], IW = g.in[2];
+  const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2];
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t kz = 0; kz < g.k[0]; ++kz) {
+      for (int64_t ky = 0; ky < g.k[1]; ++ky) {
+        for (int64_t kx = 0; kx < g.k[2]; ++kx) {
+          T* row = col + (((c * g.k[0] + kz) * g.k[1] + ky) * g.k[2] + kx) * g.out_sp;
+          // Output columns ox whose input column ix = ox*s - p + kx*d lies inside [0, IW).
+          const int64_t x_off = kx * g.d[2] - g.p[2];
+          int64_t ox_lo = 0, ox_hi = OW;
+          while (ox_lo < OW && ox_lo * g.s[2] + x_off < 0) ++ox_lo;
+          while (ox_hi > ox_lo && (ox_hi - 1) * g.s[2] + x_off >= IW) --ox_hi;
+          for (int64_t oz = 0; oz < OD; ++oz) {
+            const int64_t iz = oz * g.s[0] - g.p[0] + kz * g.d[0];
+            for (int64_t oy = 0; oy < OH; ++oy) {
+              T* dst = row + (oz * OH + oy) * OW;
+              const int64_t iy = oy * g.s[1] - g.p[1] + ky * g.d[1];
+              if (iz < 0 || iz >= ID || iy < 0 || iy >= IH) {
+                if (!kCol2Im) std::fill(dst, dst + OW, T(0));
+                continue;
+              }
+              T* src = x + ((c * ID + iz) * IH + iy) * IW + x_off;
+              if (kCol2Im) {
+                for (int64_t ox = ox_lo; ox < ox_hi; ++ox) src[ox * g.s[2]] += dst[ox];
+              } else {
+                std::fill(dst, dst + ox_lo, T(0));
+                if (g.s[2] == 1) {
+                  std::memcpy(dst + ox_lo, src + ox_lo, (ox_hi - ox_lo) * sizeof(T));
+                } else {
+                  for (int64_t ox = ox_lo; ox < ox_hi; ++ox) dst[ox] = src[ox * g.s[2]];
+                }
+                std::fill(dst + ox_hi, dst + OW, T(0));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// (n, a, b) -> (n, b, a) for each of n matrices.
+template <typename T>
+void transpose_last2(const T* src, T* dst, int64_t n, int64_t a, int64_t b) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T* s = src + i * a * b;
+    T* d = dst + i * a * b;
+    for (int64_t r = 0; r < a; ++r)
+      for (int64_t c = 0; c < b; ++c) d[c * a + r] = s[r * b + c];
+  }
+}
+
+// Carves aligned pieces out of one workspace allocation.
+class Carver {
+ public:
+  explicit Carver(char* base) : cur_(base) {}
+  template <typename T>
+  T* take(int64_t count) {
+    T* p = reinterpret_cast<T*>(cur_);
+    cur_ += align(count * sizeof(T));
+    return p;
+  }
+  static size_t align(size_t bytes) { return (bytes + 63) & ~size_t(63); }
+
+ private:
+  char* cur_;
+};
+
+template <typename T>
+void conv_forward_typed(const OpContext& ctx, const ConvGeom& g, const std::vector<TBlob>& in,
+                        const std::vector<TBlob>& out) {
+  using A = nn::acc_t<T>;
+  const bool pointwise = g.is_pointwise();
+  const int64_t x_size = g.batch * g.in_c * g.in_sp, y_size = g.batch * g.out_c * g.out_sp;
+  const int64_t w_size = in[1].size();
+  const int64_t col_size = pointwise ? 0 : g.col_rows() * g.out_sp;
+  size_t bytes = Carver::align(col_size * sizeof(T));
+  if (g.channel_last) bytes += Carver::align(x_size * sizeof(T)) + Carver::align(y_size * sizeof(T)) +
+                               Carver::align(w_size * sizeof(T));
+  Carver ws(static_cast<char*>(ctx.workspace(bytes)));
+  T* col = ws.take<T>(col_size);
+  const T* x = in[0].data<T>();
+  const T* w = in[1].data<T>();
+  T* y = out[0].data<T>();
+  if (g.channel_last) {
+    T* xt = ws.take<T>(x_size);
+    T* wt = ws.take<T>(w_size);
+    transpose_last2(x, xt, g.batch, g.in_sp, g.in_c);
+    transpose_last2(w, wt, g.out_c, g.k_sp, g.in_cg());
+    x = xt;
+    w = wt;
+    y = ws.take<T>(y_size);
+  }
+  const int64_t K = g.col_rows();
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      T* xg = const_cast<T*>(x) + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
+      const T* colg = xg;
+      if (!pointwise) {
+        im2col<T, false>(g, g.in_cg(), xg, col);
+        colg = col;
+      }
+      T* yg = y + (n * g.out_c + grp * g.out_cg()) * g.out_sp;
+      nn::gemm(false, false, g.out_cg(), g.out_sp, K, A(1), w + grp * g.out_cg() * K, K, colg,
+               g.out_sp, A(0), yg, g.out_sp);
+    }
+    if (in.size() == 3) {
+      const T* b = in[2].data<T>();
+      for (int64_t c = 0; c < g.out_c; ++c) {
+        T* yc = y + (n * g.out_c + c) * g.out_sp;
+        const A bc = static_cast<A>(b[c]);
+        for (int64_t i = 0; i < g.out_sp; ++i) yc[i] = static_cast<T>(static_cast<A>(yc[i]) + bc);
+      }
+    }
+  }
+  if (g.channel_last) transpose_last2<T>(y, out[0].data<T>(), g.batch, g.out_c, g.out_sp);
+}
+
+void conv_forward(const OpContext& ctx, const std::vector<TBlob>& in,
+                  const std::vector<TBlob>& out) {
+  const ConvGeom g = make_geom(*ctx.attrs, in[0].shape, in[1].shape);
+  PMX_FLOAT_SWITCH(in[0].dtype, T, { conv_forward_typed<T>(ctx, g, in, out); });
+}
+
+void conv_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
+                         const std::vector<DType>& dt, std::vector<Shape>* out,
+                         std::vector<DType>* out_dt) {
+  PMX_CHECK(in.size() == 3, "convolution_backward: expected (out_grad, data, weight), got ",
+            in.size(), " inputs");
+  const ConvGeom g = make_geom(attrs, in[1], in[2]);
+  PMX_CHECK(in[0] == out_shape(g), "convolution_backward: out_grad shape ", shape_str(in[0]),
+            " does not match the output shape ", shape_str(out_shape(g)));
+  *out = {in[1], in[2]};
+  if (!attrs.get_bool("no_bias", false)) out->push_back({g.out_c});
+  *out_dt = std::vector<DType>(out->size(), dt[1]);
+}
+
+template <typename T>
+void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vector<TBlob>& in,
+                         const std::vector<TBlob>& out) {
+  using A = nn::acc_t<T>;
+  const bool pointwise = g.is_pointwise();
+  const int64_t x_size = g.batch * g.in_c * g.in_sp, y_size = g.batch * g.out_c * g.out_sp;
+  const int64_t w_size = in[2].size();
+  const int64_t col_size = pointwise ? 0 : g.col_rows() * g.out_sp;
+  size_t bytes = Carver::align(col_size * sizeof(T));
+  if (g.channel_last) bytes += 2 * Carver::align(x_size * sizeof(T)) + Carver::align(y_size * sizeof(T)) +
+                               2 * Carver::align(w_size * sizeof(T));
+  Carver ws(static_cast<char*>(ctx.workspace(bytes)));
+  T* col = ws.take<T>(col_size);
+  const T* dy = in[0].data<T>();
+  const T* x = in[1].data<T>();
+  const T* w = in[2].data<T>();
+  T* dx = out[0].data<T>();
+  T* dw = out[1].data<T>();
+  if (g.channel_last) {
+    T* dyt = ws.take<T>(y_size);
+    T* xt = ws.take<T>(x_size);
+    T* wt = ws.take<T>(w_size);
+    transpose_last2(dy, dyt, g.batch, g.out_sp, g.out_c);
+    transpose_last2(x, xt, g.batch, g.in_sp, g.in_c);
+    transpose_last2(w, wt, g.out_c, g.k_sp, g.in_cg());
+    dy = dyt;
+    x = xt;
+    w = wt;
+    dx = ws.take<T>(x_size);
+    dw = ws.take<T>(w_size);
+  }
+  std::fill(dx, dx + x_size, T(0));
+  const int64_t K = g.col_rows();
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      T* xg = const_cast<T*>(x) + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
+      T* dxg = dx + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
+      const T* dyg = dy + (n * g.out_c + grp * g.out_cg()) * g.out_sp;
+      const T* wg = w + grp * g.out_cg() * K;
+      const T* colg = xg;
+      if (!pointwise) {
+        im2col<T, false>(g, g.in_cg(), xg, col);
+        colg = col;
+      }
+      // weight_grad_g (Mg x K) (+)= dy_g (Mg x out_sp) . col^T (out_sp x K)
+      nn::gemm(false, true, g.out_cg(), K, g.out_sp, A(1), dyg, g.out_sp, colg, g.out_sp,
+               A(n == 0 ? 0 : 1), dw + grp * g.out_cg() * K, K);
+      if (pointwise) {
+        // data_grad_g (K x out_sp) += W_g^T . dy_g directly: the image is its own col matrix.
+        nn::gemm(true, false, K, g.out_sp, g.out_cg(), A(1), wg, K, dyg, g.out_sp, A(1), dxg,
+                 g.out_sp);
+      } else {
+        nn::gemm(true, false, K, g.out_sp, g.out_cg(), A(1), wg, K, dyg, g.out_sp, A(0), col,
+                 g.out_sp);
+        im2col<T, true>(g, g.in_cg(), dxg, col);
+      }
+    }
+  }
+  if (g.batch == 0) std::fill(dw, dw + w_size, T(0));
+  if (out.size() == 3) {
+    T* db = out[2].data<T>();
+    for (int64_t c = 0; c < g.out_c; ++c) {
+      A sum = 0;
+      for (int64_t n = 0; n < g.batch; ++n) {
+        const T* dyc = dy + (n * g.out_c + c) * g.out_sp;
+        for (int64_t i = 0; i < g.out_sp; ++i) sum += static_cast<A>(dyc[i]);
+      }
+      db[c] = static_cast<T>(sum);
+    }
+  }
+  if (g.channel_last) {
+    transpose_last2<T>(dx, out[0].data<T>(), g.batch, g.in_c, g.in_sp);
+    transpose_last2<T>(dw, out[1].data<T>(), g.out_c, g.in_cg(), g.k_sp);
+  }
+}
+
+void conv_backward(const OpContext& ctx, const std::vector<TBlob>& in,
+                   const std::vector<TBlob>& out) {
+  const ConvGeom g = make_geom(*ctx.attrs, in[1].shape, in[2].shape);
+  PMX_FLOAT_SWITCH(in[1].dtype, T, { conv_backward_typed<T>(ctx, g, in, out); });
+}
+
+std::vector<NDArray> conv_gradient(const GradContext& ctx) {
+  return invoke("convolution_backward", {ctx.out_grads[0], ctx.inputs[0], ctx.inputs[1]},
+                ctx.attrs);
+}
+
+PMX_REGISTER_OP(convolution)
+    .set_num_inputs(-1)
+    .set_infer(conv_infer)
+    .set_cpu(conv_forward)
+    .set_gradient(conv_gradient);
+
+PMX_REGISTER_OP(convolution_backward)
+    .set_num_inputs(3)
+    .set_num_outputs([](const Attrs& a) { return a.get_bool("no_bias", false) ? 2 : 3; })
+    .set_infer(conv_backward_infer)
+    .set_cpu(conv_backward);
+
+}  // namespace
+}  // namespace pymx

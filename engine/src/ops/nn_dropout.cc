@@ -1,0 +1,120 @@
+// Dropout.
+//
+// | op                | inputs           | outputs     | attrs |
+// |-------------------|------------------|-------------|-------|
+// | dropout           | data             | out, mask   | p (0.5), mode (training | always), axes (()) |
+// | dropout_backward  | out_grad, mask   | data_grad   | - |
+//
+// Active when mode == 'always' or the op runs in training mode (OpContext::is_train); otherwise
+// out = data and mask = 1. When active, each element is kept with probability 1 - p and scaled
+// by 1 / (1 - p): mask = keep / (1 - p) (0 when p == 1), out = data * mask. `axes` shares one
+// draw along the listed axes (variational dropout). The mask has data's shape and dtype and is
+// what the backward multiplies by. Random numbers: see Note [Counter-based random numbers].
+#include "ops/nn_common.h"
+
+namespace pymx {
+namespace {
+
+double drop_probability(const Attrs& attrs) {
+  const double p = attrs.get_float("p", 0.5);
+  PMX_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
+  return p;
+}
+
+void dropout_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                   std::vector<Shape>* out, std::vector<DType>* out_dt) {
+  drop_probability(attrs);
+  const std::string mode = attrs.get_str("mode", "training");
+  PMX_CHECK(mode == "training" || mode == "always", "dropout: mode '", mode,
+            "' is not one of training, always");
+  for (int64_t a : attrs.get_shape("axes", Shape()))
+    nn::normalize_axis(a, static_cast<int>(in[0].size()), "dropout");
+  nn::check_float(dt[0], "dropout", "data");
+  *out = {in[0], in[0]};
+  *out_dt = {dt[0], dt[0]};
+}
+
+void dropout_forward(const OpContext& ctx, const std::vector<TBlob>& in,
+                     const std::vector<TBlob>& out) {
+  const Attrs& attrs = *ctx.attrs;
+  const double p = drop_probability(attrs);
+  const bool active = (attrs.get_str("mode", "training") == "always" || ctx.is_train) && p > 0;
+  const Shape& shape = in[0].shape;
+  const int ndim = in[0].ndim();
+  // Strides of the index used for the draw: 0 along shared axes, so they reuse one number.
+  std::vector<int64_t> draw_stride(ndim, 0);
+  std::vector<bool> shared(ndim, false);
+  for (int64_t a : attrs.get_shape("axes", Shape())) shared[nn::normalize_axis(a, ndim, "dropout")] = true;
+  bool any_shared = false;
+  int64_t s = 1;
+  for (int d = ndim - 1; d >= 0; --d) {
+    any_shared = any_shared || shared[d];
+    draw_stride[d] = shared[d] ? 0 : s;
+    if (!shared[d]) s *= shape[d];
+  }
+  const float keep = static_cast<float>(1 - p);
+  const double scale = p < 1 ? 1.0 / (1 - p) : 0.0;
+  PMX_FLOAT_SWITCH(in[0].dtype, T, {
+    const T* x = in[0].data<T>();
+    T* y = out[0].data<T>();
+    T* mask = out[1].data<T>();
+    const int64_t n = in[0].size();
+    if (!active) {
+      for (int64_t i = 0; i < n; ++i) {
+        y[i] = x[i];
+        mask[i] = T(1);
+      }
+    } else {
+      std::vector<int64_t> idx(ndim, 0);
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t draw = i;
+        if (any_shared) {
+          draw = 0;
+          for (int d = 0; d < ndim; ++d) draw += idx[d] * draw_stride[d];
+          for (int d = ndim - 1; d >= 0 && ++idx[d] == shape[d]; --d) idx[d] = 0;
+        }
+        const T m = static_cast<T>(nn::uniform01(ctx.seed, draw) < keep ? scale : 0.0);
+        mask[i] = m;
+        y[i] = static_cast<T>(static_cast<nn::acc_t<T>>(x[i]) * static_cast<nn::acc_t<T>>(m));
+      }
+    }
+  });
+}
+
+void dropout_backward_infer(const Attrs&, const std::vector<Shape>& in,
+                            const std::vector<DType>& dt, std::vector<Shape>* out,
+                            std::vector<DType>* out_dt) {
+  PMX_CHECK(in[0] == in[1], "dropout_backward: out_grad ", shape_str(in[0]), " and mask ",
+            shape_str(in[1]), " differ");
+  *out = {in[0]};
+  *out_dt = {dt[0]};
+}
+
+void dropout_backward(const OpContext&, const std::vector<TBlob>& in,
+                      const std::vector<TBlob>& out) {
+  PMX_FLOAT_SWITCH(in[0].dtype, T, {
+    const T* dy = in[0].data<T>();
+    const T* mask = in[1].data<T>();
+    T* dx = out[0].data<T>();
+    for (int64_t i = 0; i < in[0].size(); ++i)
+      dx[i] = static_cast<T>(static_cast<nn::acc_t<T>>(dy[i]) * static_cast<nn::acc_t<T>>(mask[i]));
+  });
+}
+
+PMX_REGISTER_OP(dropout)
+    .set_num_outputs(2)
+    .set_infer(dropout_infer)
+    .set_cpu(dropout_forward)
+    .set_uses_rng()
+    .set_gradient([](const GradContext& ctx) {
+      return std::vector<NDArray>{
+          invoke("dropout_backward", {ctx.out_grads[0], ctx.outputs[1]}, Attrs())[0]};
+    });
+
+PMX_REGISTER_OP(dropout_backward)
+    .set_num_inputs(2)
+    .set_infer(dropout_backward_infer)
+    .set_cpu(dropout_backward);
+
+}  // namespace
+}  // namespace pymx

@@ -1,0 +1,367 @@
+// Batch and layer normalisation.
+//
+// | op                   | inputs                                         | outputs                             | attrs |
+// |----------------------|------------------------------------------------|-------------------------------------|-------|
+// | batch_norm           | data, gamma, beta, moving_mean, moving_var     | out, mean, var                      | eps momentum fix_gamma use_global_stats axis |
+// | batch_norm_backward  | out_grad, data, gamma, mean, var               | data_grad, gamma_grad, beta_grad    | same as forward |
+// | layer_norm           | data, gamma, beta                              | out, mean, std                      | axis eps |
+// | layer_norm_backward  | out_grad, data, gamma, mean, std               | data_grad, gamma_grad, beta_grad    | same as forward |
+//
+// batch_norm (MXNet defaults: eps 1e-3, momentum 0.9, fix_gamma True, axis 1): per channel c of
+// `axis`, out = (x - mean_c) / sqrt(var_c + eps) * gamma_c + beta_c (gamma taken as 1 when
+// fix_gamma). In training (OpContext::is_train and not use_global_stats) mean/var are the batch
+// statistics (biased variance, as MXNet) and the kernel also updates, in place (mutate_inputs
+// {3, 4}), moving = moving * momentum + batch * (1 - momentum). Otherwise the moving statistics are
+// used. Outputs mean/var are the statistics used (the backward needs them). Parameters and
+// statistics may be float32 while data is float16 (Gluon keeps them in float32).
+// batch_norm_backward uses the batch-statistics formula when the backward runs in training mode
+// and use_global_stats is off (MXNet's BatchNormBackward rule), else treats mean/var as constants.
+// gamma_grad is zero when fix_gamma.
+//
+// layer_norm (eps 1e-5, axis -1): normalises over `axis`; mean/std have data's shape with that
+// axis of extent 1; std = sqrt(var + eps).
+#include <cmath>
+
+#include "ops/nn_common.h"
+
+namespace pymx {
+namespace {
+
+// data viewed as (outer, channels, inner) around `axis`.
+struct AxisView {
+  int64_t outer = 1, channels = 1, inner = 1;
+};
+AxisView axis_view(const Shape& s, int axis) {
+  AxisView v;
+  v.outer = nn::prod(s, 0, axis);
+  v.channels = s[axis];
+  v.inner = nn::prod(s, axis + 1, static_cast<int>(s.size()));
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// batch_norm
+// ---------------------------------------------------------------------------------------------
+void bn_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
+              std::vector<Shape>* out, std::vector<DType>* out_dt) {
+  PMX_CHECK(!in[0].empty(), "batch_norm: data must have at least one dimension");
+  const int axis = nn::normalize_axis(attrs.get_int("axis", 1), static_cast<int>(in[0].size()),
+                                      "batch_norm");
+  const Shape c = {in[0][axis]};
+  static const char* names[] = {"data", "gamma", "beta", "moving_mean", "moving_var"};
+  for (int i = 1; i < 5; ++i) {
+    PMX_CHECK(in[i] == c, "batch_norm: ", names[i], " shape ", shape_str(in[i]),
+              " does not match the ", c[0], " channels of data ", shape_str(in[0]), " on axis ",
+              axis);
+    PMX_CHECK(dt[i] == dt[1], "batch_norm: ", names[i], " has dtype ", dtype_name(dt[i]),
+              " but gamma has ", dtype_name(dt[1]));
+  }
+  nn::check_float(dt[0], "batch_norm", "data");
+  PMX_CHECK(dt[1] == dt[0] || dt[1] == DType::kFloat32, "batch_norm: parameters have dtype ",
+            dtype_name(dt[1]), "; they must be float32 or match data (", dtype_name(dt[0]), ")");
+  *out = {in[0], c, c};
+  *out_dt = {dt[0], dt[1], dt[1]};
+}
+
+template <typename T, typename P>
+void bn_forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
+                      const std::vector<TBlob>& out) {
+  const Attrs& attrs = *ctx.attrs;
+  const int axis = nn::normalize_axis(attrs.get_int("axis", 1), in[0].ndim(), "batch_norm");
+  const AxisView v = axis_view(in[0].shape, axis);
+  const double eps = attrs.get_float("eps", 1e-3);
+  const double momentum = attrs.get_float("momentum", 0.9);
+  const bool fix_gamma = attrs.get_bool("fix_gamma", true);
+  const bool batch_stats = ctx.is_train && !attrs.get_bool("use_global_stats", false);
+  const T* x = in[0].data<T>();
+  const P* gamma = in[1].data<P>();
+  const P* beta = in[2].data<P>();
+  P* moving_mean = in[3].data<P>();
+  P* moving_var = in[4].data<P>();
+  T* y = out[0].data<T>();
+  P* mean_out = out[1].data<P>();
+  P* var_out = out[2].data<P>();
+  const int64_t count = v.outer * v.inner;
+  for (int64_t c = 0; c < v.channels; ++c) {
+    double mean, var;
+    if (batch_stats) {
+      // Two passes in double: the sums over a batch of conv maps reach 1e6 elements.
+      double sum = 0;
+      for (int64_t o = 0; o < v.outer; ++o) {
+        const T* xc = x + (o * v.channels + c) * v.inner;
+        for (int64_t i = 0; i < v.inner; ++i) sum += static_cast<double>(xc[i]);
+      }
+      mean = count > 0 ? sum / count : 0.0;
+      double sq = 0;
+      for (int64_t o = 0; o < v.outer; ++o) {
+        const T* xc = x + (o * v.channels + c) * v.inner;
+        for (int64_t i = 0; i < v.inner; ++i) {
+          const double d = static_cast<double>(xc[i]) - mean;
+          sq += d * d;
+        }
+      }
+      var = count > 0 ? sq / count : 0.0;
+      moving_mean[c] = static_cast<P>(static_cast<double>(moving_mean[c]) * momentum +
+                                      mean * (1 - momentum));
+      moving_var[c] = static_cast<P>(static_cast<double>(moving_var[c]) * momentum +
+                                     var * (1 - momentum));
+    } else {
+      mean = static_cast<double>(moving_mean[c]);
+      var = static_cast<double>(moving_var[c]);
+    }
+    mean_out[c] = static_cast<P>(mean);
+    var_out[c] = static_cast<P>(var);
+    // y = x * scale + shift, folded per channel.
+    const double g = fix_gamma ? 1.0 : static_cast<double>(gamma[c]);
+    using A = nn::acc_t<T>;
+    const double scale = g / std::sqrt(var + eps);
+    const A scale_a = static_cast<A>(scale);
+    const A shift_a = static_cast<A>(static_cast<double>(beta[c]) - mean * scale);
+    for (int64_t o = 0; o < v.outer; ++o) {
+      const int64_t base = (o * v.channels + c) * v.inner;
+      for (int64_t i = 0; i < v.inner; ++i)
+        y[base + i] = static_cast<T>(static_cast<A>(x[base + i]) * scale_a + shift_a);
+    }
+  }
+}
+
+// Runs body with T = data type and P = parameter type (equal, or P = float).
+#define PMX_BN_SWITCH(data_dt, param_dt, ...)                                     \
+  PMX_FLOAT_SWITCH(data_dt, T, {                                                  \
+    if ((param_dt) == DType::kFloat32) {                                          \
+      using P = float;                                                            \
+      __VA_ARGS__;                                                                \
+    } else {                                                                      \
+      using P = T;                                                                \
+      __VA_ARGS__;                                                                \
+    }                                                                             \
+  })
+
+void bn_forward(const OpContext& ctx, const std::vector<TBlob>& in,
+                const std::vector<TBlob>& out) {
+  PMX_BN_SWITCH(in[0].dtype, in[1].dtype, { bn_forward_typed<T, P>(ctx, in, out); });
+}
+
+void bn_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
+                       const std::vector<DType>& dt, std::vector<Shape>* out,
+                       std::vector<DType>* out_dt) {
+  PMX_CHECK(in[0] == in[1], "batch_norm_backward: out_grad ", shape_str(in[0]),
+            " and data ", shape_str(in[1]), " differ");
+  *out = {in[1], in[2], in[2]};
+  *out_dt = {dt[1], dt[2], dt[2]};
+}
+
+template <typename T, typename P>
+void bn_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
+                       const std::vector<TBlob>& out) {
+  const Attrs& attrs = *ctx.attrs;
+  const int axis = nn::normalize_axis(attrs.get_int("axis", 1), in[1].ndim(), "batch_norm");
+  const AxisView v = axis_view(in[1].shape, axis);
+  const double eps = attrs.get_float("eps", 1e-3);
+  const bool fix_gamma = attrs.get_bool("fix_gamma", true);
+  const bool batch_stats = ctx.is_train && !attrs.get_bool("use_global_stats", false);
+  const T* dy = in[0].data<T>();
+  const T* x = in[1].data<T>();
+  const P* gamma = in[2].data<P>();
+  const P* mean = in[3].data<P>();
+  const P* var = in[4].data<P>();
+  T* dx = out[0].data<T>();
+  P* dgamma = out[1].data<P>();
+  P* dbeta = out[2].data<P>();
+  const double count = static_cast<double>(v.outer * v.inner);
+  for (int64_t c = 0; c < v.channels; ++c) {
+    const double m = static_cast<double>(mean[c]);
+    const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + eps);
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (int64_t o = 0; o < v.outer; ++o) {
+      const int64_t base = (o * v.channels + c) * v.inner;
+      for (int64_t i = 0; i < v.inner; ++i) {
+        const double g = static_cast<double>(dy[base + i]);
+        sum_dy += g;
+        sum_dy_xhat += g * (static_cast<double>(x[base + i]) - m) * invstd;
+      }
+    }
+    dgamma[c] = static_cast<P>(fix_gamma ? 0.0 : sum_dy_xhat);
+    dbeta[c] = static_cast<P>(sum_dy);
+    const double g = fix_gamma ? 1.0 : static_cast<double>(gamma[c]);
+    // Training: dx = g*invstd * (dy - mean(dy) - xhat * mean(dy*xhat)); global: g*invstd*dy.
+    const double k = g * invstd;
+    const double mean_dy = batch_stats && count > 0 ? sum_dy / count : 0.0;
+    const double mean_dy_xhat = batch_stats && count > 0 ? sum_dy_xhat / count : 0.0;
+    for (int64_t o = 0; o < v.outer; ++o) {
+      const int64_t base = (o * v.channels + c) * v.inner;
+      for (int64_t i = 0; i < v.inner; ++i) {
+        const double xhat = (static_cast<double>(x[base + i]) - m) * invstd;
+        dx[base + i] = static_cast<T>(
+            k * (static_cast<double>(dy[base + i]) - mean_dy - xhat * mean_dy_xhat));
+      }
+    }
+  }
+}
+
+void bn_backward(const OpContext& ctx, const std::vector<TBlob>& in,
+                 const std::vector<TBlob>& out) {
+  PMX_BN_SWITCH(in[1].dtype, in[2].dtype, { bn_backward_typed<T, P>(ctx, in, out); });
+}
+
+std::vector<NDArray> bn_gradient(const GradContext& ctx) {
+  std::vector<NDArray> g = invoke(
+      "batch_norm_backward",
+      {ctx.out_grads[0], ctx.inputs[0], ctx.inputs[1], ctx.outputs[1], ctx.outputs[2]}, ctx.attrs);
+  return {g[0], g[1], g[2], NDArray(), NDArray()};
+}
+
+PMX_REGISTER_OP(batch_norm)
+    .set_num_inputs(5)
+    .set_num_outputs(3)
+    .set_infer(bn_infer)
+    .set_cpu(bn_forward)
+    .set_gradient(bn_gradient)
+    .set_mutate_inputs({3, 4});
+
+PMX_REGISTER_OP(batch_norm_backward)
+    .set_num_inputs(5)
+    .set_num_outputs(3)
+    .set_infer(bn_backward_infer)
+    .set_cpu(bn_backward);
+
+// ---------------------------------------------------------------------------------------------
+// layer_norm
+// ---------------------------------------------------------------------------------------------
+void ln_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
+              std::vector<Shape>* out, std::vector<DType>* out_dt) {
+  PMX_CHECK(!in[0].empty(), "layer_norm: data must have at least one dimension");
+  const int axis = nn::normalize_axis(attrs.get_int("axis", -1), static_cast<int>(in[0].size()),
+                                      "layer_norm");
+  const Shape c = {in[0][axis]};
+  PMX_CHECK(in[1] == c && in[2] == c, "layer_norm: gamma ", shape_str(in[1]), " and beta ",
+            shape_str(in[2]), " must have shape ", shape_str(c), " for data ", shape_str(in[0]),
+            " and axis ", axis);
+  nn::check_float(dt[0], "layer_norm", "data");
+  PMX_CHECK(dt[1] == dt[0] && dt[2] == dt[0], "layer_norm: gamma/beta dtypes ",
+            dtype_name(dt[1]), "/", dtype_name(dt[2]), " must match data (", dtype_name(dt[0]),
+            ")");
+  Shape stat = in[0];
+  stat[axis] = 1;
+  *out = {in[0], stat, stat};
+  *out_dt = {dt[0], dt[0], dt[0]};
+}
+
+template <typename T>
+void ln_forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
+                      const std::vector<TBlob>& out) {
+  const int axis = nn::normalize_axis(ctx.attrs->get_int("axis", -1), in[0].ndim(), "layer_norm");
+  const double eps = ctx.attrs->get_float("eps", 1e-5);
+  const AxisView v = axis_view(in[0].shape, axis);
+  const T* x = in[0].data<T>();
+  const T* gamma = in[1].data<T>();
+  const T* beta = in[2].data<T>();
+  T* y = out[0].data<T>();
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t i = 0; i < v.inner; ++i) {
+      const int64_t base = o * v.channels * v.inner + i;
+      double sum = 0, sq = 0;
+      for (int64_t c = 0; c < v.channels; ++c) sum += static_cast<double>(x[base + c * v.inner]);
+      const double mean = sum / v.channels;
+      for (int64_t c = 0; c < v.channels; ++c) {
+        const double d = static_cast<double>(x[base + c * v.inner]) - mean;
+        sq += d * d;
+      }
+      const double std_dev = std::sqrt(sq / v.channels + eps);
+      out[1].data<T>()[o * v.inner + i] = static_cast<T>(mean);
+      out[2].data<T>()[o * v.inner + i] = static_cast<T>(std_dev);
+      for (int64_t c = 0; c < v.channels; ++c) {
+        const int64_t j = base + c * v.inner;
+        y[j] = static_cast<T>((static_cast<double>(x[j]) - mean) / std_dev *
+                                  static_cast<double>(gamma[c]) +
+                              static_cast<double>(beta[c]));
+      }
+    }
+  }
+}
+
+void ln_forward(const OpContext& ctx, const std::vector<TBlob>& in,
+                const std::vector<TBlob>& out) {
+  PMX_FLOAT_SWITCH(in[0].dtype, T, { ln_forward_typed<T>(ctx, in, out); });
+}
+
+void ln_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
+                       const std::vector<DType>& dt, std::vector<Shape>* out,
+                       std::vector<DType>* out_dt) {
+  PMX_CHECK(in[0] == in[1], "layer_norm_backward: out_grad ", shape_str(in[0]), " and data ",
+            shape_str(in[1]), " differ");
+  *out = {in[1], in[2], in[2]};
+  *out_dt = {dt[1], dt[1], dt[1]};
+}
+
+template <typename T>
+void ln_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
+                       const std::vector<TBlob>& out) {
+  const int axis = nn::normalize_axis(ctx.attrs->get_int("axis", -1), in[1].ndim(), "layer_norm");
+  const AxisView v = axis_view(in[1].shape, axis);
+  const T* dy = in[0].data<T>();
+  const T* x = in[1].data<T>();
+  const T* gamma = in[2].data<T>();
+  const T* mean = in[3].data<T>();
+  const T* stdv = in[4].data<T>();
+  T* dx = out[0].data<T>();
+  std::vector<double> dgamma(v.channels, 0.0), dbeta(v.channels, 0.0);
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t i = 0; i < v.inner; ++i) {
+      const int64_t base = o * v.channels * v.inner + i;
+      const double m = static_cast<double>(mean[o * v.inner + i]);
+      const double inv = 1.0 / static_cast<double>(stdv[o * v.inner + i]);
+      // dx = inv * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * gamma.
+      double sum_dxhat = 0, sum_dxhat_xhat = 0;
+      for (int64_t c = 0; c < v.channels; ++c) {
+        const int64_t j = base + c * v.inner;
+        const double xhat = (static_cast<double>(x[j]) - m) * inv;
+        const double g = static_cast<double>(dy[j]);
+        const double dxhat = g * static_cast<double>(gamma[c]);
+        sum_dxhat += dxhat;
+        sum_dxhat_xhat += dxhat * xhat;
+        dgamma[c] += g * xhat;
+        dbeta[c] += g;
+      }
+      const double mean_dxhat = sum_dxhat / v.channels;
+      const double mean_dxhat_xhat = sum_dxhat_xhat / v.channels;
+      for (int64_t c = 0; c < v.channels; ++c) {
+        const int64_t j = base + c * v.inner;
+        const double xhat = (static_cast<double>(x[j]) - m) * inv;
+        const double dxhat = static_cast<double>(dy[j]) * static_cast<double>(gamma[c]);
+        dx[j] = static_cast<T>(inv * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+      }
+    }
+  }
+  for (int64_t c = 0; c < v.channels; ++c) {
+    out[1].data<T>()[c] = static_cast<T>(dgamma[c]);
+    out[2].data<T>()[c] = static_cast<T>(dbeta[c]);
+  }
+}
+
+void ln_backward(const OpContext& ctx, const std::vector<TBlob>& in,
+                 const std::vector<TBlob>& out) {
+  PMX_FLOAT_SWITCH(in[1].dtype, T, { ln_backward_typed<T>(ctx, in, out); });
+}
+
+std::vector<NDArray> ln_gradient(const GradContext& ctx) {
+  return invoke("layer_norm_backward",
+                {ctx.out_grads[0], ctx.inputs[0], ctx.inputs[1], ctx.outputs[1], ctx.outputs[2]},
+                ctx.attrs);
+}
+
+PMX_REGISTER_OP(layer_norm)
+    .set_num_inputs(3)
+    .set_num_outputs(3)
+    .set_infer(ln_infer)
+    .set_cpu(ln_forward)
+    .set_gradient(ln_gradient);
+
+PMX_REGISTER_OP(layer_norm_backward)
+    .set_num_inputs(5)
+    .set_num_outputs(3)
+    .set_infer(ln_backward_infer)
+    .set_cpu(ln_backward);
+
+}  // namespace
+}  // namespace pymx

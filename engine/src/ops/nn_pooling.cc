@@ -1,0 +1,269 @@
+// Pooling, 1-D/2-D/3-D, channel-first layouts (NCW / NCHW / NCDHW).
+//
+// | op                | inputs               | outputs    | attrs |
+// |-------------------|----------------------|------------|-------|
+// | pooling           | data                 | out        | kernel pool_type global_pool pooling_convention stride pad count_include_pad layout |
+// | pooling_backward  | out_grad, data, out  | data_grad  | same as forward |
+//
+// pool_type: max (default), avg, sum. stride defaults to 1 and pad to 0 per spatial dim (MXNet's
+// op defaults; Gluon's MaxPool2D passes stride = pool size). global_pool: the kernel is the whole
+// input, pad 0, output 1 per spatial dim. Output extent: valid: (in + 2*pad - kernel) / stride + 1;
+// full: ceil((in + 2*pad - kernel) / stride) + 1.
+// Windows are clipped to the input (padding never wins a max). avg divides by the window clipped
+// to the padded input when count_include_pad (default), else by the window clipped to the input.
+// Backward: max sends each output gradient to the first position (row-major) in its window equal
+// to the output value, as MXNet's unpool does; avg spreads it evenly; sum copies it.
+#include <algorithm>
+#include <limits>
+
+#include "ops/nn_common.h"
+
+namespace pymx {
+namespace {
+
+enum class PoolType { kMax, kAvg, kSum };
+
+struct PoolGeom {
+  int nsp = 0;
+  PoolType type = PoolType::kMax;
+  bool count_include_pad = true;
+  int64_t planes = 0;  // batch * channels
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
+  int64_t s[3] = {1, 1, 1}, p[3] = {0, 0, 0};
+  int64_t in_sp = 1, out_sp = 1;
+};
+
+PoolType parse_pool_type(const std::string& t) {
+  if (t == "max" || t == "None") return PoolType::kMax;
+  if (t == "avg") return PoolType::kAvg;
+  if (t == "sum") return PoolType::kSum;
+  PMX_THROW(Status::kInvalidArg, "pooling: pool_type '", t, "' is not one of max, avg, sum");
+}
+
+PoolGeom make_geom(const Attrs& attrs, const Shape& data) {
+  PoolGeom g;
+  g.type = parse_pool_type(attrs.get_str("pool_type", "max"));
+  g.count_include_pad = attrs.get_bool("count_include_pad", true);
+  const bool global = attrs.get_bool("global_pool", false);
+  PMX_CHECK(data.size() >= 3 && data.size() <= 5, "pooling: data shape ", shape_str(data),
+            " must have 3, 4 or 5 dimensions (NCW, NCHW or NCDHW)");
+  g.nsp = static_cast<int>(data.size()) - 2;
+  const std::string layout = attrs.get_str("layout", "None");
+  static const char* layouts[] = {"NCW", "NCHW", "NCDHW"};
+  PMX_CHECK(layout == "None" || layout == layouts[g.nsp - 1], "pooling: layout '", layout,
+            "' is not supported for data ", shape_str(data), " (use ", layouts[g.nsp - 1], ")");
+  Shape kernel, stride, pad;
+  if (global) {
+    kernel.assign(data.begin() + 2, data.end());
+    stride = Shape(g.nsp, 1);
+    pad = Shape(g.nsp, 0);
+  } else {
+    kernel = attrs.get_shape("kernel", Shape());
+    PMX_CHECK(static_cast<int>(kernel.size()) == g.nsp, "pooling: kernel ", shape_str(kernel),
+              " must have one value per spatial dimension of data ", shape_str(data));
+    stride = nn::spatial_attr(attrs, "stride", g.nsp, 1, "pooling");
+    pad = nn::spatial_attr(attrs, "pad", g.nsp, 0, "pooling");
+  }
+  const std::string convention = attrs.get_str("pooling_convention", "valid");
+  PMX_CHECK(convention == "valid" || convention == "full" || convention == "None",
+            "pooling: pooling_convention '", convention, "' is not one of valid, full");
+  const bool full = convention == "full";
+  g.planes = data[0] * data[1];
+  const int off = 3 - g.nsp;
+  for (int i = 0; i < g.nsp; ++i) {
+    const int64_t extent = data[2 + i];
+    PMX_CHECK(kernel[i] >= 1 && stride[i] >= 1 && pad[i] >= 0, "pooling: kernel ",
+              shape_str(kernel), " and stride ", shape_str(stride), " must be >= 1, pad ",
+              shape_str(pad), " >= 0");
+    PMX_CHECK(pad[i] < kernel[i], "pooling: pad ", shape_str(pad), " must be smaller than kernel ",
+              shape_str(kernel));
+    PMX_CHECK(extent + 2 * pad[i] >= kernel[i], "pooling: kernel ", shape_str(kernel),
+              " is larger than the padded input ", shape_str(data), " with pad ", shape_str(pad));
+    const int64_t room = extent + 2 * pad[i] - kernel[i];
+    g.out[off + i] = (full ? (room + stride[i] - 1) / stride[i] : room / stride[i]) + 1;
+    // As PyTorch's ceil_mode: with 'full', a last window starting past the input is dropped.
+    if (full && (g.out[off + i] - 1) * stride[i] >= extent + pad[i]) --g.out[off + i];
+    g.in[off + i] = extent;
+    g.k[off + i] = kernel[i];
+    g.s[off + i] = stride[i];
+    g.p[off + i] = pad[i];
+  }
+  g.in_sp = g.in[0] * g.in[1] * g.in[2];
+  g.out_sp = g.out[0] * g.out[1] * g.out[2];
+  return g;
+}
+
+Shape out_shape(const Shape& data, const PoolGeom& g) {
+  Shape o = {data[0], data[1]};
+  for (int i = 3 - g.nsp; i < 3; ++i) o.push_back(g.out[i]);
+  return o;
+}
+
+void pool_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                std::vector<Shape>* out, std::vector<DType>* out_dt) {
+  const PoolGeom g = make_geom(attrs, in[0]);
+  nn::check_float(dt[0], "pooling", "data");
+  *out = {out_shape(in[0], g)};
+  *out_dt = {dt[0]};
+}
+
+// One window along one dimension: [lo, hi) clipped to the input, and its divisor extent.
+struct Span {
+  int64_t lo, hi, padded;
+};
+inline Span window(const PoolGeom& g, int dim, int64_t o) {
+  const int64_t start = o * g.s[dim] - g.p[dim];
+  const int64_t end = std::min(start + g.k[dim], g.in[dim] + g.p[dim]);
+  return {std::max<int64_t>(start, 0), std::min(end, g.in[dim]), end - start};
+}
+
+// Calls fn(out_index, z, y, x spans) for every output position of one plane.
+template <typename Fn>
+void for_each_window(const PoolGeom& g, Fn fn) {
+  for (int64_t oz = 0; oz < g.out[0]; ++oz) {
+    const Span z = window(g, 0, oz);
+    for (int64_t oy = 0; oy < g.out[1]; ++oy) {
+      const Span y = window(g, 1, oy);
+      for (int64_t ox = 0; ox < g.out[2]; ++ox) {
+        fn((oz * g.out[1] + oy) * g.out[2] + ox, z, y, window(g, 2, ox));
+      }
+    }
+  }
+}
+
+template <typename T>
+T divisor(const PoolGeom& g, const Span& z, const Span& y, const Span& x) {
+  if (g.type == PoolType::kSum) return T(1);
+  if (g.count_include_pad) return static_cast<T>(z.padded * y.padded * x.padded);
+  return static_cast<T>((z.hi - z.lo) * (y.hi - y.lo) * (x.hi - x.lo));
+}
+
+// Note [Separable max pooling]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Max over a kh x kw window = max over kw columns of (max over kh rows). For each output row we
+// first take the elementwise max of its kh input rows (contiguous, vectorisable), then slide the
+// kw window along that one row. For LeafNetwork's 4x4/stride-2 pooling this reads each input row
+// twice instead of each element four times per output, and it is the hot loop of the network.
+template <typename T>
+void max_pool_2d_plane(const PoolGeom& g, const T* x, T* y, T* row) {
+  const int64_t W = g.in[2];
+  for (int64_t oy = 0; oy < g.out[1]; ++oy) {
+    const Span ys = window(g, 1, oy);
+    std::copy(x + ys.lo * W, x + ys.lo * W + W, row);
+    for (int64_t iy = ys.lo + 1; iy < ys.hi; ++iy) {
+      const T* src = x + iy * W;
+      for (int64_t i = 0; i < W; ++i) row[i] = src[i] > row[i] ? src[i] : row[i];
+    }
+    T* dst = y + oy * g.out[2];
+    for (int64_t ox = 0; ox < g.out[2]; ++ox) {
+      const Span xs = window(g, 2, ox);
+      T m = row[xs.lo];
+      for (int64_t i = xs.lo + 1; i < xs.hi; ++i) m = row[i] > m ? row[i] : m;
+      dst[ox] = m;
+    }
+  }
+}
+
+template <typename T>
+void pool_forward_typed(const OpContext& ctx, const PoolGeom& g, const T* x, T* y) {
+  using A = nn::acc_t<T>;
+  const bool separable = g.type == PoolType::kMax && g.nsp <= 2 && g.p[1] == 0 && g.p[2] == 0;
+  T* row = separable ? static_cast<T*>(ctx.workspace(g.in[2] * sizeof(T))) : nullptr;
+  for (int64_t plane = 0; plane < g.planes; ++plane) {
+    const T* xp = x + plane * g.in_sp;
+    T* yp = y + plane * g.out_sp;
+    if (separable) {
+      max_pool_2d_plane(g, xp, yp, row);
+      continue;
+    }
+    for_each_window(g, [&](int64_t o, const Span& z, const Span& ys, const Span& xs) {
+      A acc = g.type == PoolType::kMax ? -std::numeric_limits<A>::infinity() : A(0);
+      for (int64_t iz = z.lo; iz < z.hi; ++iz)
+        for (int64_t iy = ys.lo; iy < ys.hi; ++iy)
+          for (int64_t ix = xs.lo; ix < xs.hi; ++ix) {
+            const A v = static_cast<A>(xp[(iz * g.in[1] + iy) * g.in[2] + ix]);
+            acc = g.type == PoolType::kMax ? (v > acc ? v : acc) : acc + v;
+          }
+      if (g.type != PoolType::kMax) acc /= divisor<A>(g, z, ys, xs);
+      yp[o] = static_cast<T>(acc);
+    });
+  }
+}
+
+void pool_forward(const OpContext& ctx, const std::vector<TBlob>& in,
+                  const std::vector<TBlob>& out) {
+  const PoolGeom g = make_geom(*ctx.attrs, in[0].shape);
+  PMX_FLOAT_SWITCH(in[0].dtype, T,
+                   { pool_forward_typed<T>(ctx, g, in[0].data<T>(), out[0].data<T>()); });
+}
+
+void pool_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
+                         const std::vector<DType>& dt, std::vector<Shape>* out,
+                         std::vector<DType>* out_dt) {
+  const PoolGeom g = make_geom(attrs, in[1]);
+  const Shape o = out_shape(in[1], g);
+  PMX_CHECK(in[0] == o && in[2] == o, "pooling_backward: out_grad ", shape_str(in[0]), " and out ",
+            shape_str(in[2]), " must have the output shape ", shape_str(o));
+  *out = {in[1]};
+  *out_dt = {dt[1]};
+}
+
+template <typename T>
+void pool_backward_typed(const PoolGeom& g, const T* dy, const T* x, const T* y, T* dx) {
+  using A = nn::acc_t<T>;
+  std::fill(dx, dx + g.planes * g.in_sp, T(0));
+  for (int64_t plane = 0; plane < g.planes; ++plane) {
+    const T* xp = x + plane * g.in_sp;
+    const T* yp = y + plane * g.out_sp;
+    const T* dyp = dy + plane * g.out_sp;
+    T* dxp = dx + plane * g.in_sp;
+    for_each_window(g, [&](int64_t o, const Span& z, const Span& ys, const Span& xs) {
+      if (g.type == PoolType::kMax) {
+        for (int64_t iz = z.lo; iz < z.hi; ++iz)
+          for (int64_t iy = ys.lo; iy < ys.hi; ++iy)
+            for (int64_t ix = xs.lo; ix < xs.hi; ++ix) {
+              const int64_t i = (iz * g.in[1] + iy) * g.in[2] + ix;
+              if (xp[i] == yp[o]) {
+                dxp[i] = static_cast<T>(static_cast<A>(dxp[i]) + static_cast<A>(dyp[o]));
+                return;
+              }
+            }
+        return;
+      }
+      const A share = static_cast<A>(dyp[o]) / divisor<A>(g, z, ys, xs);
+      for (int64_t iz = z.lo; iz < z.hi; ++iz)
+        for (int64_t iy = ys.lo; iy < ys.hi; ++iy)
+          for (int64_t ix = xs.lo; ix < xs.hi; ++ix) {
+            T& d = dxp[(iz * g.in[1] + iy) * g.in[2] + ix];
+            d = static_cast<T>(static_cast<A>(d) + share);
+          }
+    });
+  }
+}
+
+void pool_backward(const OpContext& ctx, const std::vector<TBlob>& in,
+                   const std::vector<TBlob>& out) {
+  const PoolGeom g = make_geom(*ctx.attrs, in[1].shape);
+  PMX_FLOAT_SWITCH(in[1].dtype, T, {
+    pool_backward_typed<T>(g, in[0].data<T>(), in[1].data<T>(), in[2].data<T>(),
+                           out[0].data<T>());
+  });
+}
+
+std::vector<NDArray> pool_gradient(const GradContext& ctx) {
+  return invoke("pooling_backward", {ctx.out_grads[0], ctx.inputs[0], ctx.outputs[0]}, ctx.attrs);
+}
+
+PMX_REGISTER_OP(pooling)
+    .set_num_inputs(1)
+    .set_infer(pool_infer)
+    .set_cpu(pool_forward)
+    .set_gradient(pool_gradient);
+
+PMX_REGISTER_OP(pooling_backward)
+    .set_num_inputs(3)
+    .set_infer(pool_backward_infer)
+    .set_cpu(pool_backward);
+
+}  // namespace
+}  // namespace pymx

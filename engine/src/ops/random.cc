@@ -1,0 +1,128 @@
+// Random sampling (uses_rng: invoke() hands each call its own seed, see Note [RNG seeds] in
+// invoke.cc). Numbers come from a counter-based generator, element i from hash(seed, i), so a
+// result depends only on the seed, never on threads.
+//
+//   op           attrs                                   output
+//   uniform      low (0), high (1), shape, dtype          U[low, high)
+//   normal       loc (0), scale (1), shape, dtype         N(loc, scale^2)
+//   randint      low, high (None: [0, low)), shape, dtype (int64)   integers in [low, high)
+//   permutation  n, dtype (int64)                        a random permutation of 0..n-1
+#include <algorithm>
+#include <cmath>
+
+#include "ops/elemwise.h"
+
+namespace pymx {
+namespace {
+
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// The i-th 64 random bits of the stream `seed`.
+uint64_t bits(uint64_t seed, uint64_t i) { return mix(seed ^ mix(i)); }
+
+// Uniform in [0, 1) with 53 random bits.
+double unit(uint64_t seed, uint64_t i) { return static_cast<double>(bits(seed, i) >> 11) * 0x1.0p-53; }
+
+Shape random_shape(const Attrs& attrs, const char* op) {
+  const Shape shape = attrs.get_shape("shape", Shape());
+  for (int64_t d : shape)
+    PMX_CHECK(d >= 0, op, ": negative dimensions are not allowed (shape ", shape_str(shape), ")");
+  return shape;
+}
+
+InferFn infer_random(const char* op, DType default_dtype) {
+  return [op, default_dtype](const Attrs& attrs, const std::vector<Shape>&,
+                             const std::vector<DType>&, std::vector<Shape>* out,
+                             std::vector<DType>* odt) {
+    (*out)[0] = random_shape(attrs, op);
+    (*odt)[0] = attrs.get_dtype("dtype", default_dtype);
+  };
+}
+
+template <typename F>
+void generate(const TBlob& out, F sample) {
+  const int64_t n = out.size();
+  PMX_TYPE_SWITCH(out.dtype, T, {
+    T* y = out.data<T>();
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(static_cast<ops::compute_t<T>>(sample(i)));
+  });
+}
+
+}  // namespace
+
+PMX_REGISTER_OP(uniform)
+    .set_num_inputs(0)
+    .set_uses_rng()
+    .set_infer(infer_random("uniform", DType::kFloat32))
+    .set_cpu([](const OpContext& ctx, const std::vector<TBlob>&, const std::vector<TBlob>& out) {
+      const double low = ctx.attrs->get_float("low", 0.0), high = ctx.attrs->get_float("high", 1.0);
+      const uint64_t seed = ctx.seed;
+      generate(out[0], [&](int64_t i) { return low + (high - low) * unit(seed, i); });
+    });
+
+PMX_REGISTER_OP(normal)
+    .set_num_inputs(0)
+    .set_uses_rng()
+    .set_infer([](const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                  std::vector<Shape>* out, std::vector<DType>* odt) {
+      PMX_CHECK(attrs.get_float("scale", 1.0) >= 0, "normal: scale must be non-negative, got ",
+                attrs.get_float("scale", 1.0));
+      infer_random("normal", DType::kFloat32)(attrs, in, dt, out, odt);
+    })
+    .set_cpu([](const OpContext& ctx, const std::vector<TBlob>&, const std::vector<TBlob>& out) {
+      const double loc = ctx.attrs->get_float("loc", 0.0), scale = ctx.attrs->get_float("scale", 1.0);
+      const uint64_t seed = ctx.seed;
+      // Box-Muller: element i uses the uniforms 2i and 2i+1 (1 - u keeps the log finite).
+      generate(out[0], [&](int64_t i) {
+        const double u1 = 1.0 - unit(seed, 2 * i), u2 = unit(seed, 2 * i + 1);
+        return loc + scale * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+      });
+    });
+
+PMX_REGISTER_OP(randint)
+    .set_num_inputs(0)
+    .set_uses_rng()
+    .set_infer([](const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                  std::vector<Shape>* out, std::vector<DType>* odt) {
+      const int64_t low = attrs.has("high") ? attrs.get_int("low", 0) : 0;
+      const int64_t high = attrs.has("high") ? attrs.get_int("high") : attrs.get_int("low");
+      PMX_CHECK(low < high, "randint: low >= high (low=", low, ", high=", high, ")");
+      infer_random("randint", DType::kInt64)(attrs, in, dt, out, odt);
+    })
+    .set_cpu([](const OpContext& ctx, const std::vector<TBlob>&, const std::vector<TBlob>& out) {
+      const bool has_high = ctx.attrs->has("high");
+      const int64_t low = has_high ? ctx.attrs->get_int("low", 0) : 0;
+      const int64_t high = has_high ? ctx.attrs->get_int("high") : ctx.attrs->get_int("low");
+      const uint64_t span = static_cast<uint64_t>(high - low), seed = ctx.seed;
+      // The modulo bias is below span / 2^64: negligible for any array we can hold.
+      generate(out[0], [&](int64_t i) { return static_cast<double>(low + static_cast<int64_t>(bits(seed, i) % span)); });
+    });
+
+PMX_REGISTER_OP(permutation)
+    .set_num_inputs(0)
+    .set_uses_rng()
+    .set_infer([](const Attrs& attrs, const std::vector<Shape>&, const std::vector<DType>&,
+                  std::vector<Shape>* out, std::vector<DType>* odt) {
+      const int64_t n = attrs.get_int("n");
+      PMX_CHECK(n >= 0, "permutation: n must be non-negative, got ", n);
+      (*out)[0] = {n};
+      (*odt)[0] = attrs.get_dtype("dtype", DType::kInt64);
+    })
+    .set_cpu([](const OpContext& ctx, const std::vector<TBlob>&, const std::vector<TBlob>& out) {
+      const int64_t n = out[0].size();
+      std::vector<int64_t> p(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) p[i] = i;
+      for (int64_t i = n - 1; i > 0; --i)  // Fisher-Yates
+        std::swap(p[i], p[static_cast<int64_t>(bits(ctx.seed, i) % static_cast<uint64_t>(i + 1))]);
+      PMX_TYPE_SWITCH(out[0].dtype, T, {
+        T* y = out[0].data<T>();
+        for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(static_cast<ops::compute_t<T>>(p[i]));
+      });
+    });
+
+}  // namespace pymx

@@ -1,0 +1,188 @@
+// Var: the dependency token behind every array, and the records the engines attach to it
+// (the shared error box, GPU completion events). Internal to engine/src.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "pymx/base.h"
+#include "pymx/engine.h"
+
+namespace pymx {
+
+// An error raised by an op, shared by every var it reached (the failed op's outputs and,
+// transitively, the outputs of the ops skipped because of it), so that it is reported once
+// per failure. `error` is read and cleared only under ErrorList's mutex.
+struct ErrorBox {
+  std::exception_ptr error;
+};
+
+// A CUDA event recorded on `stream` of GPU `device`. Owned through shared_ptr; the deleter
+// returns it to the engine's per-device pool, so an event is re-recorded only when no var
+// refers to it any more.
+struct GpuEvent {
+  void* event = nullptr;
+  void* stream = nullptr;
+  int device = 0;
+};
+using GpuEventPtr = std::shared_ptr<GpuEvent>;
+
+struct Op;
+
+// One queued access in a var's FIFO.
+struct VarBlock {
+  VarBlock* next = nullptr;
+  Op* trigger = nullptr;
+  bool write = false;
+};
+
+// The accesses a finished write detached from its var: the reads [first_read, end_of_reads)
+// and then next_write, which start now. for_each hands each op to `f` and frees the blocks.
+struct Unblocked {
+  VarBlock* finished = nullptr;
+  VarBlock* first_read = nullptr;
+  VarBlock* end_of_reads = nullptr;
+  Op* next_write = nullptr;
+
+  template <typename F>
+  void for_each(F&& f) {
+    delete finished;
+    for (VarBlock* block = first_read; block != end_of_reads;) {
+      VarBlock* next = block->next;
+      Op* op = block->trigger;
+      delete block;
+      f(op);
+      block = next;
+    }
+    if (next_write != nullptr) f(next_write);
+  }
+};
+
+// Note [Var queue]
+// ~~~~~~~~~~~~~~~~
+// A Var orders the ops that touch it: a FIFO of pending reads and writes in push order, where
+// consecutive reads run together and a write runs alone (MXNet's ThreadedVar). Reads granted at
+// once (no write pending) are only counted in num_pending_reads_; everything else is queued.
+// The queue ends in an empty sentinel block (head_) where the next access is written.
+// pending_write_ is the oldest write not yet finished (queued or running); the blocks after it
+// are the accesses waiting for it. num_pending_reads_ is the number of running reads, or
+// kWriteRunning while pending_write_ runs. An op counts the vars that still block it
+// (Op::wait); each var that grants access decrements it, and whoever brings it to zero
+// dispatches the op. Nothing is dispatched while mu_ is held.
+class Var {
+ public:
+  Var();
+  ~Var();
+  Var(const Var&) = delete;
+  Var& operator=(const Var&) = delete;
+
+  // Queue an access for `op`. Returns true when the access is granted at once; the caller
+  // then decrements op->wait itself.
+  bool append_read(Op* op);
+  bool append_write(Op* op);
+
+  // A granted read finished: returns the write it unblocked (caller decrements its wait), or
+  // nullptr.
+  Op* complete_read();
+
+  // The running write finished. Fills `unblocked` with the ops it lets start (caller
+  // decrements their waits, see Unblocked) and returns true when the write was the var's
+  // deletion, after which the caller frees the var. `error` (may be null) becomes the var's error.
+  bool complete_write(bool deleting, std::shared_ptr<ErrorBox> error, Unblocked* unblocked);
+
+  // True when no write is pending (the data may be read now).
+  bool ready_to_read();
+  uint64_t version();
+  std::shared_ptr<ErrorBox> error_box();
+
+  // Unlocked read of the error box. Only for an op that holds access to this var: the writes
+  // that set the box are ordered before it by the queue.
+  const std::shared_ptr<ErrorBox>& error_box_unlocked() const { return error_; }
+  // The naive engine's write: bump the version and store the error (may be null).
+  void finish_write_serial(std::shared_ptr<ErrorBox> error);
+
+  // GPU completion events (Note [GPU completion by events] in threaded_engine.cc).
+  void set_writer_event(GpuEventPtr event);  // after a GPU write: drops older events
+  void add_reader_event(GpuEventPtr event);  // after a GPU read: one per stream, newest wins
+  // The events an op on `stream` (nullptr: the host) must wait for before it reads (or, with
+  // `for_write`, writes) this var.
+  void collect_events(bool for_write, void* stream, std::vector<GpuEventPtr>* out);
+  bool has_events() const { return has_events_.load(std::memory_order_acquire); }
+
+  // One line describing running and queued accesses (Engine::dump()).
+  std::string describe();
+
+ private:
+  static constexpr int kWriteRunning = -1;
+
+  std::mutex mu_;
+  int num_pending_reads_ = 0;
+  VarBlock* head_;
+  VarBlock* pending_write_ = nullptr;
+  uint64_t version_ = 0;
+  std::shared_ptr<ErrorBox> error_;
+  GpuEventPtr writer_event_;
+  std::vector<GpuEventPtr> reader_events_;
+  std::atomic<bool> has_events_{false};
+
+ public:
+  // Intrusive list of live vars, for Engine::dump() (guarded by the engine's registry mutex).
+  Var* prev_live = nullptr;
+  Var* next_live = nullptr;
+};
+
+// One push: the function, its deduplicated vars, and the count of vars still blocking it.
+struct Op {
+  AsyncFn fn;
+  std::vector<Var*> reads;
+  std::vector<Var*> writes;
+  std::atomic<int> wait{0};
+  Device device;
+  FnProperty prop = FnProperty::kNormal;
+  bool is_wait = false;  // the internal op behind wait_for_var: runs at dispatch, never skipped
+  const char* name = nullptr;
+  std::shared_ptr<ErrorBox> error;  // the failure this op carries (inherited or its own)
+  void* stream = nullptr;           // the GPU stream it ran on (nullptr on the host)
+
+  // Returns the number of vars still blocking the op after this one granted access.
+  int dec_wait() { return wait.fetch_sub(1, std::memory_order_acq_rel) - 1; }
+  const char* display_name() const { return name != nullptr ? name : "op"; }
+};
+
+// The errors of failed ops not yet reported, for wait_for_all (first one wins) and for the
+// rethrow-once rule of wait_for_var. Thread-safe.
+class ErrorList {
+ public:
+  // A new box holding `error`, remembered until reported.
+  std::shared_ptr<ErrorBox> add(std::exception_ptr error);
+  // True when `box` still holds an unreported error (box may be null).
+  bool pending(const std::shared_ptr<ErrorBox>& box);
+  // Empties `box` and returns its error (null when already reported).
+  std::exception_ptr take(const std::shared_ptr<ErrorBox>& box);
+  // Returns the oldest unreported error and empties every box.
+  std::exception_ptr take_first_and_clear_all();
+
+  std::mutex& mutex() { return mu_; }  // held across fork()
+
+ private:
+  std::mutex mu_;
+  std::vector<std::shared_ptr<ErrorBox>> boxes_;
+};
+
+// Removes duplicates from `writes`, and from `reads` every duplicate and every var also in
+// `writes` (such a var is written). Null handles are a caller error.
+void deduplicate_vars(std::vector<Var*>* reads, std::vector<Var*>* writes);
+
+// Marks the current thread as running engine ops (waiting there throws).
+struct WorkerThreadScope {
+  WorkerThreadScope();
+  ~WorkerThreadScope();
+  bool previous;
+};
+
+}  // namespace pymx

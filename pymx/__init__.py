@@ -1,0 +1,19 @@
+"""pymx: a lightweight deep-learning runtime in the mould of Apache MXNet 2.x.
+
+    from pymx import np, npx, gluon, autograd
+"""
+# OpenBLAS first: importing the wheel loads libscipy_openblas with RTLD_GLOBAL, which libpymx
+# needs when its RPATH does not lead to it (editable and --target installs).
+import scipy_openblas32  # noqa: F401
+
+from pymx.base import PymxError, __version__
+from pymx.device import Device, cpu, cpu_pinned, current_device, gpu, gpu_memory_info, num_gpus
+from pymx._op import waitall
+from pymx import ndarray as _ndarray  # noqa: F401  (registers the array class with the core)
+from pymx import numpy as np
+from pymx import numpy_extension as npx
+from pymx import autograd
+from pymx import gluon
+
+__all__ = ["np", "npx", "gluon", "autograd", "Device", "cpu", "gpu", "cpu_pinned", "num_gpus",
+           "gpu_memory_info", "current_device", "waitall", "PymxError", "__version__"]

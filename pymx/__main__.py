@@ -1,0 +1,130 @@
+"""``python -m pymx`` (also ``pymx-train``): trains the crash course's LeafNetwork.
+
+With no arguments it generates (once, then caches) a small leaf data set (pymx/_leafdata.py),
+trains data-parallel on every GPU or, without GPUs, on cpu(0) and cpu(1), prints per-epoch
+metrics, evaluates the test set, and writes leaf_models.params and a plot of the curves.
+
+Defaults differ from the tutorial's step 6 on purpose: the tutorial's SGD at lr 0.001 with
+batch 4 needs many epochs, so the default run uses Adam at lr 0.001 with batch 32 and Xavier
+initialisation, which reaches over 90 % validation accuracy on the generated set in 3 epochs
+on a 2-core CPU. examples/gpu_crash_course.py keeps the tutorial's own values.
+"""
+import argparse
+import os
+import re
+import sys
+import time
+
+__all__ = ["main", "parse_devices"]
+
+
+def parse_devices(text):
+    """'cpu(0),cpu(1)' or 'gpu(0)' (also 'gpu:0' or 'gpu0') -> list of Devices."""
+    from . import device as _device
+    devices = []
+    for item in text.split(","):
+        match = re.fullmatch(r"\s*(cpu|gpu)\s*[(:]?\s*(\d+)\s*\)?\s*", item)
+        if not match:
+            raise ValueError(f"--devices: cannot parse {item!r}; expected e.g. 'cpu(0),cpu(1)' "
+                             f"or 'gpu(0)'")
+        devices.append(_device.Device(match.group(1), int(match.group(2))))
+    return devices
+
+
+def _default_devices():
+    from . import npx
+    gpus = [npx.gpu(i) for i in range(npx.num_gpus())]
+    return gpus or [npx.cpu(0), npx.cpu(1)]
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="python -m pymx",
+                                description="Train the MXNet crash course's LeafNetwork with "
+                                            "pymx on a generated leaf data set.")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--devices", default=None,
+                   help="e.g. 'cpu(0),cpu(1)' or 'gpu(0),gpu(1)'; default: every GPU, or "
+                        "cpu(0),cpu(1) without GPUs")
+    p.add_argument("--data-dir", default=None,
+                   help="where the generated data set is cached (default ~/.cache/pymx/leafdata)")
+    p.add_argument("--train-images", type=int, default=320,
+                   help="training images to generate; validation and test get a quarter each")
+    p.add_argument("--output-dir", default="pymx-leaf-output")
+    p.add_argument("--num-workers", type=int, default=0,
+                   help="DataLoader worker processes")
+    p.add_argument("--optimizer", default="adam")
+    p.add_argument("--lr", type=float, default=0.001)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--hybridize", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return p
+
+
+def _plot(history, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    epochs = range(1, len(history["loss"]) + 1)
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
+    ax_loss.plot(epochs, history["loss"], marker="o")
+    ax_loss.set(title="training loss", xlabel="epoch", ylabel="mean cross-entropy")
+    ax_acc.plot(epochs, history["train_acc"], marker="o", label="training")
+    ax_acc.plot(epochs, history["val_acc"], marker="o", label="validation")
+    ax_acc.set(title="accuracy", xlabel="epoch", ylabel="accuracy", ylim=(0, 1.02))
+    ax_acc.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    import numpy as onp
+    from . import _leafdata, _train, gluon, initializer, npx
+
+    onp.random.seed(args.seed)         # samplers and random transforms draw on the host
+    npx.random.seed(args.seed)         # initializers and dropout draw in the engine
+    devices = parse_devices(args.devices) if args.devices else _default_devices()
+    print("Using devices:", ", ".join(str(d) for d in devices))
+
+    counts = {"train": args.train_images, "validation": max(2, args.train_images // 4),
+              "test": max(2, args.train_images // 4)}
+    tic = time.time()
+    root = _leafdata.ensure_dataset(args.data_dir, seed=args.seed, counts=counts)
+    print(f"Data set: {root} ({counts['train']} train, {counts['validation']} validation, "
+          f"{counts['test']} test images; ready in {time.time() - tic:.1f} s)")
+    train_loader, val_loader, test_loader = _train.make_loaders(root, args.batch_size,
+                                                                args.num_workers)
+
+    net = _train.LeafNetwork()
+    net.initialize(initializer.Xavier(), device=devices)
+    if args.hybridize:
+        net.hybridize()
+    trainer = gluon.Trainer(net.collect_params(), args.optimizer, {"learning_rate": args.lr})
+
+    progress = None
+    if not args.no_progress:
+        from tqdm import tqdm
+
+        def progress(iterable, desc):
+            return tqdm(iterable, desc=desc, unit="batch", leave=False, file=sys.stderr)
+
+    history = _train.fit(net, trainer, train_loader, val_loader, devices, args.epochs,
+                         progress=progress)
+    test_acc = _train.evaluate(net, test_loader, devices)
+    print(f"Test accuracy: {test_acc:.4f}")
+
+    os.makedirs(args.output_dir, exist_ok=True)
+    params_path = os.path.join(args.output_dir, "leaf_models.params")
+    net.save_parameters(params_path)
+    plot_path = os.path.join(args.output_dir, "training_curves.png")
+    _plot(history, plot_path)
+    print(f"Saved parameters to {params_path}")
+    print(f"Saved training curves to {plot_path}")
+    npx.waitall()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, embedsignature=True
+"""Cython bindings of the autograd and graph section of the C API. Python code uses
+pymx.autograd (and gluon's hybridize), not this module.
+
+Backward and graph runs only push work to the engine, but they release the GIL anyway: with the
+naive engine the ops run inline, and data-parallel threads may backward on other devices.
+"""
+from libcpp.vector cimport vector
+
+from pymx._c.c_api cimport *
+from pymx._c.core cimport check, handle_of, wrap_handle
+
+
+cdef int _handles(object arrays, str what, vector[PmxArray*]* out) except -1:
+    out.clear()
+    for i, a in enumerate(arrays):
+        out.push_back(handle_of(a, f"{what}[{i}]"))
+    return 0
+
+
+cdef list _wrap_list(int num, PmxArray** handles):
+    # Take ownership of every handle first, so none leaks if wrapping one fails.
+    cdef int i
+    owned = []
+    for i in range(num):
+        owned.append(wrap_handle(handles[i]))
+    return owned
+
+
+def set_recording(bint on):
+    cdef int prev = 0
+    check(pmx_autograd_set_recording(on, &prev))
+    return bool(prev)
+
+
+def set_training(bint on):
+    cdef int prev = 0
+    check(pmx_autograd_set_training(on, &prev))
+    return bool(prev)
+
+
+def is_recording():
+    cdef int on = 0
+    check(pmx_autograd_is_recording(&on))
+    return bool(on)
+
+
+def is_training():
+    cdef int on = 0
+    check(pmx_autograd_is_training(&on))
+    return bool(on)
+
+
+def mark_variables(list variables, list gradients, list grad_reqs):
+    """grad_reqs: ints 0 (null), 1 (write), 3 (add)."""
+    cdef vector[PmxArray*] vars_, grads
+    cdef vector[int] reqs
+    if not (len(variables) == len(gradients) == len(grad_reqs)):
+        raise ValueError(f"mark_variables: got {len(variables)} variables, {len(gradients)} "
+                         f"gradients and {len(grad_reqs)} grad_reqs")
+    _handles(variables, "variables", &vars_)
+    _handles(gradients, "gradients", &grads)
+    for r in grad_reqs:
+        reqs.push_back(r)
+    check(pmx_autograd_mark_variables(<int>vars_.size(), vars_.data(), grads.data(),
+                                      reqs.data()))
+
+
+cdef int _head_grads(list heads, object head_grads, vector[PmxArray*]* out) except -1:
+    out.clear()
+    if head_grads is None:
+        return 0
+    if len(head_grads) != len(heads):
+        raise ValueError(f"got {len(heads)} heads but {len(head_grads)} head gradients")
+    for i, g in enumerate(head_grads):
+        if g is None:
+            out.push_back(<PmxArray*>NULL)
+        else:
+            out.push_back(handle_of(g, f"head_grads[{i}]"))
+    return 0
+
+
+def backward(list heads, head_grads, bint retain_graph, bint train_mode):
+    """head_grads: None, or a list (same length as heads) of arrays or None (ones)."""
+    cdef vector[PmxArray*] hs, hgs
+    cdef int rc
+    _handles(heads, "heads", &hs)
+    _head_grads(heads, head_grads, &hgs)
+    cdef PmxArray* const* hg_ptr = hgs.data() if hgs.size() else NULL
+    with nogil:
+        rc = pmx_autograd_backward(<int>hs.size(), hs.data(), hg_ptr, retain_graph, train_mode)
+    check(rc)
+
+
+def grad(list heads, list variables, head_grads, bint retain_graph, bint train_mode,
+         bint create_graph):
+    cdef vector[PmxArray*] hs, hgs, vs
+    cdef int rc, num = 0
+    cdef PmxArray** out = NULL
+    _handles(heads, "heads", &hs)
+    _handles(variables, "variables", &vs)
+    _head_grads(heads, head_grads, &hgs)
+    cdef PmxArray* const* hg_ptr = hgs.data() if hgs.size() else NULL
+    with nogil:
+        rc = pmx_autograd_grad(<int>hs.size(), hs.data(), hg_ptr, <int>vs.size(), vs.data(),
+                               retain_graph, train_mode, create_graph, &num, &out)
+    check(rc)
+    return _wrap_list(num, out)
+
+
+def get_grad(array):
+    """The gradient buffer of a marked variable, or None."""
+    cdef PmxArray* out = NULL
+    check(pmx_autograd_get_grad(handle_of(array, "array"), &out))
+    return None if out == NULL else wrap_handle(out)
+
+
+def detach(array):
+    cdef PmxArray* out = NULL
+    check(pmx_autograd_detach(handle_of(array, "array"), &out))
+    return wrap_handle(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Graphs
+# ---------------------------------------------------------------------------------------------
+
+cdef class Graph:
+    """A traced program of op calls, replayed natively (see engine/include/pymx/graph.h)."""
+    cdef PmxGraph* handle
+
+    def __dealloc__(self):
+        if self.handle != NULL:
+            pmx_graph_free(self.handle)
+            self.handle = NULL
+
+    def __call__(self, *inputs):
+        return self.run(list(inputs))
+
+    def run(self, list inputs):
+        cdef vector[PmxArray*] ins
+        cdef int rc, num = 0
+        cdef PmxArray** out = NULL
+        _handles(inputs, "inputs", &ins)
+        with nogil:
+            rc = pmx_graph_run(self.handle, <int>ins.size(), ins.data(), &num, &out)
+        check(rc)
+        return _wrap_list(num, out)
+
+    cdef tuple _info(self):
+        cdef int num_inputs, num_outputs, num_nodes, num_constants
+        check(pmx_graph_info(self.handle, &num_inputs, &num_outputs, &num_nodes, &num_constants))
+        return num_inputs, num_outputs, num_nodes, num_constants
+
+    @property
+    def num_inputs(self):
+        return self._info()[0]
+
+    @property
+    def num_outputs(self):
+        return self._info()[1]
+
+    @property
+    def num_nodes(self):
+        return self._info()[2]
+
+    @property
+    def constants(self):
+        """The arrays the trace read but did not compute (captured by reference)."""
+        cdef int num = 0
+        cdef PmxArray** out = NULL
+        check(pmx_graph_constants(self.handle, &num, &out))
+        return _wrap_list(num, out)
+
+    def to_json(self):
+        cdef const char* text = NULL
+        check(pmx_graph_to_json(self.handle, &text))
+        return text.decode("utf-8")
+
+    @staticmethod
+    def from_json(str text):
+        """A graph from to_json() text; its constants become inputs after the data inputs."""
+        cdef bytes encoded = text.encode("utf-8")
+        cdef PmxGraph* handle = NULL
+        check(pmx_graph_from_json(encoded, &handle))
+        return _new_graph(handle)
+
+
+cdef Graph _new_graph(PmxGraph* handle):
+    cdef Graph graph = Graph.__new__(Graph)
+    graph.handle = handle
+    return graph
+
+
+def trace_begin(list inputs):
+    cdef vector[PmxArray*] ins
+    _handles(inputs, "inputs", &ins)
+    check(pmx_graph_trace_begin(<int>ins.size(), ins.data()))
+
+
+def trace_end(list outputs):
+    cdef vector[PmxArray*] outs
+    cdef PmxGraph* handle = NULL
+    try:
+        _handles(outputs, "outputs", &outs)
+    except BaseException:
+        pmx_graph_trace_abort()
+        raise
+    check(pmx_graph_trace_end(<int>outs.size(), outs.data(), &handle))
+    return _new_graph(handle)
+
+
+def trace_abort():
+    check(pmx_graph_trace_abort())

@@ -1,0 +1,472 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, embedsignature=True
+"""Cython bindings over the C API (pymx/_c/c_api.pxd): array handles, operator invocation, the
+engine, devices and memory. Python code uses pymx.ndarray / pymx._op / pymx.device, not this.
+
+Every C call is followed by check(rc), which raises the exception class of the C status
+(pymx.base.STATUS_ERRORS) with the C++ message verbatim. Blocking calls release the GIL; the
+error message is read afterwards on the same OS thread (it is thread-local in C).
+"""
+cimport cython
+from cpython.buffer cimport (PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
+                             PyObject_GetBuffer)
+from cpython.unicode cimport PyUnicode_AsUTF8
+from libc.stdint cimport int64_t, uint64_t
+from libc.stdlib cimport free
+from libc.string cimport strdup
+from libcpp.vector cimport vector
+
+from pymx._c.c_api cimport *
+
+import numbers
+
+import numpy as _onp
+
+from pymx.base import DTYPES, STATUS_ERRORS, PymxError, dtype_flag
+
+# Inputs and attributes of most ops fit in these stack buffers; larger lists use a vector.
+cdef enum:
+    SMALL = 8
+
+
+cdef int raise_error(int rc) except -1:
+    message = pmx_last_error().decode("utf-8", "replace")
+    raise STATUS_ERRORS.get(rc, PymxError)(message)
+
+
+# ---------------------------------------------------------------------------------------------
+# Devices: pymx.device.Device objects, cached per (type, id) so array.device allocates nothing.
+# ---------------------------------------------------------------------------------------------
+
+cdef dict _devices = {}
+
+
+cdef object _device_object(int device_type, int device_id):
+    key = device_type * 65536 + device_id
+    device = _devices.get(key)
+    if device is None:
+        from pymx.device import Device, _TYPE_NAMES  # imported here: pymx.device imports us
+        device = Device(_TYPE_NAMES[device_type], device_id)
+        _devices[key] = device
+    return device
+
+
+cdef int _device_pair(object device, int* out_type, int* out_id) except -1:
+    try:
+        out_type[0] = device.device_typeid
+        out_id[0] = device.device_id
+    except AttributeError:
+        raise TypeError(f"expected a pymx Device such as cpu(0) or gpu(0), got "
+                        f"{type(device).__name__} {device!r}") from None
+    return 0
+
+
+def gpu_count():
+    cdef int count = 0
+    check(pmx_gpu_count(&count))
+    return count
+
+
+def gpu_memory_info(int device_id):
+    cdef uint64_t free_bytes = 0, total_bytes = 0
+    cdef int rc
+    with nogil:
+        rc = pmx_gpu_memory_info(device_id, &free_bytes, &total_bytes)
+    check(rc)
+    return free_bytes, total_bytes
+
+
+def empty_cache(int device_type, int device_id):
+    cdef int rc
+    with nogil:
+        rc = pmx_storage_empty_cache(device_type, device_id)
+    check(rc)
+
+
+def memory_stats(int device_type, int device_id):
+    cdef PmxMemoryStats stats
+    check(pmx_storage_stats(device_type, device_id, &stats))
+    return {"in_use": stats.in_use, "cached": stats.cached, "peak_in_use": stats.peak_in_use,
+            "num_allocs": stats.num_allocs}
+
+
+# ---------------------------------------------------------------------------------------------
+# Arrays
+# ---------------------------------------------------------------------------------------------
+
+# The Python class of new arrays (pymx.ndarray.ndarray, a subclass of NDArrayBase).
+cdef type _ndarray_class = None
+
+
+def set_ndarray_class(cls):
+    global _ndarray_class
+    if not issubclass(cls, NDArrayBase):
+        raise TypeError(f"{cls!r} is not a subclass of NDArrayBase")
+    _ndarray_class = cls
+
+
+cdef object wrap_handle(PmxArray* handle):
+    cdef NDArrayBase array
+    try:
+        array = NDArrayBase.__new__(_ndarray_class)
+    except BaseException:
+        pmx_array_free(handle)
+        raise
+    array.handle = handle
+    return array
+
+
+cdef PmxArray* handle_of(object array, str what) except NULL:
+    if not isinstance(array, NDArrayBase):
+        raise TypeError(f"{what} must be a pymx ndarray, got {type(array).__name__}")
+    cdef PmxArray* handle = (<NDArrayBase>array).handle
+    if handle == NULL:
+        raise ValueError(f"{what} is an ndarray without data (made without a handle)")
+    return handle
+
+
+cdef int _shape_to_c(object shape, vector[int64_t]* out) except -1:
+    out.clear()
+    for d in shape:
+        if not isinstance(d, numbers.Integral):
+            raise TypeError(f"shape {tuple(shape)!r} must contain integers, got "
+                            f"{type(d).__name__} {d!r}")
+        out.push_back(d)
+    return 0
+
+
+@cython.no_gc  # its only object field is a tuple of ints: no reference cycles possible
+cdef class NDArrayBase:
+    """Owns one C array handle; pymx.ndarray.ndarray adds the Python API on top."""
+
+    def __dealloc__(self):
+        if self.handle != NULL:
+            pmx_array_free(self.handle)
+            self.handle = NULL
+
+    @property
+    def shape(self):
+        cdef int ndim
+        cdef const int64_t* dims
+        if self._shape is None:
+            check(pmx_array_shape(self.handle, &ndim, &dims))
+            self._shape = tuple([dims[i] for i in range(ndim)])
+        return self._shape
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        cdef int ndim, i
+        cdef const int64_t* dims
+        cdef int64_t n = 1
+        check(pmx_array_shape(self.handle, &ndim, &dims))
+        for i in range(ndim):
+            n *= dims[i]
+        return n
+
+    @property
+    def dtype(self):
+        cdef int flag
+        check(pmx_array_dtype(self.handle, &flag))
+        return DTYPES[flag]
+
+    @property
+    def device(self):
+        cdef int device_type, device_id
+        check(pmx_array_device(self.handle, &device_type, &device_id))
+        return _device_object(device_type, device_id)
+
+    def wait_to_read(self):
+        """Blocks until pending writes to this array finish; raises an error they stored."""
+        cdef int rc
+        with nogil:
+            rc = pmx_array_wait_to_read(self.handle)
+        check(rc)
+
+    def wait_to_write(self):
+        """Blocks until every pending op on this array finishes; raises an error they stored."""
+        cdef int rc
+        with nogil:
+            rc = pmx_array_wait_to_write(self.handle)
+        check(rc)
+
+    def asnumpy(self):
+        """A NumPy copy of the values. Blocks; this is where asynchronous errors surface."""
+        out = _onp.empty(self.shape, self.dtype)
+        cdef Py_buffer view
+        cdef int rc
+        PyObject_GetBuffer(out, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS)
+        with nogil:
+            rc = pmx_array_copy_to_cpu(self.handle, view.buf, <size_t>view.len)
+        PyBuffer_Release(&view)
+        check(rc)
+        return out
+
+    def _sync_copy_from(self, source):
+        """Blocking copy of host data with the same number of elements, cast to this dtype."""
+        source = _onp.ascontiguousarray(source, dtype=self.dtype)
+        if source.size != self.size:
+            raise ValueError(f"cannot copy {source.size} elements of shape {source.shape} into "
+                             f"an array of shape {self.shape} ({self.size} elements)")
+        cdef Py_buffer view
+        cdef int rc
+        PyObject_GetBuffer(source, &view, PyBUF_C_CONTIGUOUS)
+        with nogil:
+            rc = pmx_array_copy_from_cpu(self.handle, view.buf, <size_t>view.len)
+        PyBuffer_Release(&view)
+        check(rc)
+
+    def _reshape_view(self, shape):
+        cdef vector[int64_t] dims
+        cdef PmxArray* out
+        _shape_to_c(shape, &dims)
+        check(pmx_array_reshape(self.handle, dims.data(), <int>dims.size(), &out))
+        return wrap_handle(out)
+
+    def _slice_view(self, int64_t begin, int64_t end):
+        cdef PmxArray* out
+        check(pmx_array_slice(self.handle, begin, end, &out))
+        return wrap_handle(out)
+
+    def _at_view(self, int64_t index):
+        cdef PmxArray* out
+        check(pmx_array_at(self.handle, index, &out))
+        return wrap_handle(out)
+
+    def _copy_to_device(self, device):
+        cdef int device_type, device_id
+        cdef PmxArray* out
+        _device_pair(device, &device_type, &device_id)
+        check(pmx_array_copy_to_device(self.handle, device_type, device_id, &out))
+        return wrap_handle(out)
+
+    def _copy_into(self, other):
+        check(pmx_array_copy_into(self.handle, handle_of(other, "the copy target")))
+
+    def _same_memory(self, other):
+        """True when `other` views the same memory with the same shape."""
+        cdef int same
+        check(pmx_array_same(self.handle, handle_of(other, "the other array"), &same))
+        return same == 1
+
+    def _data_address(self):
+        """The address of the first element (0 when empty); read only after a wait."""
+        cdef void* data
+        check(pmx_array_data(self.handle, &data))
+        return <size_t>data
+
+
+def empty(shape, dtype, device):
+    """A new array with uninitialised memory."""
+    cdef vector[int64_t] dims
+    cdef int device_type, device_id
+    cdef PmxArray* out
+    _shape_to_c(shape, &dims)
+    _device_pair(device, &device_type, &device_id)
+    check(pmx_array_create(dims.data(), <int>dims.size(), dtype_flag(dtype), device_type,
+                           device_id, &out))
+    return wrap_handle(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Operators
+# ---------------------------------------------------------------------------------------------
+
+cdef dict _ops = {}  # name -> PmxOp address; the registry never frees an op
+
+
+cdef const PmxOp* _find_op(str name) except NULL:
+    cdef PmxOp* op
+    address = _ops.get(name)
+    if address is not None:
+        return <const PmxOp*><size_t>address
+    check(pmx_op_find(name.encode(), &op))
+    _ops[name] = <size_t>op
+    return op
+
+
+cdef dict _float_texts = {}  # repr of recently used float attributes (repr is slow)
+
+
+cdef str _attr_text(object value):
+    """The string form of an attribute value that the C++ Attrs getters parse."""
+    cls = type(value)
+    if cls is str:
+        return value
+    if value is True:
+        return "True"
+    if value is False:
+        return "False"
+    if value is None:
+        return "None"
+    if cls is float:
+        text = _float_texts.get(value)
+        # -0.0 == 0.0 as a key, but the two must keep their own texts: never cache zeros.
+        if text is None:
+            text = float.__repr__(value)
+            if value != 0.0:
+                if len(_float_texts) >= 4096:
+                    _float_texts.clear()
+                _float_texts[value] = text
+        return text
+    if cls is int:
+        return int.__repr__(value)
+    if cls is tuple or cls is list:
+        if len(value) == 1:
+            return "(" + _attr_text(value[0]) + ",)"
+        return "(" + ", ".join([_attr_text(v) for v in value]) + ")"
+    if isinstance(value, _onp.bool_):
+        return "True" if value else "False"
+    if isinstance(value, numbers.Integral):
+        return int.__repr__(int(value))
+    if isinstance(value, numbers.Real):
+        return float.__repr__(float(value))
+    if isinstance(value, (_onp.dtype, type)):
+        return _onp.dtype(value).name
+    if hasattr(value, "device_typeid"):  # pymx.device.Device
+        return str(value)
+    raise TypeError(f"cannot pass a value of type {cls.__name__} ({value!r}) as an operator "
+                    f"attribute")
+
+
+cdef PmxArray* _input_handle(object array, str name, Py_ssize_t index) except NULL:
+    # The message is formatted only on failure: this runs for every input of every op.
+    if isinstance(array, NDArrayBase) and (<NDArrayBase>array).handle != NULL:
+        return (<NDArrayBase>array).handle
+    return handle_of(array, f"input {index} of operator '{name}'")
+
+
+def invoke(str name, inputs, attrs=None, device=None, out=None):
+    """Runs operator `name` on `inputs` (pymx ndarrays on one device) and returns its outputs.
+
+    attrs: dict of attribute values (converted to text, see _attr_text). device: where ops
+    without inputs run (default: current_device()). out: an ndarray or a list of ndarrays/None
+    receiving the results; those objects are returned in their places. Never blocks.
+    """
+    cdef const PmxOp* op = _find_op(name)
+    cdef Py_ssize_t i, n_in = len(inputs), n_attr = 0, n_out = 0
+    cdef PmxArray* in_small[SMALL]
+    cdef vector[PmxArray*] in_large
+    cdef PmxArray** in_ptr = in_small
+    cdef const char* key_small[SMALL]
+    cdef const char* value_small[SMALL]
+    cdef vector[const char*] key_large, value_large
+    cdef const char** key_ptr = key_small
+    cdef const char** value_ptr = value_small
+    cdef vector[PmxArray*] out_handles
+    cdef int device_type = PMX_DEVICE_CPU, device_id = 0, num_results = 0
+    cdef PmxArray** results
+    cdef list texts
+
+    if n_in > SMALL:
+        in_large.resize(n_in)
+        in_ptr = in_large.data()
+    for i in range(n_in):
+        in_ptr[i] = _input_handle(inputs[i], name, i)
+
+    if attrs:
+        n_attr = len(attrs)
+        if n_attr > SMALL:
+            key_large.resize(n_attr)
+            value_large.resize(n_attr)
+            key_ptr = key_large.data()
+            value_ptr = value_large.data()
+        texts = []  # keeps the value strings alive during the call
+        i = 0
+        for key, value in attrs.items():
+            try:
+                text = _attr_text(value)
+            except TypeError as e:
+                raise TypeError(f"operator '{name}', attribute '{key}': {e}") from None
+            texts.append(text)
+            key_ptr[i] = PyUnicode_AsUTF8(key)
+            value_ptr[i] = PyUnicode_AsUTF8(text)
+            i += 1
+
+    if n_in == 0:
+        if device is None:
+            from pymx.device import current_device
+            device = current_device()
+        _device_pair(device, &device_type, &device_id)
+
+    if out is not None:
+        if isinstance(out, NDArrayBase):
+            out = [out]
+        n_out = len(out)
+        out_handles.resize(n_out)
+        for i in range(n_out):
+            if out[i] is not None:
+                out_handles[i] = handle_of(out[i], f"out[{i}] of operator '{name}'")
+
+    check(pmx_op_invoke(op, <int>n_in, in_ptr, <int>n_attr, key_ptr, value_ptr, device_type,
+                        device_id, <int>n_out, out_handles.data(), &num_results, &results))
+
+    cdef list outputs = []
+    for i in range(num_results):
+        if i < n_out and out[i] is not None:
+            pmx_array_free(results[i])  # the caller's object already owns that array
+            outputs.append(out[i])
+        else:
+            outputs.append(wrap_handle(results[i]))
+    return outputs
+
+
+def op_names():
+    """Every registered operator name, sorted."""
+    cdef int count
+    cdef const char* const* names
+    check(pmx_op_list(&count, &names))
+    return [names[i].decode() for i in range(count)]
+
+
+def random_seed(uint64_t seed):
+    check(pmx_random_seed(seed))
+
+
+# ---------------------------------------------------------------------------------------------
+# Engine
+# ---------------------------------------------------------------------------------------------
+
+def waitall():
+    """Blocks until every pushed op has finished; raises the first stored error (once)."""
+    cdef int rc
+    with nogil:
+        rc = pmx_engine_wait_all()
+    check(rc)
+
+
+def engine_dump():
+    """Pending ops per var, as text (for debugging hangs)."""
+    cdef const char* text
+    check(pmx_engine_dump(&text))
+    return text.decode("utf-8", "replace")
+
+
+def api_version():
+    cdef int major, minor
+    check(pmx_api_version(&major, &minor))
+    return major, minor
+
+
+cdef int _fail_with_message(void* message, int device_type, int device_id,
+                            void* stream) noexcept nogil:
+    return pmx_error_set(PMX_ERR_INVALID_ARG, <const char*>message)
+
+
+cdef void _free_message(void* message) noexcept nogil:
+    free(message)
+
+
+def _push_failing_op(array, str message):
+    """Test hook: pushes an op that writes `array` and fails with `message` when it runs, as a
+    failing kernel would. The error surfaces at the next wait on `array`."""
+    cdef PmxVar* var
+    cdef int device_type, device_id
+    cdef PmxArray* handle = handle_of(array, "array")
+    check(pmx_array_var(handle, &var))
+    check(pmx_array_device(handle, &device_type, &device_id))
+    cdef char* text = strdup(message.encode())
+    check(pmx_engine_push(_fail_with_message, text, _free_message, NULL, 0, &var, 1, device_type,
+                          device_id, b"failing_test_op"))

@@ -1,0 +1,167 @@
+"""Automatic differentiation, as in ``mxnet.autograd``.
+
+Ops run inside ``with autograd.record():`` are recorded on a native tape when one of their inputs
+is a marked variable (``x.attach_grad()``) or a recorded result. ``backward()`` pushes the
+gradient ops to the engine, so it returns before they finish, like any other op. The recording
+and training flags are per thread.
+
+Example::
+
+    x = np.array([1.0, 2.0])
+    x.attach_grad()
+    with autograd.record():
+        y = (x * x).sum()
+    y.backward()
+    x.grad  # [2., 4.]
+"""
+from pymx._c import autograd as _c
+
+__all__ = ["record", "pause", "train_mode", "predict_mode", "is_recording", "is_training",
+           "set_recording", "set_training", "mark_variables", "backward", "grad"]
+
+# MXNet's OpReqType values.
+_GRAD_REQS = {"null": 0, "write": 1, "add": 3}
+
+
+def set_recording(is_recording):
+    """Sets whether ops are recorded for gradients on this thread; returns the previous value."""
+    return _c.set_recording(bool(is_recording))
+
+
+def set_training(train_mode):
+    """Sets training mode (dropout active, batch norm using batch statistics) on this thread;
+    returns the previous value."""
+    return _c.set_training(bool(train_mode))
+
+
+def is_recording():
+    """Whether ops are being recorded on this thread."""
+    return _c.is_recording()
+
+
+def is_training():
+    """Whether this thread is in training mode."""
+    return _c.is_training()
+
+
+class _RecordingStateScope:
+    """Sets the recording and/or training flag for a ``with`` block (None: leave it) and
+    restores the previous values on exit."""
+
+    def __init__(self, is_record, train_mode):
+        self._enter_is_record = is_record
+        self._enter_train_mode = train_mode
+        self._prev_is_record = None
+        self._prev_train_mode = None
+
+    def __enter__(self):
+        if self._enter_is_record is not None:
+            self._prev_is_record = set_recording(self._enter_is_record)
+        if self._enter_train_mode is not None:
+            self._prev_train_mode = set_training(self._enter_train_mode)
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        if self._enter_is_record is not None and self._prev_is_record != self._enter_is_record:
+            set_recording(self._prev_is_record)
+        if self._enter_train_mode is not None and self._prev_train_mode != self._enter_train_mode:
+            set_training(self._prev_train_mode)
+
+
+def record(train_mode=True):
+    """Scope in which ops are recorded for ``backward()``; training mode by default."""
+    return _RecordingStateScope(True, train_mode)
+
+
+def pause(train_mode=False):
+    """Scope in which recording is off (e.g. metric updates inside ``record()``)."""
+    return _RecordingStateScope(False, train_mode)
+
+
+def train_mode():
+    """Scope in training mode without changing recording."""
+    return _RecordingStateScope(None, True)
+
+
+def predict_mode():
+    """Scope in prediction mode without changing recording."""
+    return _RecordingStateScope(None, False)
+
+
+def _as_list(arrays):
+    return list(arrays) if isinstance(arrays, (list, tuple)) else [arrays]
+
+
+def _grad_req_value(req):
+    try:
+        return _GRAD_REQS[req]
+    except (KeyError, TypeError):
+        raise ValueError(f"grad_req must be one of 'write', 'add' or 'null', got {req!r}") from None
+
+
+def mark_variables(variables, gradients, grad_reqs="write"):
+    """Marks arrays as variables: ``backward()`` writes (or adds) their gradients into
+    ``gradients``. ``grad_reqs`` is one of 'write', 'add', 'null', or a list of them."""
+    variables = _as_list(variables)
+    gradients = _as_list(gradients)
+    if isinstance(grad_reqs, str):
+        grad_reqs = [grad_reqs] * len(variables)
+    _c.mark_variables(variables, gradients, [_grad_req_value(r) for r in grad_reqs])
+
+
+def _head_grads(heads, head_grads):
+    if head_grads is None:
+        return None
+    head_grads = _as_list(head_grads)
+    if len(head_grads) != len(heads):
+        raise ValueError(f"got {len(heads)} heads but {len(head_grads)} head gradients")
+    return head_grads
+
+
+def backward(heads, head_grads=None, retain_graph=False, train_mode=True):
+    """Computes the gradients of ``heads`` with respect to the marked variables and stores
+    them in the variables' gradient buffers. ``head_grads`` defaults to ones. The recorded graph
+    is freed unless ``retain_graph``."""
+    heads = _as_list(heads)
+    _c.backward(heads, _head_grads(heads, head_grads), retain_graph, train_mode)
+
+
+def grad(heads, variables, head_grads=None, retain_graph=None, create_graph=False,
+         train_mode=True):
+    """Returns the gradients of ``heads`` with respect to ``variables`` (marked variables)
+    without touching their gradient buffers: a list, or one array when ``variables`` is one
+    array. With ``create_graph`` the gradient computation is recorded, so the results can be
+    differentiated again; ``retain_graph`` defaults to ``create_graph``."""
+    single = not isinstance(variables, (list, tuple))
+    heads = _as_list(heads)
+    if retain_graph is None:
+        retain_graph = create_graph
+    grads = _c.grad(heads, _as_list(variables), _head_grads(heads, head_grads), retain_graph,
+                    train_mode, create_graph)
+    return grads[0] if single else grads
+
+
+def _get_grad(array):
+    """The gradient buffer of a marked variable, or None (for ``ndarray.grad``)."""
+    return _c.get_grad(array)
+
+
+def _detach(array):
+    """The same memory without autograd history (for ``ndarray.detach()``)."""
+    return _c.detach(array)
+
+
+def _trace(fn, inputs):
+    """Runs ``fn(*inputs)`` (a list/tuple of arrays or one array as result) while tracing the
+    ops it invokes on this thread; returns ``(graph, outputs)``. ``graph.run(list_of_inputs)``
+    replays the ops natively (for ``HybridBlock.hybridize``); see pymx/_c/autograd.pyx Graph.
+    Arrays ``fn`` reads besides ``inputs`` are captured by reference as constants."""
+    inputs = list(inputs)
+    _c.trace_begin(inputs)
+    try:
+        outputs = fn(*inputs)
+    except BaseException:
+        _c.trace_abort()
+        raise
+    graph = _c.trace_end(_as_list(outputs))
+    return graph, outputs

@@ -1,0 +1,197 @@
+"""Parameter files: MXNet 2.x `.npz` (written and read) and MXNet's legacy binary list (read).
+
+Note [Parameter file formats]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+`save_parameters` writes what MXNet 2.x writes in np mode: an uncompressed zip with one standard
+`<name>.npy` member per parameter, whatever the file's extension. It is written to a temporary
+file in the same directory and renamed over the target, so an interrupted save leaves the previous
+file intact. Loading sniffs the first four bytes like MXNDArrayLoad: a zip signature means npz,
+anything else is tried as the legacy list (u64 magic 0x112, u64 reserved, u64 N records, u64 K
+names); the record layout is in reference/mxnet-behaviour.md §6.9. Every read is bounds-checked, so
+a truncated or corrupt file raises ValueError naming the file and the byte offset.
+"""
+import os
+import struct
+import tempfile
+import zipfile
+
+import numpy as _onp
+
+__all__ = ['save_npz', 'load_params_file', 'load_into']
+
+_ZIP_MAGICS = (b'PK\x03\x04', b'PK\x05\x06')
+_LIST_MAGIC = 0x112
+_RECORD_V1, _RECORD_V2, _RECORD_V3 = 0xF993FAC8, 0xF993FAC9, 0xF993FACA
+# mshadow type flags (3rdparty/mshadow/mshadow/base.h); 12 is bfloat16, widened to float32.
+_TYPE_FLAGS = {0: _onp.float32, 1: _onp.float64, 2: _onp.float16, 3: _onp.uint8, 4: _onp.int32,
+               5: _onp.int8, 6: _onp.int64, 7: _onp.bool_, 8: _onp.int16, 9: _onp.uint16,
+               10: _onp.uint32, 11: _onp.uint64}
+_BFLOAT16 = 12
+
+
+def save_npz(filename, arrays):
+    """Writes {name: numpy array} as an uncompressed .npz, atomically (temp file + os.replace)."""
+    filename = os.fspath(filename)
+    directory = os.path.dirname(os.path.abspath(filename))
+    fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(filename) + '.', suffix='.tmp',
+                               dir=directory)
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            _onp.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, filename)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def load_params_file(filename):
+    """Reads a parameter file into an ordered {name: numpy array}."""
+    filename = os.fspath(filename)
+    if not os.path.isfile(filename):
+        raise FileNotFoundError(f"Parameter file '{filename}' does not exist")
+    with open(filename, 'rb') as f:
+        head = f.read(4)
+    if head in _ZIP_MAGICS:
+        return _load_npz(filename)
+    with open(filename, 'rb') as f:
+        return _LegacyReader(filename, f.read()).read_list()
+
+
+def _load_npz(filename):
+    try:
+        with _onp.load(filename, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as err:
+        raise ValueError(f"Parameter file '{filename}' is a corrupt or truncated .npz: "
+                         f"{err}") from err
+
+
+class _LegacyReader:
+    """Bounds-checked little-endian reader for MXNet's NDArray list format."""
+
+    def __init__(self, filename, blob):
+        self.filename = filename
+        self.blob = blob
+        self.pos = 0
+
+    def _fail(self, what):
+        raise ValueError(f"Invalid NDArray file format: '{self.filename}' {what} (at byte "
+                         f"{self.pos} of {len(self.blob)})")
+
+    def take(self, nbytes, what):
+        if nbytes < 0 or self.pos + nbytes > len(self.blob):
+            self._fail(f"is truncated: {what} needs {nbytes} bytes")
+        chunk = self.blob[self.pos:self.pos + nbytes]
+        self.pos += nbytes
+        return chunk
+
+    def unpack(self, fmt, what):
+        return struct.unpack('<' + fmt, self.take(struct.calcsize('<' + fmt), what))
+
+    def read_list(self):
+        if len(self.blob) < 16:
+            self._fail("is too short to be a parameter file")
+        magic, _reserved = self.unpack('QQ', 'header')
+        if magic != _LIST_MAGIC:
+            self._fail(f"has magic {magic:#x}; expected a zip (.npz) or {_LIST_MAGIC:#x}")
+        (count,) = self.unpack('Q', 'array count')
+        if count > len(self.blob):
+            self._fail(f"claims {count} arrays")
+        arrays = [self.read_array(i) for i in range(count)]
+        (num_names,) = self.unpack('Q', 'name count')
+        if num_names not in (0, count):
+            self._fail(f"has {num_names} names for {count} arrays")
+        names = []
+        for i in range(num_names):
+            (length,) = self.unpack('Q', f'length of name {i}')
+            raw = self.take(length, f'name {i}')
+            try:
+                names.append(raw.decode('utf-8'))
+            except UnicodeDecodeError:
+                self._fail(f"has a name that is not UTF-8: {raw[:40]!r}")
+        if not names:
+            names = [f'arr_{i}' for i in range(count)]
+        return dict(zip(names, arrays))
+
+    def read_shape(self, what, dim_format='q'):
+        (ndim,) = self.unpack('i', f'{what} ndim')
+        if ndim < -1 or ndim > 32:
+            self._fail(f"has {what} ndim {ndim}")
+        if ndim <= 0:
+            return ndim, ()
+        return ndim, self.unpack(dim_format * ndim, f'{what} dims')
+
+    def read_array(self, index):
+        (magic,) = self.unpack('I', f'array {index} magic')
+        if magic in (_RECORD_V1, _RECORD_V2, _RECORD_V3):
+            if magic != _RECORD_V1:
+                (stype,) = self.unpack('i', f'array {index} storage type')
+                if stype != 0:
+                    self._fail(f"array {index} has sparse storage type {stype}; only dense "
+                               f"arrays are supported")
+            ndim, shape = self.read_shape(f'array {index} shape')
+            # A "none" array: V1/V2 mark it with ndim 0, V3 with an unknown shape.
+            empty = ndim == -1 or (ndim == 0 and magic != _RECORD_V3) or \
+                (magic == _RECORD_V3 and any(d < 0 for d in shape))
+        else:
+            # Pre-V1 record: the magic word is the ndim, then u32 dims.
+            ndim = magic
+            if ndim > 32:
+                self._fail(f"array {index} has unknown record magic {magic:#x}")
+            shape = self.unpack('I' * ndim, f'array {index} dims') if ndim else ()
+            empty = ndim == 0
+        if empty:
+            return _onp.zeros((0,), dtype=_onp.float32)
+        if any(d < 0 for d in shape):
+            self._fail(f"array {index} has negative dims {shape}")
+        self.unpack('ii', f'array {index} device')
+        (type_flag,) = self.unpack('i', f'array {index} dtype')
+        size = 1
+        for d in shape:
+            size *= d
+        if type_flag == _BFLOAT16:
+            raw = _onp.frombuffer(self.take(2 * size, f'array {index} data'), dtype='<u2')
+            return (raw.astype(_onp.uint32) << 16).view(_onp.float32).reshape(shape)
+        dtype = _TYPE_FLAGS.get(type_flag)
+        if dtype is None:
+            self._fail(f"array {index} has unknown dtype flag {type_flag}")
+        dtype = _onp.dtype(dtype).newbyteorder('<')
+        raw = self.take(dtype.itemsize * size, f'array {index} data')
+        return _onp.frombuffer(raw, dtype=dtype).reshape(shape).astype(dtype.newbyteorder('='))
+
+
+def _brief_print_list(names, limit=7):
+    names = list(names)
+    if len(names) > limit:
+        return (_brief_print_list(names[:limit // 2], limit) + ', ..., ' +
+                _brief_print_list(names[-limit // 2:], limit))
+    return ', '.join(f"'{n}'" for n in names)
+
+
+def load_into(params, loaded, filename, device, allow_missing, ignore_extra, cast_dtype,
+              dtype_source):
+    """Loads {name: numpy array} into {name: Parameter} with MXNet's checks and messages."""
+    # Module-era checkpoints prefix names with 'arg:' / 'aux:'.
+    loaded = {(k[4:] if k.startswith(('arg:', 'aux:')) else k): v for k, v in loaded.items()}
+    if not allow_missing:
+        # A shared Parameter is present if any of its names is.
+        present = {id(params[name]) for name in loaded if name in params}
+        for name, param in params.items():
+            if id(param) not in present:
+                raise ValueError(f"Parameter '{name}' is missing in 'file: {filename}', which "
+                                 f"contains parameters: {_brief_print_list(loaded)}. Set "
+                                 f"allow_missing=True to ignore missing parameters.")
+    for name, value in loaded.items():
+        if name not in params:
+            if ignore_extra:
+                continue
+            raise ValueError(f"Parameter '{name}' loaded from 'file: {filename}' is not present "
+                             f"in Dict, which contains parameters {_brief_print_list(params)}. "
+                             f"Set ignore_extra=True to ignore. ")
+        params[name]._load_init(value, device, cast_dtype=cast_dtype, dtype_source=dtype_source,
+                                name=name)

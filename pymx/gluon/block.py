@@ -1,0 +1,499 @@
+"""Block and HybridBlock: the Gluon 2 model containers.
+
+A Block registers the Blocks and Parameters assigned to its attributes; `collect_params()` names
+them structurally ('conv1.0.weight'). A HybridBlock can be hybridized: its `forward` is traced once
+per input signature into a native graph and replayed from then on (see Note [Hybridize]).
+"""
+import json
+import re
+import threading
+import warnings
+from collections import OrderedDict
+
+from .. import autograd
+from .. import initializer as _init
+from .._c import autograd as _c_graph
+from ..ndarray import ndarray
+from ._params_file import load_into, load_params_file, save_npz
+from .parameter import Parameter, ParameterDict
+
+__all__ = ['Block', 'HybridBlock']
+
+
+class _HookHandle:
+    """Returned by register_forward_hook; `detach()` removes the hook."""
+
+    def __init__(self, hooks, hook):
+        self._hooks = hooks
+        self._id = id(hook)
+        hooks[self._id] = hook
+
+    def detach(self):
+        self._hooks.pop(self._id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.detach()
+
+
+def _flatten(args, what):
+    """Flattens nested lists/tuples of arrays into (flat list, format) for regrouping."""
+    if isinstance(args, ndarray):
+        return [args], int(0)
+    if args is None:
+        return [None], int(-1)
+    if not isinstance(args, (list, tuple)):
+        raise ValueError(f"HybridBlock {what} must be (nested) list of ndarray, but got {args} of "
+                         f"type {type(args).__name__}")
+    flat, fmts = [], []
+    for item in args:
+        sub, fmt = _flatten(item, what)
+        flat.extend(sub)
+        fmts.append(fmt)
+    return flat, fmts
+
+
+def _regroup(flat, fmt):
+    """Inverse of _flatten: returns (structure, remaining flat items)."""
+    if isinstance(fmt, int):
+        if fmt == 0:
+            return flat[0], flat[1:]
+        return None, flat[1:]
+    out = []
+    for sub in fmt:
+        item, flat = _regroup(flat, sub)
+        out.append(item)
+    return out, flat
+
+
+_trace_state = threading.local()
+
+
+def _is_tracing():
+    return getattr(_trace_state, 'active', False)
+
+
+class _CachedGraph:
+    """A traced forward pass: a native graph over [data arrays..., parameter arrays...].
+
+    See Note [Hybridize]."""
+
+    def __init__(self, graph, num_data, params, out_format):
+        self.graph = graph
+        self.num_data = num_data
+        self.params = params
+        self.out_format = out_format
+
+    @classmethod
+    def trace(cls, block, args, arrays, params, device):
+        """Runs block's forward imperatively while tracing it; returns (cached graph, outputs)."""
+        param_arrays = [p.data(device) for p in params]
+        _c_graph.trace_begin(list(arrays) + param_arrays)
+        _trace_state.active = True
+        try:
+            out = block.forward(*args)
+            flat, out_format = _flatten(out, 'output')
+            if any(o is None for o in flat):
+                raise ValueError("HybridBlock outputs must be ndarrays (or nested lists of them), "
+                                 "got None")
+        except BaseException:
+            _trace_state.active = False
+            _c_graph.trace_abort()
+            raise
+        _trace_state.active = False
+        graph = _c_graph.trace_end(flat)
+        return cls(graph, len(arrays), params, out_format), out
+
+    def run(self, arrays, param_arrays):
+        outputs = self.graph.run(list(arrays) + list(param_arrays))
+        return _regroup(outputs, self.out_format)[0]
+
+
+class Block:
+    """Base class of all layers and models. Override `forward(self, *args)`."""
+
+    def __init__(self):
+        self._children = OrderedDict()
+        self._reg_params = OrderedDict()
+        self._forward_hooks = OrderedDict()
+        self._forward_pre_hooks = OrderedDict()
+
+    def __repr__(self):
+        lines = [f'{self.__class__.__name__}(']
+        for key, block in self._children.items():
+            child = repr(block).replace('\n', '\n  ')
+            lines.append(f'  ({key}): {child}')
+        return '\n'.join(lines) + '\n)' if self._children else f'{self.__class__.__name__}()'
+
+    def __setattr__(self, name, value):
+        """Registers Blocks and Parameters assigned as attributes."""
+        existing = self.__dict__.get(name)
+        if existing is not None and isinstance(existing, (Block, Parameter)) and \
+                not isinstance(value, type(existing)):
+            raise TypeError(f"Changing attribute type for {name} from {type(existing)} to "
+                            f"{type(value)} is not allowed.")
+        if isinstance(value, Block):
+            self.register_child(value, name)
+        elif isinstance(value, Parameter):
+            self._reg_params[name] = value
+        super().__setattr__(name, value)
+
+    def register_child(self, block, name=None):
+        """Registers `block` as a child named `name` (default: its position)."""
+        if name is None:
+            name = str(len(self._children))
+        self._children[name] = block
+
+    @property
+    def params(self):
+        """This block's own Parameters (not its children's)."""
+        return self._reg_params
+
+    def _check_container_with_block(self):
+        def has_block(value):
+            if isinstance(value, (list, tuple)):
+                return any(isinstance(v, Block) or has_block(v) for v in value)
+            if isinstance(value, dict):
+                return any(isinstance(v, Block) or has_block(v) for v in value.values())
+            return False
+
+        for name, value in self.__dict__.items():
+            if not name.startswith('_') and has_block(value):
+                warnings.warn(f'"{name}" is an unregistered container with Blocks. Note that '
+                              f'Blocks inside the list, tuple or dict will not be registered '
+                              f'automatically. Make sure to register them using register_child() '
+                              f'or switching to nn.Sequential/nn.HybridSequential instead. ',
+                              stacklevel=3)
+
+    def collect_params(self, select=None):
+        """{structural name: Parameter} of this block and its descendants.
+
+        `select` is a regular expression matched (re.match) against the full name.
+        """
+        self._check_container_with_block()
+        pattern = re.compile(select) if select else None
+        out = ParameterDict()
+        self._collect_params_with_prefix('', pattern, out)
+        return out
+
+    def _collect_params_with_prefix(self, prefix, pattern, out):
+        for key, param in self._reg_params.items():
+            name = prefix + key
+            if pattern is None or pattern.match(name):
+                out[name] = param
+        for key, child in self._children.items():
+            child._collect_params_with_prefix(prefix + key + '.', pattern, out)
+
+    def apply(self, fn):
+        """Calls fn(block) on every descendant, then on this block."""
+        for child in self._children.values():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    def initialize(self, init=None, device=None, verbose=False, force_reinit=False):
+        """Initialises every parameter (a parameter's own initializer takes precedence).
+
+        `device` is a Device or a list of Devices (one copy each); default current_device().
+        """
+        self.collect_params().initialize(init if init is not None else _init.Uniform(), device,
+                                         verbose, force_reinit)
+
+    def zero_grad(self):
+        """Sets every gradient buffer to 0."""
+        self.collect_params().zero_grad()
+
+    def reset_device(self, device):
+        """Moves every parameter to `device` (a Device or list)."""
+        self.collect_params().reset_device(device)
+
+    reset_ctx = reset_device
+
+    def cast(self, dtype):
+        """Casts every parameter to `dtype`."""
+        for child in self._children.values():
+            child.cast(dtype)
+        for param in self._reg_params.values():
+            param.cast(dtype)
+
+    def hybridize(self, active=True, **kwargs):
+        """A plain Block cannot be traced; hybridizes its HybridBlock descendants."""
+        for child in self._children.values():
+            child.hybridize(active, **kwargs)
+
+    def register_forward_pre_hook(self, hook):
+        """hook(block, inputs) runs before forward. Returns a handle with detach()."""
+        return _HookHandle(self._forward_pre_hooks, hook)
+
+    def register_forward_hook(self, hook):
+        """hook(block, inputs, outputs) runs after forward. Returns a handle with detach()."""
+        return _HookHandle(self._forward_hooks, hook)
+
+    def __call__(self, *args):
+        for hook in list(self._forward_pre_hooks.values()):
+            hook(self, args)
+        out = self.forward(*args)
+        for hook in list(self._forward_hooks.values()):
+            hook(self, args, out)
+        return out
+
+    def forward(self, *args):
+        raise NotImplementedError(f"{self.__class__.__name__} must implement forward")
+
+    # ---- files --------------------------------------------------------------------------------
+
+    def save_parameters(self, filename, deduplicate=False):
+        """Writes every parameter (averaged over devices, on the CPU) to an .npz file, atomically.
+
+        With `deduplicate`, a shared Parameter is written once, under its first name.
+        """
+        params = self.collect_params()
+        if deduplicate:
+            first_names = {}
+            for name, param in params.items():
+                first_names.setdefault(id(param), name)
+            params = {name: p for name, p in params.items() if first_names[id(p)] == name}
+        arrays = {name: param._reduce().asnumpy() for name, param in params.items()}
+        save_npz(filename, arrays)
+
+    def load_parameters(self, filename, device=None, allow_missing=False, ignore_extra=False,
+                        cast_dtype=False, dtype_source='current'):
+        """Loads parameters saved by save_parameters (.npz) or by MXNet (.npz or legacy binary).
+
+        `device`: a Device or list to place uninitialised parameters on (default
+        current_device()); initialised parameters keep their devices when it is None.
+        """
+        load_into(self.collect_params(), load_params_file(filename), filename, device,
+                  allow_missing, ignore_extra, cast_dtype, dtype_source)
+
+    # ---- summary ------------------------------------------------------------------------------
+
+    def summary(self, *inputs):
+        """Runs `inputs` through the network and prints each layer's output shape and parameter
+        count (MXNet's table). The block must not be hybridized."""
+        summary = OrderedDict()
+        seen = set()
+        hooks = []
+
+        def shape_str(value):
+            if isinstance(value, ndarray):
+                return str(value.shape)
+            if isinstance(value, (list, tuple)):
+                return ', '.join(shape_str(v) for v in value)
+            return str(value)
+
+        def register(block):
+            if isinstance(block, HybridBlock) and block._active:
+                raise RuntimeError(f'"{block.__class__.__name__}" must not be hybridized to print '
+                                   f'summary.')
+
+            def hook(block, _, outputs):
+                key = f'{block.__class__.__name__}-{len(summary)}'
+                entry = summary[key] = {'output_shape': shape_str(outputs), 'n_params': 0,
+                                        'trainable': 0, 'shared': 0}
+                for param in block.params.values():
+                    size = param.data().size
+                    entry['n_params'] += size
+                    entry['trainable'] += 0 if param.grad_req == 'null' else size
+                    if id(param) in seen:
+                        entry['shared'] += size
+                    seen.add(id(param))
+
+            from .nn.basic_layers import HybridSequential, Sequential
+            if not isinstance(block, (Sequential, HybridSequential)):
+                hooks.append(block.register_forward_hook(hook))
+
+        summary['Input'] = {'output_shape': shape_str(list(inputs) if len(inputs) > 1
+                                                      else inputs[0]),
+                            'n_params': 0, 'trainable': 0, 'shared': 0}
+        try:
+            self.apply(register)
+            self(*inputs)
+            line_format = '{:>20}  {:>42} {:>15}'
+            print('-' * 80)
+            print(line_format.format('Layer (type)', 'Output Shape', 'Param #'))
+            print('=' * 80)
+            total = trainable = shared = 0
+            for layer, entry in summary.items():
+                print(line_format.format(layer, entry['output_shape'], entry['n_params']))
+                total += entry['n_params']
+                trainable += entry['trainable']
+                shared += entry['shared']
+            print('=' * 80)
+            print('Parameters in forward computation graph, duplicate included')
+            print('   Total params: ' + str(total))
+            print('   Trainable params: ' + str(trainable))
+            print('   Non-trainable params: ' + str(total - trainable))
+            print('Shared params in forward computation graph: ' + str(shared))
+            print('Unique parameters in model: ' + str(total - shared))
+            print('-' * 80)
+        finally:
+            for handle in hooks:
+                handle.detach()
+
+
+class HybridBlock(Block):
+    """A Block whose `forward` uses only pymx.np / npx operations, so it can be hybridized."""
+
+    def __init__(self):
+        if hasattr(self, 'hybrid_forward'):
+            raise ValueError("'forward' instead of 'hybrid_forward' interface needs to be used "
+                             "starting from Gluon2.0.")
+        super().__init__()
+        self._active = False
+        self._flags = {}
+        self._called_infer_shape_already = False
+        self._cached_graphs = {}
+
+    def register_child(self, block, name=None):
+        if not isinstance(block, HybridBlock):
+            raise ValueError(f"Children of HybridBlock must also be HybridBlock, but {block} has "
+                             f"type {type(block)}. If you are using Sequential, please try "
+                             f"HybridSequential instead.")
+        super().register_child(block, name)
+        self._clear_cached_op()
+
+    def _clear_cached_op(self):
+        self._cached_graphs = {}
+
+    def hybridize(self, active=True, static_alloc=False, static_shape=False, **kwargs):
+        """Traces `forward` into a native graph at the next call (per input signature) and
+        replays it afterwards. `static_alloc` / `static_shape` are accepted for compatibility
+        (the graph executor always plans its memory)."""
+        self._active = active
+        self._flags = dict(static_alloc=static_alloc, static_shape=static_shape, **kwargs)
+        self._clear_cached_op()
+        if active and (self._forward_hooks or self._forward_pre_hooks):
+            warnings.warn(f'"{self.__class__.__name__}" is being hybridized while still having '
+                          f'forward hook/pre-hook. If "{self.__class__.__name__}" is a child of '
+                          f'HybridBlock, the hooks will not take effect.', stacklevel=2)
+        super().hybridize(active, static_alloc=static_alloc, static_shape=static_shape, **kwargs)
+
+    def cast(self, dtype):
+        self._clear_cached_op()
+        super().cast(dtype)
+
+    def reset_device(self, device):
+        self._clear_cached_op()
+        super().reset_device(device)
+
+    reset_ctx = reset_device
+
+    def infer_shape(self, *args):
+        """Sets unknown parameter shapes from the inputs. Layers with deferred parameters
+        override it; the default fails when a parameter's shape is unknown."""
+        unknown = [p.name for p in self._reg_params.values()
+                   if p.shape is None or any(d <= 0 for d in p.shape)]
+        if unknown:
+            raise RuntimeError(f"{self.__class__.__name__} has parameters with unknown shape "
+                               f"({', '.join(unknown)}). You need to either specify the shape in "
+                               f"__init__ or implement {self.__class__.__name__}.infer_shape to "
+                               f"set the parameter shapes based on the first input.")
+
+    def _finish_own_deferred_init(self, args):
+        unknown = any(p.shape is None or any(d <= 0 for d in p.shape)
+                      for p in self._reg_params.values())
+        if unknown:
+            try:
+                self.infer_shape(*args)
+            except Exception as err:
+                raise ValueError(f"Deferred initialization failed because shape cannot be "
+                                 f"inferred. {err}") from err
+        for param in self._reg_params.values():
+            param._finish_deferred_init()
+        self._called_infer_shape_already = True
+
+    def __call__(self, *args):
+        if not self._called_infer_shape_already:
+            self._finish_own_deferred_init(args)
+        if not self._active or _is_tracing():
+            return super().__call__(*args)
+        return self._call_cached_graph(*args)
+
+    # ---- hybridize ----------------------------------------------------------------------------
+
+    # Note [Hybridize]
+    # ~~~~~~~~~~~~~~~~
+    # The first call with a given input signature (the nesting of the arguments, each array's
+    # shape, dtype and device, and the values of non-array arguments) traces `forward` into a
+    # native graph: the graph's inputs are the argument arrays followed by the arrays of every
+    # parameter on that device, and its outputs are forward's (flattened) outputs. Later calls
+    # with that signature replay the graph with the current argument and parameter arrays, so
+    # reset_device / load_parameters / optimizer updates are seen. Train mode is not part of the
+    # signature: the replay runs dropout and batch norm in the mode current at the call, and
+    # records itself for autograd when recording. Parameters still waiting for deferred
+    # initialisation are finished first by one imperative pass in predict mode (no running-stat
+    # updates, no dropout), so no initialisation op ends up inside a graph.
+
+    def _signature(self, args):
+        flat, fmt = _flatten(list(args), 'input')
+        arrays = [a for a in flat if a is not None]
+        if not arrays:
+            raise ValueError(f"All args are None and we do not support such a case. Received "
+                             f"args={args}")
+        devices = {a.device for a in arrays}
+        if len(devices) > 1:
+            raise ValueError(f"Find multiple devices in the input, After hybridized, the "
+                             f"HybridBlock only supports one input device. Found devices "
+                             f"{sorted(str(d) for d in devices)}")
+        key = (repr(fmt), tuple((a.shape, str(a.dtype)) for a in arrays), arrays[0].device)
+        return key, arrays, fmt
+
+    def _pending_deferred(self):
+        return any(p._deferred_init for p in self.collect_params().values())
+
+    def _call_cached_graph(self, *args):
+        for value in args:
+            if value is not None and not isinstance(value, (ndarray, list, tuple)):
+                raise ValueError(f"HybridBlock inputs must be ndarrays (or nested lists of "
+                                 f"them), got {type(value).__name__}")
+        key, arrays, fmt = self._signature(args)
+        device = key[2]
+        cached = self._cached_graphs.get(key)
+        if cached is None:
+            if self._pending_deferred():
+                with autograd.pause(train_mode=False):
+                    with device:
+                        Block.__call__(self, *args)
+            params = self._unique_params()
+            with device:
+                cached, out = _CachedGraph.trace(self, args, arrays, params, device)
+            self._cached_graphs[key] = cached
+            return out
+        with device:
+            return cached.run(arrays, [p.data(device) for p in cached.params])
+
+    def _unique_params(self):
+        seen, params = set(), []
+        for p in self.collect_params().values():
+            if id(p) not in seen and p._data is not None:
+                seen.add(id(p))
+                params.append(p)
+        return params
+
+    def export(self, path, epoch=0):
+        """Writes `path-symbol.json` (the traced graph) and `path-%04d.params` (arg:/aux:
+        prefixed parameters). Needs a hybridized block that has run forward once."""
+        if not self._cached_graphs:
+            raise RuntimeError("Please first call block.hybridize() and then run forward with "
+                               "this block at least once before calling export.")
+        cached = next(iter(self._cached_graphs.values()))
+        names = {id(p): name for name, p in self.collect_params().items()}
+        input_names = ['data'] if cached.num_data == 1 else \
+            [f'data{i}' for i in range(cached.num_data)]
+        param_names = [names[id(p)] for p in cached.params]
+        # The native JSON names graph input i 'data<i>'; give inputs MXNet's names.
+        symbol = json.loads(cached.graph.to_json())
+        renames = {f'data{i}': name for i, name in enumerate(input_names + param_names)}
+        for node in symbol['nodes']:
+            if node['op'] == 'null' and node['name'] in renames:
+                node['name'] = renames[node['name']]
+        with open(f'{path}-symbol.json', 'w') as f:
+            json.dump(symbol, f, indent=2)
+        arrays = {}
+        for name, p in zip(param_names, cached.params):
+            prefix = 'aux:' if p.grad_req == 'null' else 'arg:'
+            arrays[prefix + name] = p._reduce().asnumpy()
+        save_npz(f'{path}-{epoch:04d}.params', arrays)

@@ -1,0 +1,5 @@
+"""Vision datasets and transforms."""
+from . import transforms
+from .datasets import ImageFolderDataset
+
+__all__ = ["ImageFolderDataset", "transforms"]

@@ -1,0 +1,284 @@
+"""Convolution and pooling layers (1-D/2-D/3-D), channel-first or channel-last layouts."""
+from ... import numpy as np
+from ... import numpy_extension as npx
+from ..block import HybridBlock
+from ..parameter import Parameter
+from .basic_layers import _activation
+
+__all__ = ['Conv1D', 'Conv2D', 'Conv3D', 'Conv2DTranspose', 'MaxPool1D', 'MaxPool2D',
+           'MaxPool3D', 'AvgPool1D', 'AvgPool2D', 'AvgPool3D', 'GlobalMaxPool1D',
+           'GlobalMaxPool2D', 'GlobalMaxPool3D', 'GlobalAvgPool1D', 'GlobalAvgPool2D',
+           'GlobalAvgPool3D']
+
+_LAYOUTS = {1: ('NCW', 'NWC'), 2: ('NCHW', 'NHWC'), 3: ('NCDHW', 'NDHWC')}
+
+
+def _tuple(value, ndim, what):
+    if isinstance(value, int):
+        return (value,) * ndim
+    value = tuple(int(v) for v in value)
+    if len(value) != ndim:
+        raise ValueError(f"{what} must be an int or a tuple of {ndim} ints, got {value}")
+    return value
+
+
+def _check_layout(layout, ndim, cls):
+    if layout not in _LAYOUTS[ndim]:
+        raise ValueError(f"{cls}: layout must be one of {_LAYOUTS[ndim]}, got {layout!r}")
+    return layout.find('C')
+
+
+class _Conv(HybridBlock):
+    """Shared by Conv1D/2D/3D and Conv2DTranspose. The weight's in-channel dim is deferred when
+    in_channels=0 and filled in from the first input."""
+
+    _ndim = 2
+    _transpose = False
+
+    def __init__(self, channels, kernel_size, strides, padding, dilation, groups, layout,
+                 in_channels, activation, use_bias, weight_initializer, bias_initializer,
+                 output_padding=0):
+        super().__init__()
+        ndim, cls = self._ndim, self.__class__.__name__
+        self._channels = channels
+        self._in_channels = in_channels
+        self._groups = groups
+        self._layout = layout
+        self._channel_axis = _check_layout(layout, ndim, cls)
+        if channels % groups:
+            raise ValueError(f"{cls}: channels ({channels}) must be divisible by groups "
+                             f"({groups})")
+        self._kernel = _tuple(kernel_size, ndim, f'{cls} kernel_size')
+        self._kwargs = dict(kernel=self._kernel, stride=_tuple(strides, ndim, f'{cls} strides'),
+                            dilate=_tuple(dilation, ndim, f'{cls} dilation'),
+                            pad=_tuple(padding, ndim, f'{cls} padding'), num_filter=channels,
+                            num_group=groups, no_bias=not use_bias, layout=layout)
+        self._output_padding = _tuple(output_padding, ndim, f'{cls} output_padding')
+        self._activation = activation
+        self.weight = Parameter('weight', shape=self._weight_shape(in_channels),
+                                init=weight_initializer, allow_deferred_init=True)
+        self.bias = Parameter('bias', shape=(channels,), init=bias_initializer,
+                              allow_deferred_init=True) if use_bias else None
+
+    def _weight_shape(self, in_channels):
+        # Channel-first weights are (out, in/groups, k...); channel-last (out, k..., in/groups).
+        # A transposed convolution swaps the roles: (in, out/groups, k...).
+        if self._transpose:
+            first, second = in_channels, self._channels // self._groups
+        else:
+            first, second = self._channels, in_channels // self._groups if in_channels else 0
+        if self._channel_axis == 1:
+            return (first, second) + self._kernel
+        return (first,) + self._kernel + (second,)
+
+    def infer_shape(self, x, *args):
+        in_channels = x.shape[self._channel_axis]
+        if in_channels % self._groups:
+            raise ValueError(f"{self.__class__.__name__}: input channels ({in_channels}) must be "
+                             f"divisible by groups ({self._groups})")
+        self.weight.shape = self._weight_shape(in_channels)
+
+    def forward(self, x):
+        device = x.device
+        bias = self.bias.data(device) if self.bias is not None else None
+        out = npx.convolution(x, self.weight.data(device), bias, **self._kwargs)
+        return _activation(out, self._activation)
+
+    def __repr__(self):
+        shape = self.weight.shape
+        in_channels = shape[1 if self._channel_axis == 1 else -1] * self._groups
+        return (f'{self.__class__.__name__}({in_channels if in_channels > 0 else None} -> '
+                f'{self._channels}, kernel_size={self._kernel}, '
+                f'stride={self._kwargs["stride"]}, padding={self._kwargs["pad"]})')
+
+
+class Conv1D(_Conv):
+    """1-D convolution over (N, C, W) ('NCW') or (N, W, C) ('NWC') inputs."""
+
+    _ndim = 1
+
+    def __init__(self, channels, kernel_size, strides=1, padding=0, dilation=1, groups=1,
+                 layout='NCW', activation=None, use_bias=True, weight_initializer=None,
+                 bias_initializer='zeros', in_channels=0):
+        super().__init__(channels, kernel_size, strides, padding, dilation, groups, layout,
+                         in_channels, activation, use_bias, weight_initializer, bias_initializer)
+
+
+class Conv2D(_Conv):
+    """2-D convolution over (N, C, H, W) ('NCHW') or (N, H, W, C) ('NHWC') inputs.
+
+    Output size per spatial dim: (in + 2*pad - dilation*(kernel-1) - 1) // stride + 1.
+    """
+
+    _ndim = 2
+
+    def __init__(self, channels, kernel_size, strides=(1, 1), padding=(0, 0), dilation=(1, 1),
+                 groups=1, layout='NCHW', activation=None, use_bias=True, weight_initializer=None,
+                 bias_initializer='zeros', in_channels=0):
+        super().__init__(channels, kernel_size, strides, padding, dilation, groups, layout,
+                         in_channels, activation, use_bias, weight_initializer, bias_initializer)
+
+
+class Conv3D(_Conv):
+    """3-D convolution over (N, C, D, H, W) ('NCDHW') or (N, D, H, W, C) ('NDHWC') inputs."""
+
+    _ndim = 3
+
+    def __init__(self, channels, kernel_size, strides=(1, 1, 1), padding=(0, 0, 0),
+                 dilation=(1, 1, 1), groups=1, layout='NCDHW', activation=None, use_bias=True,
+                 weight_initializer=None, bias_initializer='zeros', in_channels=0):
+        super().__init__(channels, kernel_size, strides, padding, dilation, groups, layout,
+                         in_channels, activation, use_bias, weight_initializer, bias_initializer)
+
+
+class Conv2DTranspose(_Conv):
+    """Transposed 2-D convolution (the gradient of Conv2D with respect to its input).
+
+    Output size per spatial dim: (in-1)*stride - 2*pad + dilation*(kernel-1) + output_padding + 1.
+    The weight is (in_channels, channels/groups, kH, kW) for 'NCHW' and (in_channels, kH, kW,
+    channels/groups) for 'NHWC'.
+    """
+
+    _ndim = 2
+    _transpose = True
+
+    def __init__(self, channels, kernel_size, strides=(1, 1), padding=(0, 0),
+                 output_padding=(0, 0), dilation=(1, 1), groups=1, layout='NCHW',
+                 activation=None, use_bias=True, weight_initializer=None,
+                 bias_initializer='zeros', in_channels=0):
+        super().__init__(channels, kernel_size, strides, padding, dilation, groups, layout,
+                         in_channels, activation, use_bias, weight_initializer, bias_initializer,
+                         output_padding)
+
+    def forward(self, x):
+        device = x.device
+        bias = self.bias.data(device) if self.bias is not None else None
+        if self._channel_axis == 1:
+            out = self._conv_transpose(x, self.weight.data(device), bias)
+        else:
+            to_first, to_last = _layout_perms(x.ndim)
+            weight = np.transpose(self.weight.data(device), to_first)
+            out = np.transpose(self._conv_transpose(np.transpose(x, to_first), weight, bias),
+                               to_last)
+        return _activation(out, self._activation)
+
+    def _conv_transpose(self, x, weight, bias):
+        """Channel-first transposed convolution as a stride-1 convolution of the input with
+        stride-1 zeros inserted between elements (and output_padding zeros appended), padded
+        by dilation*(kernel-1) - padding, with the kernel flipped and its in/out channels
+        swapped."""
+        k = self._kwargs
+        groups, nd = self._groups, len(self._kernel)
+        for axis, step, extra in zip(range(2, 2 + nd), k['stride'], self._output_padding):
+            x = _insert_zeros(x, axis, step, extra)
+        # (in, out/g, k...) -> (out, in/g, k...), spatially flipped.
+        c_in, c_out_g = weight.shape[0], weight.shape[1]
+        w = weight.reshape((groups, c_in // groups, c_out_g) + self._kernel)
+        w = np.swapaxes(w, 1, 2).reshape((groups * c_out_g, c_in // groups) + self._kernel)
+        w = np.flip(w, axis=tuple(range(2, 2 + nd)))
+        pads = [d * (kk - 1) - p for d, kk, p in zip(k['dilate'], self._kernel, k['pad'])]
+        out = npx.convolution(x, w, bias, kernel=self._kernel, stride=(1,) * nd,
+                              dilate=k['dilate'], pad=tuple(max(p, 0) for p in pads),
+                              num_filter=self._channels, num_group=groups,
+                              no_bias=bias is None)
+        if any(p < 0 for p in pads):  # padding beyond the kernel's reach crops the output
+            out = out[(slice(None), slice(None)) +
+                      tuple(slice(-p, out.shape[2 + i] + p) if p < 0 else slice(None)
+                            for i, p in enumerate(pads))]
+        return out
+
+
+def _layout_perms(ndim):
+    """Axis permutations channel-last -> channel-first and back."""
+    to_first = (0, ndim - 1) + tuple(range(1, ndim - 1))
+    to_last = (0,) + tuple(range(2, ndim)) + (1,)
+    return to_first, to_last
+
+
+def _insert_zeros(x, axis, step, extra):
+    """Puts step-1 zeros between consecutive elements along `axis` and `extra` zeros after."""
+    size = x.shape[axis]
+    if step > 1:
+        filler = np.zeros(x.shape[:axis + 1] + (step - 1,) + x.shape[axis + 1:], dtype=x.dtype,
+                          device=x.device)
+        x = np.concatenate([np.expand_dims(x, axis + 1), filler], axis=axis + 1)
+        x = x.reshape(x.shape[:axis] + (size * step,) + x.shape[axis + 2:])
+        x = x[(slice(None),) * axis + (slice(0, (size - 1) * step + 1),)]
+    if extra:
+        tail = np.zeros(x.shape[:axis] + (extra,) + x.shape[axis + 1:], dtype=x.dtype,
+                        device=x.device)
+        x = np.concatenate([x, tail], axis=axis)
+    return x
+
+
+class _Pooling(HybridBlock):
+    """Shared by the pooling layers. The pooling op works channel-first; channel-last inputs are
+    transposed around it."""
+
+    _ndim = 2
+
+    def __init__(self, pool_size, strides, padding, ceil_mode, global_pool, pool_type, layout,
+                 count_include_pad=None):
+        super().__init__()
+        ndim, cls = self._ndim, self.__class__.__name__
+        self._channel_axis = _check_layout(layout, ndim, cls)
+        self._layout = layout
+        pool_size = _tuple(pool_size, ndim, f'{cls} pool_size')
+        strides = pool_size if strides is None else _tuple(strides, ndim, f'{cls} strides')
+        self._kwargs = dict(kernel=pool_size, stride=strides,
+                            pad=_tuple(padding, ndim, f'{cls} padding'),
+                            global_pool=global_pool, pool_type=pool_type,
+                            pooling_convention='full' if ceil_mode else 'valid')
+        if count_include_pad is not None:
+            self._kwargs['count_include_pad'] = count_include_pad
+
+    def forward(self, x):
+        if self._channel_axis == 1:
+            return npx.pooling(x, **self._kwargs)
+        to_first, to_last = _layout_perms(x.ndim)
+        return np.transpose(npx.pooling(np.transpose(x, to_first), **self._kwargs), to_last)
+
+    def __repr__(self):
+        k = self._kwargs
+        return (f'{self.__class__.__name__}(size={k["kernel"]}, stride={k["stride"]}, '
+                f'padding={k["pad"]}, ceil_mode={k["pooling_convention"] == "full"}, '
+                f'global_pool={k["global_pool"]}, pool_type={k["pool_type"]}, '
+                f'layout={self._layout})')
+
+
+def _pool_class(name, ndim, pool_type, default_layout, is_global):
+    """Builds MaxPool2D, AvgPool1D, GlobalAvgPool2D, ... with MXNet's signatures."""
+    default_size = (2,) * ndim if ndim > 1 else 2
+
+    if is_global:
+        def __init__(self, layout=default_layout):
+            _Pooling.__init__(self, (1,) * ndim, None, 0, False, True, pool_type, layout)
+        doc = f"Global {pool_type} pooling over all spatial dims: output is 1 per spatial dim."
+    elif pool_type == 'avg':
+        def __init__(self, pool_size=default_size, strides=None, padding=0, layout=default_layout,
+                     ceil_mode=False, count_include_pad=True):
+            _Pooling.__init__(self, pool_size, strides, padding, ceil_mode, False, pool_type,
+                              layout, count_include_pad)
+        doc = ("Average pooling; strides default to pool_size. count_include_pad counts padded "
+               "cells in the divisor.")
+    else:
+        def __init__(self, pool_size=default_size, strides=None, padding=0, layout=default_layout,
+                     ceil_mode=False):
+            _Pooling.__init__(self, pool_size, strides, padding, ceil_mode, False, pool_type,
+                              layout)
+        doc = "Max pooling; strides default to pool_size; ceil_mode rounds the output size up."
+    return type(name, (_Pooling,), {'__init__': __init__, '__doc__': doc, '_ndim': ndim})
+
+
+MaxPool1D = _pool_class('MaxPool1D', 1, 'max', 'NCW', False)
+MaxPool2D = _pool_class('MaxPool2D', 2, 'max', 'NCHW', False)
+MaxPool3D = _pool_class('MaxPool3D', 3, 'max', 'NCDHW', False)
+AvgPool1D = _pool_class('AvgPool1D', 1, 'avg', 'NCW', False)
+AvgPool2D = _pool_class('AvgPool2D', 2, 'avg', 'NCHW', False)
+AvgPool3D = _pool_class('AvgPool3D', 3, 'avg', 'NCDHW', False)
+GlobalMaxPool1D = _pool_class('GlobalMaxPool1D', 1, 'max', 'NCW', True)
+GlobalMaxPool2D = _pool_class('GlobalMaxPool2D', 2, 'max', 'NCHW', True)
+GlobalMaxPool3D = _pool_class('GlobalMaxPool3D', 3, 'max', 'NCDHW', True)
+GlobalAvgPool1D = _pool_class('GlobalAvgPool1D', 1, 'avg', 'NCW', True)
+GlobalAvgPool2D = _pool_class('GlobalAvgPool2D', 2, 'avg', 'NCHW', True)
+GlobalAvgPool3D = _pool_class('GlobalAvgPool3D', 3, 'avg', 'NCDHW', True)

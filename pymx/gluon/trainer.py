@@ -1,0 +1,231 @@
+"""Trainer: applies an optimizer to a set of Parameters, summing gradients across devices.
+
+Note [Gradients across devices]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+`loss.backward()` on a per-sample loss gives each device the sum of its samples' gradients.
+`step(batch_size)` first sums those over devices through the kvstore (created lazily; none when
+the parameters live on one device) and writes the sum back into every device's gradient, then
+every device runs the optimizer on identical gradients with rescale_grad = 1/batch_size, so the
+copies stay identical. With update_on_kvstore=True the store updates one master copy per
+parameter instead and broadcasts the new weights. Parameters with grad_req='null' (batch-norm
+running statistics) are skipped: each device keeps its own.
+"""
+import warnings
+
+from .. import kvstore as _kvstore
+from .. import optimizer as opt
+from .parameter import Parameter
+
+__all__ = ['Trainer']
+
+
+class Trainer:
+    """Trainer(params, optimizer, optimizer_params=None, kvstore='device',
+    update_on_kvstore=None).
+
+    params: a {name: Parameter} dict (e.g. net.collect_params(), taken in key order) or a list of
+    Parameters. optimizer: a name ('sgd', 'adam', ...) with optimizer_params, or an Optimizer.
+    """
+
+    def __init__(self, params, optimizer, optimizer_params=None, kvstore='device',
+                 compression_params=None, update_on_kvstore=None):
+        if isinstance(params, dict):
+            params = [params[key] for key in sorted(params)]
+        elif isinstance(params, (list, tuple)):
+            params = list(params)
+        else:
+            raise ValueError(f"First argument must be a list or dict of Parameters, got "
+                             f"{type(params)}.")
+        if compression_params is not None:
+            raise ValueError("gradient compression is not supported by pymx's kvstores")
+        self._params = []
+        seen = set()
+        for param in params:
+            if not isinstance(param, Parameter):
+                raise ValueError(f"First argument must be a list or dict of Parameters, got "
+                                 f"list of {type(param)}.")
+            if id(param) in seen:
+                continue  # a shared parameter is updated once
+            seen.add(id(param))
+            param._trainer = self
+            self._params.append(param)
+        self._devices = self._check_devices()
+        optimizer_params = optimizer_params or {}
+        self._init_optimizer(optimizer, optimizer_params)
+        self._scale = self._optimizer.rescale_grad
+        self._kvstore_arg = kvstore
+        self._update_on_kvstore_arg = update_on_kvstore
+        self._kv_initialized = False
+        self._kvstore = None
+        self._update_on_kvstore = False
+
+    def _check_devices(self):
+        devices = None
+        for param in self._params:
+            param_devices = param.list_device()
+            if devices is not None and devices != param_devices:
+                raise ValueError(f"All Parameters must be initialized on the same set of "
+                                 f"devices, but Parameter {param.name} is initialized on "
+                                 f"{param_devices} while previous Parameters are initialized on "
+                                 f"{devices}.")
+            devices = param_devices
+        return devices or []
+
+    def _init_optimizer(self, optimizer, optimizer_params):
+        param_dict = {i: param for i, param in enumerate(self._params)}
+        if isinstance(optimizer, opt.Optimizer):
+            if optimizer_params:
+                raise ValueError("optimizer_params must be None if optimizer is an instance of "
+                                 "Optimizer instead of str")
+            self._optimizer = optimizer
+            self._optimizer.param_dict = param_dict
+        else:
+            self._optimizer = opt.create(optimizer, param_dict=param_dict, **optimizer_params)
+        self._updaters = [opt.get_updater(self._optimizer) for _ in self._devices]
+
+    def _init_kvstore(self):
+        """Creates the kvstore on first use: none for one device (updates run locally)."""
+        self._devices = self._check_devices()
+        if len(self._updaters) != len(self._devices):
+            self._updaters = [opt.get_updater(self._optimizer) for _ in self._devices]
+        arg = self._kvstore_arg
+        if isinstance(arg, _kvstore.KVStore):
+            self._kvstore = arg
+        elif arg and len(self._devices) > 1:
+            self._kvstore = _kvstore.create(arg)
+        else:
+            self._kvstore = None
+        self._update_on_kvstore = bool(self._kvstore is not None and self._update_on_kvstore_arg)
+        if self._update_on_kvstore_arg and self._kvstore is None:
+            warnings.warn("update_on_kvstore=True has no effect without a kvstore (one device): "
+                          "updates run locally", stacklevel=3)
+        if self._update_on_kvstore:
+            self._kvstore.set_optimizer(self._optimizer)
+            for i, param in enumerate(self._params):
+                self._kvstore.broadcast(i, param.list_data()[0], out=param.list_data())
+        self._kv_initialized = True
+
+    def _params_changed(self):
+        """Called by Parameter.set_data: the kvstore's master weights are stale."""
+        if self._update_on_kvstore:
+            self._kv_initialized = False
+
+    @property
+    def learning_rate(self):
+        return self._optimizer.learning_rate
+
+    @property
+    def optimizer(self):
+        return self._optimizer
+
+    def set_learning_rate(self, lr):
+        """Sets the learning rate (when no lr_scheduler is used)."""
+        self._optimizer.set_learning_rate(lr)
+
+    def step(self, batch_size, ignore_stale_grad=False):
+        """One optimisation step: sum gradients over devices, then update with gradients
+        scaled by 1/batch_size (batch_size is the global batch, before split_and_load)."""
+        self._optimizer.rescale_grad = self._scale / batch_size
+        if not self._kv_initialized:
+            self._init_kvstore()
+        self._allreduce_grads()
+        self._update(ignore_stale_grad)
+
+    def allreduce_grads(self):
+        """Sums gradients over devices (for a manual allreduce_grads() + update() loop)."""
+        if not self._kv_initialized:
+            self._init_kvstore()
+        if self._update_on_kvstore:
+            raise ValueError("allreduce_grads() when parameters are updated on kvstore is not "
+                             "supported. Try setting `update_on_kvstore` to False when creating "
+                             "trainer.")
+        self._allreduce_grads()
+
+    def _allreduce_grads(self):
+        if self._kvstore is None:
+            return
+        for i, param in enumerate(self._params):
+            if param.grad_req == 'null':
+                continue
+            if self._update_on_kvstore:
+                self._kvstore.pushpull(i, param.list_grad(), out=param.list_data())
+            else:
+                self._kvstore.pushpull(i, param.list_grad())
+
+    def update(self, batch_size, ignore_stale_grad=False):
+        """Applies the optimizer (after allreduce_grads())."""
+        if not self._kv_initialized:
+            self._init_kvstore()
+        if self._update_on_kvstore:
+            raise ValueError("update() when parameters are updated on kvstore is not supported. "
+                             "Try setting `update_on_kvstore` to False when creating trainer.")
+        self._optimizer.rescale_grad = self._scale / batch_size
+        self._update(ignore_stale_grad)
+
+    def _update(self, ignore_stale_grad):
+        updates = [([], [], []) for _ in self._updaters]
+        for i, param in enumerate(self._params):
+            if param.grad_req == 'null':
+                continue
+            fresh = self._fresh_copies(param, ignore_stale_grad)
+            if self._update_on_kvstore:
+                continue
+            for upd, weight, grad, is_fresh in zip(updates, param.list_data(), param.list_grad(),
+                                                   fresh):
+                if is_fresh:  # with ignore_stale_grad, a stale copy is not updated
+                    upd[0].append(i)
+                    upd[1].append(grad)
+                    upd[2].append(weight)
+        for updater, (indices, grads, weights) in zip(self._updaters, updates):
+            if indices:
+                updater(indices, grads, weights)
+
+    @staticmethod
+    def _fresh_copies(param, ignore_stale_grad):
+        """Per device copy, whether backward wrote its gradient since the last step (raising
+        unless ignore_stale_grad when not); marks them consumed. Reads the array's `_fresh_grad`
+        flag set by backward; an array without the flag counts as fresh."""
+        fresh = []
+        for device, data in zip(param.list_device(), param.list_data()):
+            flag = getattr(data, '_fresh_grad', None)
+            if flag is None:
+                fresh.append(True)
+                continue
+            if not flag and not ignore_stale_grad:
+                raise UserWarning(
+                    f"Gradient of Parameter `{param.name}` on device {device} has not been "
+                    f"updated by backward since last `step`. This could mean a bug in your "
+                    f"model that made it only use a subset of the Parameters (Blocks) for this "
+                    f"iteration. If you are intentionally only using a subset, call step with "
+                    f"ignore_stale_grad=True to suppress this warning and skip updating of "
+                    f"Parameters with stale gradient")
+            fresh.append(flag)
+            data._fresh_grad = False
+        return fresh
+
+    def save_states(self, fname):
+        """Writes the optimizer and its states (from the first device) to `fname`."""
+        if not self._kv_initialized:
+            self._init_kvstore()
+        if self._update_on_kvstore:
+            self._kvstore.save_optimizer_states(fname, dump_optimizer=True)
+            return
+        with open(fname, 'wb') as f:
+            f.write(self._updaters[0].get_states(dump_optimizer=True))
+
+    def load_states(self, fname):
+        """Restores what save_states wrote; states go to each device on its next update."""
+        if not self._kv_initialized:
+            self._init_kvstore()
+        if self._update_on_kvstore:
+            self._kvstore.load_optimizer_states(fname)
+            self._optimizer = self._kvstore.updater.optimizer
+        else:
+            with open(fname, 'rb') as f:
+                blob = f.read()
+            for updater in self._updaters:
+                updater.set_states(blob)
+            self._optimizer = self._updaters[0].optimizer
+            for updater in self._updaters:
+                updater.optimizer = self._optimizer
+        self._optimizer.param_dict = {i: param for i, param in enumerate(self._params)}

@@ -1,0 +1,359 @@
+"""The array class, `pymx.np.ndarray` (MXNet 2.x's mxnet.numpy.ndarray).
+
+An ndarray owns a handle to a native array: {shape, dtype, device, memory, engine var}. Ops on it
+return at once; `asnumpy()`, `item()`, printing and `wait_to_read()` wait for pending work and
+raise errors from failed asynchronous ops. Arithmetic and most methods delegate to the functions
+of `pymx.numpy`, so each operation is defined once.
+"""
+import numbers
+import warnings
+
+import numpy as _onp
+
+from pymx._c import core as _core
+from pymx.base import DEFAULT_DTYPE
+from pymx.device import Device, current_device
+
+# Types arithmetic is defined with; anything else returns NotImplemented so that Python tries
+# the other operand. Exact types first: isinstance against numbers.Number is slow.
+_FAST_OPERANDS = frozenset([float, int, bool])
+_OPERANDS = (_core.NDArrayBase, numbers.Number, _onp.ndarray, _onp.generic)
+
+
+def _is_operand(value):
+    return type(value) in _FAST_OPERANDS or isinstance(value, _OPERANDS)
+
+
+class ndarray(_core.NDArrayBase):
+    """An n-dimensional array on a device. Create arrays with pymx.np functions
+    (np.array, np.zeros, ...); `shape`, `dtype` (a numpy dtype), `device`, `size` and `ndim`
+    are read-only."""
+
+    __slots__ = ()  # no __dict__; NDArrayBase provides __weakref__
+    __hash__ = None  # == is elementwise
+
+    # ---- basic properties ----------------------------------------------------------------
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    @property
+    def T(self):
+        return _mxnp.transpose(self)
+
+    @property
+    def ctx(self):
+        warnings.warn("ndarray.ctx is deprecated; use ndarray.device", DeprecationWarning,
+                      stacklevel=2)
+        return self.device
+
+    context = ctx
+
+    # ---- moving data ---------------------------------------------------------------------
+    def copyto(self, other):
+        """Copies into `other`: a Device (returns a new array there) or an ndarray of the same
+        shape (returns `other`). Asynchronous."""
+        if isinstance(other, Device):
+            return self._copy_to_device(other)
+        if isinstance(other, ndarray):
+            if self._same_memory(other):
+                warnings.warn("You are attempting to copy an array to itself", RuntimeWarning,
+                              stacklevel=2)
+                return False
+            self._copy_into(other)
+            return other
+        raise TypeError(f"copyto does not support type {type(other).__name__}; expected a "
+                        f"Device or an ndarray")
+
+    def to_device(self, device):
+        """This array on `device`: itself when it is already there, else a copy."""
+        if not isinstance(device, Device):
+            raise TypeError(f"to_device expects a Device, got {type(device).__name__}")
+        if self.device == device:
+            return self
+        return self._copy_to_device(device)
+
+    def as_in_context(self, context):
+        warnings.warn("ndarray.as_in_context is deprecated; use ndarray.to_device",
+                      DeprecationWarning, stacklevel=2)
+        return self.to_device(context)
+
+    as_in_ctx = as_in_context
+
+    def __array__(self, dtype=None, copy=None):
+        values = self.asnumpy()
+        return values if dtype is None else values.astype(dtype, copy=False)
+
+    def tolist(self):
+        return self.asnumpy().tolist()
+
+    def item(self, *args):
+        """The value as a Python scalar (blocks). With no arguments the array must have one
+        element."""
+        if not args and self.size != 1:
+            raise ValueError(f"item() needs an array with exactly one element, got shape "
+                             f"{self.shape}")
+        return self.asnumpy().item(*args)
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.kind not in "iub":
+            raise TypeError(f"only integer arrays can be used as an index, got {self.dtype}")
+        return int(self.item())
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError(f"the truth value of an array with {self.size} elements is "
+                             f"ambiguous; use a.any() or a.all()")
+        return bool(self.item())
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __reduce__(self):
+        return (_rebuild, (self.asnumpy(), self.device))
+
+    # ---- printing (MXNet's format) -------------------------------------------------------
+    def __repr__(self):
+        text = repr(self.asnumpy())
+        if "dtype=" in text:
+            if self.dtype == DEFAULT_DTYPE:
+                text = text[:text.rindex(",")] + ")"
+        elif self.dtype not in (DEFAULT_DTYPE, _onp.bool_):
+            text = f"{text[:-1]}, dtype={self.dtype})"
+        if self.device.device_type == "cpu":
+            return text
+        return f"{text[:-1]}, device={self.device})"
+
+    def __str__(self):
+        text = str(self.asnumpy())
+        if self.device.device_type == "cpu" or self.ndim == 0:
+            return text
+        return f"{text} @{self.device}"
+
+    def __format__(self, spec):
+        if spec and self.size == 1:
+            return format(self.item(), spec)
+        return format(str(self), spec)
+
+    # ---- shape and type ------------------------------------------------------------------
+    def reshape(self, *shape, order="C"):
+        """reshape(2, 3) or reshape((2, 3)); one dimension may be -1."""
+        if order != "C":
+            raise ValueError(f"pymx arrays are row-major; reshape supports only order='C', "
+                             f"got {order!r}")
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        return _mxnp.reshape(self, tuple(shape))
+
+    def astype(self, dtype, copy=True):
+        """This array converted to `dtype`; itself when the dtype matches and copy=False."""
+        dtype = _onp.dtype(dtype)
+        if not copy and dtype == self.dtype:
+            return self
+        return _core.invoke("cast", [self], {"dtype": dtype.name})[0]
+
+    # ---- indexing ------------------------------------------------------------------------
+    def __getitem__(self, key):
+        return _indexing.getitem(self, key)
+
+    def __setitem__(self, key, value):
+        _indexing.setitem(self, key, value)
+
+    # ---- autograd ------------------------------------------------------------------------
+    def attach_grad(self, grad_req="write", stype=None):
+        """Allocates a zero gradient buffer for this array and marks it for autograd."""
+        if stype not in (None, "default"):
+            raise ValueError(f"pymx supports only dense gradients, got stype={stype!r}")
+        grad = _mxnp.zeros_like(self)
+        _autograd.mark_variables([self], [grad], grad_reqs=grad_req)
+
+    @property
+    def grad(self):
+        """The gradient buffer attached by attach_grad (None when there is none)."""
+        return _autograd._get_grad(self)
+
+    def backward(self, out_grad=None, retain_graph=False, train_mode=True):
+        """Back-propagates from this array into the gradients of marked variables."""
+        _autograd.backward([self], None if out_grad is None else [out_grad],
+                             retain_graph=retain_graph, train_mode=train_mode)
+
+    def detach(self):
+        """The same values, cut from the autograd graph."""
+        return _autograd._detach(self)
+
+    # ---- arithmetic (pymx.numpy functions) -----------------------------------------------
+    def __add__(self, other):
+        return _mxnp.add(self, other) if _is_operand(other) else NotImplemented
+
+    def __radd__(self, other):
+        return _mxnp.add(other, self) if _is_operand(other) else NotImplemented
+
+    def __iadd__(self, other):
+        return _mxnp.add(self, other, out=self) if _is_operand(other) else NotImplemented
+
+    def __sub__(self, other):
+        return _mxnp.subtract(self, other) if _is_operand(other) else NotImplemented
+
+    def __rsub__(self, other):
+        return _mxnp.subtract(other, self) if _is_operand(other) else NotImplemented
+
+    def __isub__(self, other):
+        return _mxnp.subtract(self, other, out=self) if _is_operand(other) else NotImplemented
+
+    def __mul__(self, other):
+        return _mxnp.multiply(self, other) if _is_operand(other) else NotImplemented
+
+    def __rmul__(self, other):
+        return _mxnp.multiply(other, self) if _is_operand(other) else NotImplemented
+
+    def __imul__(self, other):
+        return _mxnp.multiply(self, other, out=self) if _is_operand(other) else NotImplemented
+
+    def __truediv__(self, other):
+        return _mxnp.true_divide(self, other) if _is_operand(other) else NotImplemented
+
+    def __rtruediv__(self, other):
+        return _mxnp.true_divide(other, self) if _is_operand(other) else NotImplemented
+
+    def __itruediv__(self, other):
+        return _mxnp.true_divide(self, other, out=self) if _is_operand(other) else NotImplemented
+
+    def __floordiv__(self, other):
+        return _mxnp.floor_divide(self, other) if _is_operand(other) else NotImplemented
+
+    def __rfloordiv__(self, other):
+        return _mxnp.floor_divide(other, self) if _is_operand(other) else NotImplemented
+
+    def __ifloordiv__(self, other):
+        return _mxnp.floor_divide(self, other, out=self) if _is_operand(other) else NotImplemented
+
+    def __mod__(self, other):
+        return _mxnp.mod(self, other) if _is_operand(other) else NotImplemented
+
+    def __rmod__(self, other):
+        return _mxnp.mod(other, self) if _is_operand(other) else NotImplemented
+
+    def __imod__(self, other):
+        return _mxnp.mod(self, other, out=self) if _is_operand(other) else NotImplemented
+
+    def __pow__(self, other):
+        return _mxnp.power(self, other) if _is_operand(other) else NotImplemented
+
+    def __rpow__(self, other):
+        return _mxnp.power(other, self) if _is_operand(other) else NotImplemented
+
+    def __ipow__(self, other):
+        return _mxnp.power(self, other, out=self) if _is_operand(other) else NotImplemented
+
+    def __matmul__(self, other):
+        return _mxnp.matmul(self, other) if _is_operand(other) else NotImplemented
+
+    def __rmatmul__(self, other):
+        return _mxnp.matmul(other, self) if _is_operand(other) else NotImplemented
+
+    def __neg__(self):
+        return _mxnp.negative(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _mxnp.abs(self)
+
+    def __invert__(self):
+        return _mxnp.logical_not(self) if self.dtype == _onp.bool_ else _mxnp.invert(self)
+
+    def __and__(self, other):
+        return _mxnp.logical_and(self, other) if _is_operand(other) else NotImplemented
+
+    __rand__ = __and__
+
+    def __or__(self, other):
+        return _mxnp.logical_or(self, other) if _is_operand(other) else NotImplemented
+
+    __ror__ = __or__
+
+    def __xor__(self, other):
+        return _mxnp.logical_xor(self, other) if _is_operand(other) else NotImplemented
+
+    __rxor__ = __xor__
+
+    # ---- comparisons ---------------------------------------------------------------------
+    def __eq__(self, other):
+        return _mxnp.equal(self, other) if _is_operand(other) else NotImplemented
+
+    def __ne__(self, other):
+        return _mxnp.not_equal(self, other) if _is_operand(other) else NotImplemented
+
+    def __lt__(self, other):
+        return _mxnp.less(self, other) if _is_operand(other) else NotImplemented
+
+    def __le__(self, other):
+        return _mxnp.less_equal(self, other) if _is_operand(other) else NotImplemented
+
+    def __gt__(self, other):
+        return _mxnp.greater(self, other) if _is_operand(other) else NotImplemented
+
+    def __ge__(self, other):
+        return _mxnp.greater_equal(self, other) if _is_operand(other) else NotImplemented
+
+
+def _delegate(name):
+    def method(self, *args, **kwargs):
+        return getattr(_mxnp, name)(self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"Same as pymx.np.{name}(self, ...)."
+    return method
+
+
+# Methods that are plain calls of the pymx.np function of the same name.
+for _name in ("sum", "mean", "prod", "max", "min", "argmax", "argmin", "std", "var", "any",
+              "all", "cumsum", "clip", "round", "transpose", "swapaxes", "flatten", "ravel",
+              "squeeze", "expand_dims", "repeat", "tile", "take", "sort", "argsort", "dot",
+              "copy", "nonzero", "broadcast_to", "square", "sqrt", "exp", "log", "abs"):
+    setattr(ndarray, _name, _delegate(_name))
+del _name
+
+_core.set_ndarray_class(ndarray)
+
+
+def _rebuild(values, device):
+    """Unpickles an ndarray (its values travel as a NumPy array)."""
+    return from_numpy(values, device=device)
+
+
+def empty(shape, dtype=None, device=None):
+    """An array with uninitialised values (np.empty); the building block of creation functions."""
+    if isinstance(shape, numbers.Integral):
+        shape = (shape,)
+    return _core.empty(shape, DEFAULT_DTYPE if dtype is None else dtype,
+                       current_device() if device is None else device)
+
+
+def from_numpy(values, device=None, dtype=None):
+    """A new array holding a copy of `values` (a NumPy array or anything np.asarray takes),
+    keeping its dtype unless `dtype` is given. Blocks until the data is copied."""
+    values = _onp.asarray(values, dtype=dtype)
+    out = empty(values.shape, values.dtype, device)
+    out._sync_copy_from(values)
+    return out
+
+
+# Imported last: these modules import this one, so the class must exist first. pymx/__init__
+# imports this module before them, so the order is always the same.
+from pymx import numpy as _mxnp  # noqa: E402
+from pymx import autograd as _autograd  # noqa: E402
+from pymx.numpy import _indexing  # noqa: E402

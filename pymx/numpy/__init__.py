@@ -1,0 +1,37 @@
+"""pymx.np: MXNet's NumPy-compatible array interface.
+
+    from pymx import np
+    x = np.arange(6).reshape(2, 3)
+    y = np.exp(x) + 1          # asynchronous; x.asnumpy() or print waits
+
+Functions follow NumPy's signatures (out=, dtype=, axis=, keepdims=, device= on creation).
+Differences from NumPy, as in MXNet: float data is float32 by default, and integer division
+or float-valued functions of integers give float32.
+"""
+import numpy as _onp
+
+from pymx.ndarray import ndarray
+from pymx.numpy._core import *  # noqa: F401,F403
+from pymx.numpy._core import __all__ as _core_all
+from pymx.numpy import random  # noqa: F401
+from pymx.numpy import linalg  # noqa: F401
+
+# Dtypes are NumPy's objects, so np.float32 == onp.float32 and x.dtype == np.float32 hold.
+float16 = _onp.float16
+float32 = _onp.float32
+float64 = _onp.float64
+int8 = _onp.int8
+int32 = _onp.int32
+int64 = _onp.int64
+uint8 = _onp.uint8
+bool_ = _onp.bool_
+dtype = _onp.dtype
+pi = _onp.pi
+e = _onp.e
+inf = _onp.inf
+nan = _onp.nan
+newaxis = None
+
+__all__ = list(_core_all) + ["ndarray", "random", "linalg", "float16", "float32", "float64",
+                              "int8", "int32", "int64", "uint8", "bool_", "dtype", "pi", "e",
+                              "inf", "nan", "newaxis"]

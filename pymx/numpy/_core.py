@@ -1,0 +1,820 @@
+"""The functions of `pymx.np`: NumPy signatures over pymx's C++ operators.
+
+Python does argument checking and the NumPy-to-operator translation only; every computation is
+one or more `invoke` calls (asynchronous). Scalars on either side of a binary op use the
+`*_scalar` operators, so `x + 1` makes no array for the 1.
+"""
+import builtins
+import numbers
+
+import numpy as _onp
+
+from pymx._c import core as _c_core
+from pymx.base import DEFAULT_DTYPE
+from pymx.device import current_device
+from pymx.ndarray import from_numpy, ndarray
+
+_invoke = _c_core.invoke
+
+__all__ = []  # filled by _export
+
+
+def _export(fn):
+    __all__.append(fn.__name__)
+    return fn
+
+
+# ---------------------------------------------------------------------------------------------
+# Conversions
+# ---------------------------------------------------------------------------------------------
+
+def _is_scalar(x):
+    return isinstance(x, (numbers.Number, _onp.generic)) and not isinstance(x, ndarray)
+
+
+def _scalar_value(x):
+    """A Python int or float (bools count as ints, like NumPy)."""
+    if isinstance(x, (bool, _onp.bool_)):
+        return int(x)
+    if isinstance(x, (numbers.Integral, _onp.integer)):
+        return int(x)
+    if isinstance(x, (numbers.Real, _onp.floating)):
+        return float(x)
+    raise TypeError(f"pymx does not support scalars of type {type(x).__name__} ({x!r})")
+
+
+def _host_array(obj, dtype):
+    """obj as a NumPy array with MXNet's dtype defaults: data that is not already an array
+    (lists, Python numbers) becomes float32 unless it is boolean; NumPy arrays keep their
+    dtype."""
+    if isinstance(obj, (_onp.ndarray, _onp.generic)):
+        values = _onp.asarray(obj) if dtype is None else _onp.asarray(obj).astype(dtype)
+    else:
+        values = _onp.asarray(obj, dtype=dtype)
+        if dtype is None and values.dtype != _onp.bool_:
+            values = values.astype(DEFAULT_DTYPE)
+    if values.dtype.name not in ("float32", "float64", "float16", "uint8", "int8", "int32",
+                                 "int64", "bool"):
+        if values.dtype.kind in "iu":
+            values = values.astype(_onp.int64)
+        elif values.dtype.kind == "f":
+            values = values.astype(_onp.float32)
+        else:
+            raise TypeError(f"pymx does not support arrays of dtype {values.dtype}")
+    return values
+
+
+def _to_array(x, device=None, dtype=None):
+    """x as a pymx ndarray (an ndarray is returned as is, or cast to `dtype`)."""
+    if isinstance(x, ndarray):
+        return x if dtype is None or _onp.dtype(dtype) == x.dtype else x.astype(dtype)
+    return from_numpy(_host_array(x, dtype), device=device or current_device())
+
+
+def _one(outputs):
+    return outputs[0]
+
+
+def _axis_tuple(axis):
+    if axis is None:
+        return None
+    if isinstance(axis, (tuple, list)):
+        return tuple(int(a) for a in axis)
+    return (int(axis),)
+
+
+def _shape_tuple(shape):
+    if isinstance(shape, (numbers.Integral, _onp.integer)):
+        return (int(shape),)
+    return tuple(int(s) for s in shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# Creation
+# ---------------------------------------------------------------------------------------------
+
+@_export
+def array(object, dtype=None, device=None, copy=True, ctx=None):
+    """A new array from `object` (an ndarray, NumPy array, list, scalar). Float data without a
+    dtype becomes float32, as in MXNet."""
+    device = device or ctx
+    if isinstance(object, ndarray):
+        result = object if device is None or object.device == device else object.to_device(device)
+        if dtype is not None and _onp.dtype(dtype) != result.dtype:
+            return result.astype(dtype)
+        return result.copy() if copy and result is object else result
+    return from_numpy(_host_array(object, dtype), device=device or current_device())
+
+
+@_export
+def asarray(a, dtype=None, device=None):
+    return array(a, dtype=dtype, device=device, copy=False)
+
+
+def _create(op, shape, dtype, device, **attrs):
+    dtype = DEFAULT_DTYPE if dtype is None else _onp.dtype(dtype)
+    return _invoke(op, [], {"shape": _shape_tuple(shape), "dtype": dtype, **attrs},
+                   device=device or current_device())[0]
+
+
+@_export
+def zeros(shape, dtype=None, order="C", device=None, ctx=None):
+    return _create("zeros", shape, dtype, device or ctx)
+
+
+@_export
+def ones(shape, dtype=None, order="C", device=None, ctx=None):
+    return _create("ones", shape, dtype, device or ctx)
+
+
+@_export
+def empty(shape, dtype=None, order="C", device=None, ctx=None):
+    return _create("empty", shape, dtype, device or ctx)
+
+
+@_export
+def full(shape, fill_value, dtype=None, order="C", device=None, ctx=None, out=None):
+    if isinstance(fill_value, ndarray):
+        fill_value = fill_value.item()
+    if dtype is None and isinstance(fill_value, (bool, _onp.bool_)):
+        dtype = _onp.bool_
+    result = _create("full", shape, dtype, device or ctx, value=_scalar_value(fill_value))
+    if out is not None:
+        return copyto(out, result)
+    return result
+
+
+def _like(op, a, dtype, device, **kwargs):
+    return op(a.shape, dtype=a.dtype if dtype is None else dtype,
+              device=a.device if device is None else device, **kwargs)
+
+
+@_export
+def zeros_like(a, dtype=None, order="C", device=None, ctx=None):
+    return _like(zeros, _to_array(a), dtype, device or ctx)
+
+
+@_export
+def ones_like(a, dtype=None, order="C", device=None, ctx=None):
+    return _like(ones, _to_array(a), dtype, device or ctx)
+
+
+@_export
+def empty_like(prototype, dtype=None, order="C", device=None, ctx=None):
+    return _like(empty, _to_array(prototype), dtype, device or ctx)
+
+
+@_export
+def full_like(a, fill_value, dtype=None, order="C", device=None, ctx=None):
+    a = _to_array(a)
+    return full(a.shape, fill_value, dtype=a.dtype if dtype is None else dtype,
+                device=a.device if device is None and ctx is None else device or ctx)
+
+
+@_export
+def arange(start, stop=None, step=1, dtype=None, device=None, ctx=None):
+    """Evenly spaced values in [start, stop); float32 unless dtype is given (MXNet)."""
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    dtype = DEFAULT_DTYPE if dtype is None else _onp.dtype(dtype)
+    return _invoke("arange", [], {"start": _scalar_value(start),
+                                  "stop": None if stop is None else _scalar_value(stop),
+                                  "step": _scalar_value(step), "dtype": dtype},
+                   device=device or ctx or current_device())[0]
+
+
+@_export
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, device=None,
+             ctx=None):
+    if int(num) < 0:
+        raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
+    dtype = DEFAULT_DTYPE if dtype is None else _onp.dtype(dtype)
+    result = _invoke("linspace", [], {"start": float(start), "stop": float(stop), "num": int(num),
+                                      "endpoint": bool(endpoint), "dtype": dtype},
+                     device=device or ctx or current_device())[0]
+    if retstep:
+        div = (num - 1) if endpoint else num
+        return result, (float(stop) - float(start)) / div if div > 0 else float("nan")
+    return result
+
+
+@_export
+def eye(N, M=None, k=0, dtype=None, device=None, ctx=None):
+    dtype = DEFAULT_DTYPE if dtype is None else _onp.dtype(dtype)
+    return _invoke("eye", [], {"N": int(N), "M": None if M is None else int(M), "k": int(k),
+                               "dtype": dtype}, device=device or ctx or current_device())[0]
+
+
+@_export
+def identity(n, dtype=None, device=None, ctx=None):
+    return eye(n, dtype=dtype, device=device or ctx)
+
+
+@_export
+def copy(a):
+    return _invoke("copy", [_to_array(a)])[0]
+
+
+@_export
+def copyto(dst, src):
+    """Copies src (broadcast, cast to dst's dtype) into dst."""
+    src = broadcast_to(_to_array(src, device=dst.device), dst.shape)
+    if src.dtype != dst.dtype:
+        src = src.astype(dst.dtype)
+    if src.device != dst.device:
+        src = src.to_device(dst.device)
+    return _invoke("copy", [src], out=dst)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Elementwise
+# ---------------------------------------------------------------------------------------------
+
+def _unary(op, x, out):
+    return _invoke(op, [_to_array(x)], out=out)[0]
+
+
+def _make_unary(op, name=None):
+    def fn(x, out=None, **kwargs):
+        if kwargs.get("where", True) is not True:
+            raise ValueError(f"{name or op}: only where=True is supported")
+        return _unary(op, x, out)
+    fn.__name__ = fn.__qualname__ = name or op
+    fn.__doc__ = f"Elementwise {name or op} (NumPy semantics; integer input gives float32 for " \
+                 f"float-valued functions)."
+    globals()[fn.__name__] = fn
+    __all__.append(fn.__name__)
+
+
+for _op in ("exp", "log", "log1p", "expm1", "log2", "log10", "sqrt", "cbrt", "square", "abs",
+            "negative", "sign", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh",
+            "tanh", "arcsinh", "arccosh", "arctanh", "floor", "ceil", "trunc", "rint",
+            "reciprocal", "isnan", "isinf", "isfinite", "logical_not"):
+    _make_unary(_op)
+_make_unary("abs", "absolute")
+_make_unary("trunc", "fix")
+
+
+@_export
+def round(x, decimals=0, out=None):
+    """Rounds half to even, like NumPy."""
+    if decimals == 0:
+        return _unary("round", x, out)
+    scale = 10.0 ** decimals
+    return true_divide(_unary("round", multiply(x, scale), None), scale, out=out)
+
+
+around = round
+__all__.append("around")
+
+
+@_export
+def positive(x, out=None):
+    return copy(x) if out is None else copyto(out, x)
+
+
+@_export
+def invert(x, out=None):
+    """Bitwise not: logical not for bools, -x - 1 for integers."""
+    x = _to_array(x)
+    if x.dtype == _onp.bool_:
+        return _unary("logical_not", x, out)
+    if x.dtype.kind not in "iu":
+        raise TypeError(f"invert: ufunc 'invert' not supported for dtype {x.dtype}")
+    return subtract(negative(x), 1, out=out)
+
+
+bitwise_not = invert
+__all__.append("bitwise_not")
+
+
+@_export
+def clip(a, a_min=None, a_max=None, out=None):
+    if a_min is None and a_max is None:
+        raise ValueError("clip: a_min and a_max cannot both be None")
+    return _invoke("clip", [_to_array(a)], {"a_min": None if a_min is None else float(a_min),
+                                            "a_max": None if a_max is None else float(a_max)},
+                   out=out)[0]
+
+
+def _binary(op, x1, x2, out):
+    if isinstance(x1, ndarray):
+        if isinstance(x2, ndarray):
+            return _invoke(op, [x1, x2], out=out)[0]
+        if _is_scalar(x2):
+            return _invoke(op + "_scalar", [x1], {"scalar": _scalar_value(x2), "reverse": False},
+                           out=out)[0]
+        x2 = _to_array(x2, device=x1.device)
+    elif isinstance(x2, ndarray):
+        if _is_scalar(x1):
+            return _invoke(op + "_scalar", [x2], {"scalar": _scalar_value(x1), "reverse": True},
+                           out=out)[0]
+        x1 = _to_array(x1, device=x2.device)
+    else:
+        x1 = _to_array(x1)
+        x2 = _to_array(x2, device=x1.device)
+    return _invoke(op, [x1, x2], out=out)[0]
+
+
+def _make_binary(op, name=None):
+    def fn(x1, x2, out=None, **kwargs):
+        if kwargs.get("where", True) is not True:
+            raise ValueError(f"{name or op}: only where=True is supported")
+        return _binary(op, x1, x2, out)
+    fn.__name__ = fn.__qualname__ = name or op
+    fn.__doc__ = f"Elementwise {name or op} with NumPy broadcasting; scalars on either side."
+    globals()[fn.__name__] = fn
+    __all__.append(fn.__name__)
+
+
+for _op in ("add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "mod",
+            "floor_divide", "arctan2", "hypot", "equal", "not_equal", "greater", "greater_equal",
+            "less", "less_equal", "logical_and", "logical_or", "logical_xor"):
+    _make_binary(_op)
+_make_binary("divide", "true_divide")
+_make_binary("mod", "remainder")
+_make_binary("power", "float_power")
+del _op
+
+
+@_export
+def fmax(x1, x2, out=None):
+    """Maximum that ignores NaN where the other operand is a number."""
+    return where(isnan(x2), x1, where(isnan(x1), x2, maximum(x1, x2)), out=out)
+
+
+@_export
+def fmin(x1, x2, out=None):
+    """Minimum that ignores NaN where the other operand is a number."""
+    return where(isnan(x2), x1, where(isnan(x1), x2, minimum(x1, x2)), out=out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reductions
+# ---------------------------------------------------------------------------------------------
+
+def _reduce(op, a, axis, keepdims, out=None, **attrs):
+    return _invoke(op, [_to_array(a)], {"axis": _axis_tuple(axis), "keepdims": bool(keepdims),
+                                        **attrs}, out=out)[0]
+
+
+@_export
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None):
+    result = _reduce("sum", a, axis, keepdims, out if initial is None else None,
+                     dtype=None if dtype is None else _onp.dtype(dtype))
+    return result if initial is None else add(result, initial, out=out)
+
+
+@_export
+def prod(a, axis=None, dtype=None, out=None, keepdims=False):
+    return _reduce("prod", a, axis, keepdims, out,
+                   dtype=None if dtype is None else _onp.dtype(dtype))
+
+
+@_export
+def mean(a, axis=None, dtype=None, out=None, keepdims=False):
+    return _reduce("mean", a, axis, keepdims, out,
+                   dtype=None if dtype is None else _onp.dtype(dtype))
+
+
+@_export
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    result = _reduce("var", a, axis, keepdims, out if dtype is None else None, ddof=ddof)
+    return result if dtype is None else _invoke("cast", [result], {"dtype": _onp.dtype(dtype)},
+                                                out=out)[0]
+
+
+@_export
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    result = _reduce("std", a, axis, keepdims, out if dtype is None else None, ddof=ddof)
+    return result if dtype is None else _invoke("cast", [result], {"dtype": _onp.dtype(dtype)},
+                                                out=out)[0]
+
+
+@_export
+def max(a, axis=None, out=None, keepdims=False):
+    return _reduce("max", a, axis, keepdims, out)
+
+
+@_export
+def min(a, axis=None, out=None, keepdims=False):
+    return _reduce("min", a, axis, keepdims, out)
+
+
+amax = max
+amin = min
+__all__ += ["amax", "amin"]
+
+
+@_export
+def all(a, axis=None, out=None, keepdims=False):
+    return _reduce("all", a, axis, keepdims, out)
+
+
+@_export
+def any(a, axis=None, out=None, keepdims=False):
+    return _reduce("any", a, axis, keepdims, out)
+
+
+@_export
+def argmax(a, axis=None, out=None, keepdims=False):
+    return _invoke("argmax", [_to_array(a)], {"axis": None if axis is None else int(axis),
+                                              "keepdims": bool(keepdims)}, out=out)[0]
+
+
+@_export
+def argmin(a, axis=None, out=None, keepdims=False):
+    return _invoke("argmin", [_to_array(a)], {"axis": None if axis is None else int(axis),
+                                              "keepdims": bool(keepdims)}, out=out)[0]
+
+
+@_export
+def average(a, axis=None, weights=None, returned=False, keepdims=False):
+    a = _to_array(a)
+    if weights is None:
+        result = mean(a, axis=axis, keepdims=keepdims)
+        count = a.size // builtins.max(result.size, 1) if a.size else 0
+        return (result, full(result.shape, count, dtype=result.dtype, device=a.device)) \
+            if returned else result
+    weights = _to_array(weights, device=a.device)
+    if weights.shape != a.shape:
+        if axis is None or weights.ndim != 1:
+            raise ValueError(f"average: weights of shape {weights.shape} differ from the "
+                             f"array's {a.shape}; 1-d weights need an axis")
+        shape = [1] * a.ndim
+        shape[int(axis)] = weights.shape[0]
+        weights = reshape(weights, tuple(shape))
+    total = sum(multiply(a, weights), axis=axis, keepdims=keepdims)
+    scale = sum(broadcast_to(weights, a.shape), axis=axis, keepdims=keepdims)
+    result = true_divide(total, scale)
+    return (result, scale) if returned else result
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes
+# ---------------------------------------------------------------------------------------------
+
+@_export
+def reshape(a, newshape, order="C"):
+    if order != "C":
+        raise ValueError(f"reshape supports only order='C', got {order!r}")
+    return _invoke("reshape", [_to_array(a)], {"newshape": _shape_tuple(newshape)})[0]
+
+
+@_export
+def ravel(a, order="C"):
+    return reshape(a, (-1,), order)
+
+
+def flatten(a, order="C"):
+    return reshape(a, (-1,), order)
+
+
+@_export
+def transpose(a, axes=None):
+    return _invoke("transpose", [_to_array(a)], {"axes": _axis_tuple(axes)})[0]
+
+
+@_export
+def swapaxes(a, axis1, axis2):
+    return _invoke("swapaxes", [_to_array(a)], {"axis1": int(axis1), "axis2": int(axis2)})[0]
+
+
+@_export
+def moveaxis(a, source, destination):
+    a = _to_array(a)
+    source = [s % a.ndim for s in _axis_tuple(source)]
+    destination = [d % a.ndim for d in _axis_tuple(destination)]
+    if len(source) != len(destination):
+        raise ValueError("moveaxis: source and destination must have the same number of "
+                         f"elements, got {source} and {destination}")
+    order = [n for n in range(a.ndim) if n not in source]
+    for dest, src in sorted(zip(destination, source)):
+        order.insert(dest, src)
+    return transpose(a, tuple(order))
+
+
+@_export
+def expand_dims(a, axis):
+    return _invoke("expand_dims", [_to_array(a)], {"axis": _axis_tuple(axis)})[0]
+
+
+@_export
+def squeeze(a, axis=None):
+    return _invoke("squeeze", [_to_array(a)], {"axis": _axis_tuple(axis)})[0]
+
+
+@_export
+def broadcast_to(array, shape):
+    array = _to_array(array)
+    shape = _shape_tuple(shape)
+    if array.shape == shape:
+        return array
+    return _invoke("broadcast_to", [array], {"shape": shape})[0]
+
+
+@_export
+def broadcast_arrays(*args):
+    arrays = [_to_array(a) for a in args]
+    shape = _onp.broadcast_shapes(*[a.shape for a in arrays])
+    return [broadcast_to(a, shape) for a in arrays]
+
+
+@_export
+def tile(A, reps):
+    return _invoke("tile", [_to_array(A)], {"reps": _shape_tuple(reps)})[0]
+
+
+@_export
+def repeat(a, repeats, axis=None):
+    if not isinstance(repeats, (numbers.Integral, _onp.integer)):
+        raise TypeError(f"repeat: pymx supports one integer count of repeats, got {repeats!r}")
+    return _invoke("repeat", [_to_array(a)], {"repeats": int(repeats),
+                                              "axis": None if axis is None else int(axis)})[0]
+
+
+@_export
+def flip(m, axis=None):
+    return _invoke("flip", [_to_array(m)], {"axis": _axis_tuple(axis)})[0]
+
+
+@_export
+def fliplr(m):
+    return flip(m, 1)
+
+
+@_export
+def flipud(m):
+    return flip(m, 0)
+
+
+def _sequence(arrays, what):
+    if isinstance(arrays, ndarray) or not isinstance(arrays, (list, tuple)) or not arrays:
+        raise ValueError(f"{what}: expected a non-empty list or tuple of arrays")
+    first = next((a for a in arrays if isinstance(a, ndarray)), None)
+    device = first.device if first is not None else None
+    return [_to_array(a, device=device) for a in arrays]
+
+
+@_export
+def concatenate(seq, axis=0, out=None):
+    arrays = _sequence(seq, "concatenate")
+    if axis is None:
+        arrays = [ravel(a) for a in arrays]
+        axis = 0
+    return _invoke("concatenate", arrays, {"axis": int(axis)}, out=out)[0]
+
+
+@_export
+def stack(arrays, axis=0, out=None):
+    return _invoke("stack", _sequence(arrays, "stack"), {"axis": int(axis)}, out=out)[0]
+
+
+@_export
+def vstack(tup):
+    return concatenate([a if a.ndim >= 2 else reshape(a, (1, -1))
+                        for a in _sequence(tup, "vstack")], axis=0)
+
+
+@_export
+def hstack(tup):
+    arrays = _sequence(tup, "hstack")
+    return concatenate(arrays, axis=0 if arrays[0].ndim == 1 else 1)
+
+
+@_export
+def column_stack(tup):
+    return concatenate([a if a.ndim >= 2 else reshape(a, (-1, 1))
+                        for a in _sequence(tup, "column_stack")], axis=1)
+
+
+@_export
+def split(ary, indices_or_sections, axis=0):
+    ary = _to_array(ary)
+    if ary.ndim == 0:
+        raise ValueError("split: cannot split a zero-dimensional array")
+    length = ary.shape[int(axis) % ary.ndim]
+    if isinstance(indices_or_sections, (numbers.Integral, _onp.integer)):
+        sections = int(indices_or_sections)
+        if sections <= 0 or length % sections:
+            raise ValueError(f"array split does not result in an equal division: axis of "
+                             f"length {length} into {sections} sections")
+        step = length // sections
+        indices = tuple(range(step, length, step))[:sections - 1]
+    else:
+        indices = tuple(int(i) for i in indices_or_sections)
+    return _invoke("split", [ary], {"indices": indices, "axis": int(axis)})
+
+
+@_export
+def array_split(ary, indices_or_sections, axis=0):
+    ary = _to_array(ary)
+    if not isinstance(indices_or_sections, (numbers.Integral, _onp.integer)):
+        return split(ary, indices_or_sections, axis)
+    length, sections = ary.shape[int(axis) % ary.ndim], int(indices_or_sections)
+    if sections <= 0:
+        raise ValueError(f"array_split: number of sections must be positive, got {sections}")
+    size, extra = divmod(length, sections)
+    bounds = _onp.cumsum([size + 1] * extra + [size] * (sections - extra))[:-1]
+    return split(ary, tuple(int(b) for b in bounds), axis)
+
+
+@_export
+def where(condition, x=None, y=None, out=None):
+    if x is None and y is None:
+        return nonzero(condition)
+    if x is None or y is None:
+        raise ValueError("where: either both or neither of x and y should be given")
+    arrays = [v for v in (condition, x, y) if isinstance(v, ndarray)]
+    device = arrays[0].device if arrays else current_device()
+    like = next((v for v in (x, y) if isinstance(v, ndarray)), None)
+
+    def operand(v):
+        if isinstance(v, ndarray):
+            return v
+        if _is_scalar(v) and like is not None:  # a scalar takes the other operand's dtype
+            return full((), v, dtype=like.dtype, device=device)
+        return _to_array(v, device=device)
+
+    return _invoke("where", [_to_array(condition, device=device), operand(x), operand(y)],
+                   out=out)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Linear algebra
+# ---------------------------------------------------------------------------------------------
+
+@_export
+def matmul(a, b, out=None):
+    a = _to_array(a)
+    b = _to_array(b, device=a.device)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("matmul: input operand does not have enough dimensions (0-d operand)")
+    if a.ndim >= 2 and b.ndim >= 2:
+        return _invoke("matmul", [a, b], out=out)[0]
+    # NumPy promotes 1-d operands to matrices and removes the added axis afterwards.
+    a2 = reshape(a, (1, -1)) if a.ndim == 1 else a
+    b2 = reshape(b, (-1, 1)) if b.ndim == 1 else b
+    result = _invoke("matmul", [a2, b2])[0]
+    shape = result.shape
+    if a.ndim == 1:
+        shape = shape[:-2] + shape[-1:]
+    if b.ndim == 1:
+        shape = shape[:-1]
+    return _invoke("reshape", [result], {"newshape": shape}, out=out)[0]
+
+
+@_export
+def dot(a, b, out=None):
+    a = _to_array(a)
+    b = _to_array(b, device=a.device)
+    if a.ndim == 0 or b.ndim == 0:
+        return multiply(a, b, out=out)
+    if b.ndim <= 2:
+        return matmul(a, b, out=out)
+    result = tensordot(a, b, axes=([a.ndim - 1], [b.ndim - 2]))
+    return result if out is None else copyto(out, result)
+
+
+@_export
+def vdot(a, b):
+    return dot(ravel(a), ravel(b))
+
+
+@_export
+def inner(a, b):
+    a = _to_array(a)
+    b = _to_array(b, device=a.device)
+    if a.ndim == 0 or b.ndim == 0:
+        return multiply(a, b)
+    return tensordot(a, b, axes=([a.ndim - 1], [b.ndim - 1]))
+
+
+@_export
+def outer(a, b, out=None):
+    return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)), out=out)
+
+
+@_export
+def tensordot(a, b, axes=2):
+    a = _to_array(a)
+    b = _to_array(b, device=a.device)
+    if isinstance(axes, (numbers.Integral, _onp.integer)):
+        n = int(axes)
+        a_axes, b_axes = list(range(a.ndim - n, a.ndim)), list(range(n))
+    else:
+        a_axes, b_axes = (list(_axis_tuple(ax)) for ax in axes)
+    if len(a_axes) != len(b_axes):
+        raise ValueError(f"tensordot: axes lengths differ: {a_axes} and {b_axes}")
+    a_axes = [x % a.ndim for x in a_axes]
+    b_axes = [x % b.ndim for x in b_axes]
+    for x, y in zip(a_axes, b_axes):
+        if a.shape[x] != b.shape[y]:
+            raise ValueError(f"tensordot: shape-mismatch for sum: {a.shape} axis {x} and "
+                             f"{b.shape} axis {y}")
+    a_free = [x for x in range(a.ndim) if x not in a_axes]
+    b_free = [y for y in range(b.ndim) if y not in b_axes]
+    k = int(_onp.prod([a.shape[x] for x in a_axes], dtype=_onp.int64))
+    a2 = reshape(transpose(a, tuple(a_free + a_axes)), (-1, k))
+    b2 = reshape(transpose(b, tuple(b_axes + b_free)), (k, -1))
+    shape = tuple(a.shape[x] for x in a_free) + tuple(b.shape[y] for y in b_free)
+    return reshape(_invoke("matmul", [a2, b2])[0], shape)
+
+
+@_export
+def trace(a, offset=0, axis1=0, axis2=1):
+    a = _to_array(a)
+    n, m = a.shape[axis1], a.shape[axis2]
+    mask = eye(n, m, k=offset, dtype=a.dtype, device=a.device)
+    a = moveaxis(a, (axis1, axis2), (-2, -1))
+    return sum(multiply(a, mask), axis=(-2, -1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Host-side functions. Their results depend on data values (nonzero) or have no operator yet
+# (sort, cumsum): they wait for the input, compute with NumPy and return a new array. They are
+# not recorded by autograd.
+# ---------------------------------------------------------------------------------------------
+
+def _host(fn, a, *args, **kwargs):
+    a = _to_array(a)
+    return from_numpy(_onp.asarray(fn(a.asnumpy(), *args, **kwargs)), device=a.device)
+
+
+@_export
+def nonzero(a):
+    a = _to_array(a)
+    return tuple(from_numpy(i.astype(_onp.int64), device=a.device)
+                 for i in _onp.nonzero(a.asnumpy()))
+
+
+@_export
+def argwhere(a):
+    return _host(_onp.argwhere, a)
+
+
+@_export
+def sort(a, axis=-1):
+    return _host(_onp.sort, a, axis=axis)
+
+
+@_export
+def argsort(a, axis=-1):
+    return _host(lambda v: _onp.argsort(v, axis=axis, kind="stable").astype(_onp.int64), a)
+
+
+@_export
+def cumsum(a, axis=None, dtype=None, out=None):
+    result = _host(_onp.cumsum, a, axis=axis, dtype=dtype)
+    return result if out is None else copyto(out, result)
+
+
+@_export
+def unique(ar, return_counts=False):
+    ar = _to_array(ar)
+    values = _onp.unique(ar.asnumpy(), return_counts=return_counts)
+    if return_counts:
+        return (from_numpy(values[0], device=ar.device),
+                from_numpy(values[1].astype(_onp.int64), device=ar.device))
+    return from_numpy(values, device=ar.device)
+
+
+@_export
+def take(a, indices, axis=None, mode="raise", out=None):
+    a = _to_array(a)
+    if mode not in ("raise", "clip", "wrap"):
+        raise ValueError(f"take: mode must be 'raise', 'clip' or 'wrap', got {mode!r}")
+    if axis is None:
+        a = ravel(a)
+        axis = 0
+    indices = _to_array(indices, device=a.device)
+    if indices.dtype.kind not in "iu":
+        indices = indices.astype(_onp.int64)
+    return _invoke("take", [a, indices], {"axis": int(axis), "mode": mode}, out=out)[0]
+
+
+@_export
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return bool(_onp.allclose(_to_array(a).asnumpy(), _to_array(b).asnumpy(), rtol=rtol,
+                              atol=atol, equal_nan=equal_nan))
+
+
+@_export
+def array_equal(a1, a2):
+    return bool(_onp.array_equal(_to_array(a1).asnumpy(), _to_array(a2).asnumpy()))
+
+
+@_export
+def shape(a):
+    return _to_array(a).shape
+
+
+@_export
+def size(a, axis=None):
+    a = _to_array(a)
+    return a.size if axis is None else a.shape[axis]
+
+
+@_export
+def ndim(a):
+    return _to_array(a).ndim

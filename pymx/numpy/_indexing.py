@@ -1,0 +1,226 @@
+"""NumPy indexing on pymx arrays: `ndarray.__getitem__` / `__setitem__` call getitem / setitem.
+
+Basic indices (ints, slices, None, Ellipsis) become one `slice` op and a reshape; in place
+assignment is `slice_assign` writing into the array itself. Advanced indices (integer arrays,
+lists, boolean masks) on leading axes become `take` / `index_update` on the array viewed with
+those axes flattened. A boolean mask is turned into positions on the host (the result's size
+depends on the mask's values), as MXNet does.
+"""
+import numbers
+
+import numpy as _onp
+
+from pymx._c import core as _c_core
+from pymx.ndarray import ndarray
+
+_invoke = _c_core.invoke
+
+__all__ = ["getitem", "setitem"]
+
+
+def _is_int(k):
+    return isinstance(k, (numbers.Integral, _onp.integer)) and not isinstance(k, (bool, _onp.bool_))
+
+
+def _is_advanced(k):
+    return isinstance(k, (ndarray, _onp.ndarray, list)) or isinstance(k, (bool, _onp.bool_))
+
+
+def _expand(key, ndim):
+    """key as a tuple with Ellipsis replaced by full slices."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > ndim:
+        raise IndexError(f"too many indices for array: array is {ndim}-dimensional, but {used} "
+                         f"were indexed")
+    if Ellipsis in [k for k in key if not _is_advanced(k)]:
+        at = next(i for i, k in enumerate(key) if k is Ellipsis)
+        key = key[:at] + (slice(None),) * (ndim - used) + key[at + 1:]
+    return key
+
+
+
+class _Basic:
+    """A basic index resolved against a shape: the slice op's attrs and the result shape."""
+
+    def __init__(self, key, shape):
+        self.begin, self.end, self.step = [], [], []
+        self.result = []  # the shape NumPy returns
+        axis = 0
+        for k in key:
+            if k is None:
+                self.result.append(1)
+                continue
+            if axis >= len(shape):
+                raise IndexError(f"too many indices for array of shape {shape}")
+            n = shape[axis]
+            if _is_int(k):
+                i = int(k)
+                if not -n <= i < n:
+                    raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+                i %= n
+                self.begin.append(i)
+                self.end.append(i + 1)
+                self.step.append(1)
+            elif isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                self.begin.append(start)
+                self.end.append(stop)
+                self.step.append(step)
+                self.result.append(len(range(start, stop, step)))
+            else:
+                raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), "
+                                 f"numpy.newaxis (`None`) and integer or boolean arrays are "
+                                 f"valid indices, got {k!r}")
+            axis += 1
+        self.result.extend(shape[axis:])
+        self.result = tuple(self.result)
+        self.region = tuple(len(range(b, e, s)) for b, e, s in
+                            zip(self.begin, self.end, self.step)) + tuple(shape[axis:])
+        self.whole = all(b == 0 and e == n and s == 1 for b, e, s, n in
+                         zip(self.begin, self.end, self.step, shape))
+
+    def attrs(self):
+        return {"begin": tuple(self.begin), "end": tuple(self.end), "step": tuple(self.step)}
+
+
+def _positions(k, device):
+    """An advanced index as an int64 pymx array (a boolean mask -> the flat positions of True)."""
+    if isinstance(k, (bool, _onp.bool_)):
+        raise IndexError("pymx does not support a scalar boolean index")
+    if isinstance(k, ndarray):
+        if k.dtype == _onp.bool_:
+            return None
+        return k if k.dtype == _onp.int64 else k.astype(_onp.int64)
+    values = _onp.asarray(k)
+    if values.dtype == _onp.bool_:
+        return None
+    if values.size and values.dtype.kind not in "iu":
+        raise IndexError(f"arrays used as indices must be of integer (or boolean) type, got "
+                         f"{values.dtype}")
+    return _c_core_array(values.astype(_onp.int64), device)
+
+
+def _c_core_array(values, device):
+    from pymx.ndarray import from_numpy
+    return from_numpy(values, device=device)
+
+
+def _advanced_plan(arr, key):
+    """For an index made of advanced parts on the leading axes followed by full slices:
+    (number of leading axes, int64 flat positions into them)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    parts = [k for k in key if _is_advanced(k)]
+    lead = len(parts)
+    if key[:lead] != tuple(parts) or any(not (isinstance(k, slice) and k == slice(None))
+                                          and k is not Ellipsis for k in key[lead:]):
+        raise IndexError("pymx supports advanced (array) indices only on the leading axes, "
+                         f"followed by full slices; got {key!r}")
+    if lead == 1:
+        k = parts[0]
+        mask = k if isinstance(k, ndarray) and k.dtype == _onp.bool_ else None
+        if mask is None and not isinstance(k, ndarray) and _onp.asarray(k).dtype == _onp.bool_:
+            mask = _onp.asarray(k)
+        if mask is not None:
+            mask = mask.asnumpy() if isinstance(mask, ndarray) else mask
+            if mask.shape != arr.shape[:mask.ndim]:
+                raise IndexError(f"boolean index of shape {mask.shape} does not match the "
+                                 f"indexed array's shape {arr.shape}")
+            flat = _onp.flatnonzero(mask).astype(_onp.int64)
+            return mask.ndim, _c_core_array(flat, arr.device)
+        return 1, _positions(k, arr.device)
+    if lead > arr.ndim:
+        raise IndexError(f"too many indices for array: array is {arr.ndim}-dimensional, but "
+                         f"{lead} were indexed")
+    # Several integer arrays: broadcast them and combine into positions of the flattened axes.
+    indices = [_positions(k, arr.device) for k in parts]
+    if any(i is None for i in indices):
+        raise IndexError("pymx does not combine boolean masks with other array indices")
+    from pymx.numpy import _core as _np
+    indices = _np.broadcast_arrays(*indices)
+    flat = None
+    for axis, index in enumerate(indices):
+        n = arr.shape[axis]
+        index = _invoke("mod_scalar", [index], {"scalar": n, "reverse": False})[0] \
+            if _needs_wrap(index, n) else index
+        flat = index if flat is None else _np.add(_np.multiply(flat, n), index)
+    return lead, flat
+
+
+def _needs_wrap(index, n):
+    """Negative positions count from the end; out-of-range ones must still raise."""
+    values = index.asnumpy()
+    if values.size and (values.min() < -n or values.max() >= n):
+        raise IndexError(f"index {int(values.max() if values.max() >= n else values.min())} is "
+                         f"out of bounds for an axis with size {n}")
+    return bool(values.size and values.min() < 0)
+
+
+def getitem(arr, key):
+    if isinstance(key, tuple) and _any_advanced(key) or _is_advanced(key):
+        lead, positions = _advanced_plan(arr, key)
+        from pymx.numpy import _core as _np
+        flat = arr if lead == 1 else _np.reshape(arr, (-1,) + arr.shape[lead:])
+        return _invoke("take", [flat, positions], {"axis": 0, "mode": "raise"})[0]
+    basic = _Basic(_expand(key, arr.ndim), arr.shape)
+    result = arr if basic.whole else _invoke("slice", [arr], basic.attrs())[0]
+    if result.shape != basic.result:
+        result = _invoke("reshape", [result], {"newshape": basic.result})[0]
+    elif result is arr:
+        result = _invoke("copy", [arr])[0]
+    return result
+
+
+def _any_advanced(key):
+    return any(_is_advanced(k) for k in key)
+
+
+def _value_array(arr, value):
+    if isinstance(value, ndarray):
+        if value.device != arr.device:
+            raise ValueError(f"cannot assign an array on {value.device} into an array on "
+                             f"{arr.device}")
+        return value
+    from pymx.ndarray import from_numpy
+    return from_numpy(_onp.asarray(value, dtype=arr.dtype), device=arr.device)
+
+
+def _fit(value, shape, what):
+    """value broadcast to `shape` (NumPy's assignment rule), as a new or the same array."""
+    if value.shape == shape:
+        return value
+    try:
+        target = _onp.broadcast_shapes(value.shape, shape)
+    except ValueError:
+        target = None
+    if target != shape:
+        raise ValueError(f"could not broadcast input array from shape {value.shape} into "
+                         f"shape {shape} ({what})")
+    return _invoke("broadcast_to", [value], {"shape": shape})[0]
+
+
+def setitem(arr, key, value):
+    value = _value_array(arr, value)
+    if isinstance(key, tuple) and _any_advanced(key) or _is_advanced(key):
+        lead, positions = _advanced_plan(arr, key)
+        lead_size = int(_onp.prod(arr.shape[:lead], dtype=_onp.int64))
+        view = arr._reshape_view((lead_size,) + arr.shape[lead:]) if lead != 1 else arr
+        target = tuple(positions.shape) + tuple(arr.shape[lead:])
+        value = _fit(value, target, "index assignment")
+        _invoke("index_update", [view, positions, value], {"axis": 0, "accumulate": False},
+                out=view)
+        return
+    basic = _Basic(_expand(key, arr.ndim), arr.shape)
+    value = _fit(value, basic.result, "slice assignment")
+    if value.shape != basic.region:
+        value = _invoke("reshape", [value], {"newshape": basic.region})[0]
+    if basic.whole:
+        if value.dtype != arr.dtype:
+            value = value.astype(arr.dtype)
+        _invoke("copy", [value], out=arr)
+        return
+    _invoke("slice_assign", [arr, value], basic.attrs(), out=arr)

@@ -1,0 +1,215 @@
+"""pymx.npx: MXNet's NumPy extension namespace (neural-network operators, device helpers, flags).
+
+Every operator here is one call to a C++ operator through `pymx._op.invoke`; the C++ files
+(engine/src/ops/nn_*.cc) document the attributes and the gradient of each.
+"""
+from pymx._op import invoke, waitall
+from pymx.device import (Device, cpu, cpu_pinned, current_device, gpu, gpu_memory_info,
+                         num_gpus)
+from pymx.numpy_extension import image, random
+
+__all__ = ["relu", "sigmoid", "activation", "leaky_relu", "softmax", "log_softmax", "pick",
+           "one_hot", "topk", "batch_flatten", "fully_connected", "convolution", "pooling",
+           "batch_norm", "dropout", "layer_norm", "embedding", "sequence_mask",
+           "set_np", "reset_np", "is_np_array", "is_np_shape", "use_np", "use_np_array",
+           "use_np_shape", "image", "random", "cpu", "gpu", "cpu_pinned", "num_gpus",
+           "gpu_memory_info", "current_device", "Device", "waitall"]
+
+
+# -------------------------------------------------------------------------------------------
+# NumPy-semantics flags. pymx always has NumPy semantics; these exist so MXNet code runs as is.
+# -------------------------------------------------------------------------------------------
+def set_np(shape=True, array=True, dtype=False):
+    """Accepted for MXNet compatibility: pymx always uses NumPy shape and array semantics."""
+    return None
+
+
+def reset_np():
+    """Accepted for MXNet compatibility (see set_np)."""
+    return None
+
+
+def is_np_array():
+    return True
+
+
+def is_np_shape():
+    return True
+
+
+def use_np(func):
+    """Decorator accepted for MXNet compatibility; returns `func` unchanged."""
+    return func
+
+
+use_np_array = use_np
+use_np_shape = use_np
+
+
+# -------------------------------------------------------------------------------------------
+# Activations
+# -------------------------------------------------------------------------------------------
+def relu(data):
+    """max(data, 0)."""
+    return invoke("relu", [data])[0]
+
+
+def sigmoid(data):
+    """1 / (1 + exp(-data))."""
+    return invoke("sigmoid", [data])[0]
+
+
+def activation(data, act_type="relu"):
+    """act_type: 'relu', 'sigmoid', 'tanh', 'softrelu' (log(1+exp(x))), 'softsign' (x/(1+|x|))."""
+    return invoke("activation", [data], {"act_type": act_type})[0]
+
+
+def leaky_relu(data, act_type="leaky", slope=0.25):
+    """act_type 'leaky': x > 0 ? x : slope*x; 'elu': x > 0 ? x : slope*(exp(x)-1)."""
+    return invoke("leaky_relu", [data], {"act_type": act_type, "slope": slope})[0]
+
+
+def _softmax_family(name, data, axis, temperature, dtype):
+    out = invoke(name, [data], {"axis": axis, "temperature": temperature})[0]
+    return out if dtype is None else out.astype(dtype)
+
+
+def softmax(data, axis=-1, temperature=None, dtype=None):
+    """exp(x/t) / sum(exp(x/t)) along `axis` (t = temperature, default 1)."""
+    return _softmax_family("softmax", data, axis, temperature, dtype)
+
+
+def log_softmax(data, axis=-1, temperature=None, dtype=None):
+    """log(softmax(data)) along `axis`, computed stably."""
+    return _softmax_family("log_softmax", data, axis, temperature, dtype)
+
+
+# -------------------------------------------------------------------------------------------
+# Indexing helpers
+# -------------------------------------------------------------------------------------------
+def pick(data, index, axis=-1, mode="clip", keepdims=False):
+    """data[..., index[...], ...] along `axis`; mode 'clip' clamps indices, 'wrap' wraps them."""
+    return invoke("pick", [data, index], {"axis": axis, "mode": mode, "keepdims": keepdims})[0]
+
+
+def one_hot(data, depth, on_value=1.0, off_value=0.0, dtype="float32"):
+    """Appends an axis of length `depth`: on_value at each index, off_value elsewhere."""
+    return invoke("one_hot", [data], {"depth": depth, "on_value": on_value,
+                                      "off_value": off_value, "dtype": dtype})[0]
+
+
+def topk(data, axis=-1, k=1, ret_typ="indices", is_ascend=False, dtype="float32"):
+    """The k largest (smallest with is_ascend) along `axis` (None: the flattened array).
+    ret_typ: 'indices' (of `dtype`), 'value', 'both' (returns [values, indices]) or 'mask'."""
+    outs = invoke("topk", [data], {"axis": axis, "k": k, "ret_typ": ret_typ,
+                                   "is_ascend": is_ascend, "dtype": dtype})
+    return outs if ret_typ == "both" else outs[0]
+
+
+def batch_flatten(x):
+    """Reshapes (N, d1, d2, ...) to (N, d1*d2*...)."""
+    return invoke("batch_flatten", [x])[0]
+
+
+def embedding(data, weight, input_dim=None, output_dim=None, dtype="float32", sparse_grad=False):
+    """weight[data] with indices clipped to [0, input_dim): shape data.shape + (output_dim,).
+    `dtype` and `sparse_grad` are accepted for MXNet compatibility (the weight's dtype is used)."""
+    input_dim = weight.shape[0] if input_dim is None else input_dim
+    output_dim = weight.shape[1] if output_dim is None else output_dim
+    return invoke("embedding", [data, weight],
+                  {"input_dim": input_dim, "output_dim": output_dim})[0]
+
+
+def sequence_mask(data, sequence_length=None, use_sequence_length=False, value=0.0, axis=0):
+    """Sets the steps t >= sequence_length[b] of data (time on `axis`, 0 or 1) to `value`."""
+    inputs = [data]
+    if use_sequence_length:
+        if sequence_length is None:
+            raise ValueError("sequence_mask: use_sequence_length=True needs sequence_length")
+        inputs.append(sequence_length)
+    return invoke("sequence_mask", inputs, {"use_sequence_length": use_sequence_length,
+                                            "value": value, "axis": axis})[0]
+
+
+# -------------------------------------------------------------------------------------------
+# Layers
+# -------------------------------------------------------------------------------------------
+def _with_bias(op, data, weight, bias, no_bias):
+    """Inputs and the no_bias flag: no_bias defaults to `bias is None`."""
+    if no_bias is None:
+        no_bias = bias is None
+    if not no_bias and bias is None:
+        raise ValueError(f"{op}: no_bias=False but no bias array was given")
+    return ([data, weight] if no_bias else [data, weight, bias]), no_bias
+
+
+def fully_connected(x, weight, bias=None, num_hidden=None, no_bias=None, flatten=True):
+    """x . weight^T + bias; weight is (num_hidden, in_units). flatten=True reads x as
+    (N, prod(rest)); flatten=False applies to the last axis."""
+    inputs, no_bias = _with_bias("fully_connected", x, weight, bias, no_bias)
+    num_hidden = weight.shape[0] if num_hidden is None else num_hidden
+    return invoke("fully_connected", inputs,
+                  {"num_hidden": num_hidden, "no_bias": no_bias, "flatten": flatten})[0]
+
+
+_CHANNEL_LAST = ("NWC", "NHWC", "NDHWC")
+
+
+def convolution(data, weight, bias=None, kernel=None, stride=None, dilate=None, pad=None,
+                num_filter=None, num_group=1, workspace=None, no_bias=None, cudnn_tune=None,
+                cudnn_off=None, layout=None):
+    """N-D convolution (1-3 spatial dims) as MXNet's Convolution. kernel and num_filter default
+    to the weight's shape. workspace/cudnn_tune/cudnn_off are accepted and ignored."""
+    inputs, no_bias = _with_bias("convolution", data, weight, bias, no_bias)
+    if kernel is None:
+        kernel = weight.shape[1:-1] if layout in _CHANNEL_LAST else weight.shape[2:]
+    attrs = {"kernel": tuple(kernel), "num_filter": weight.shape[0] if num_filter is None
+             else num_filter, "num_group": num_group, "no_bias": no_bias, "layout": layout}
+    for key, value in (("stride", stride), ("dilate", dilate), ("pad", pad)):
+        if value is not None:
+            attrs[key] = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    return invoke("convolution", inputs, attrs)[0]
+
+
+def pooling(data, kernel=None, stride=None, pad=None, pool_type="max",
+            pooling_convention="valid", global_pool=False, cudnn_off=None, p_value=None,
+            count_include_pad=None, layout=None):
+    """max/avg/sum pooling over 1-3 spatial dims (channel-first layouts)."""
+    attrs = {"pool_type": pool_type, "pooling_convention": pooling_convention,
+             "global_pool": global_pool, "layout": layout}
+    for key, value in (("kernel", kernel), ("stride", stride), ("pad", pad)):
+        if value is not None:
+            attrs[key] = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if count_include_pad is not None:
+        attrs["count_include_pad"] = count_include_pad
+    if kernel is None and not global_pool:
+        raise ValueError("pooling: kernel is required unless global_pool=True")
+    return invoke("pooling", [data], attrs)[0]
+
+
+def batch_norm(x, gamma, beta, running_mean, running_var, eps=1e-3, momentum=0.9,
+               fix_gamma=True, use_global_stats=False, output_mean_var=False, axis=1,
+               cudnn_off=False, min_calib_range=None, max_calib_range=None):
+    """Batch normalisation over `axis`. In training mode (autograd.record / train_mode) it uses
+    the batch statistics and updates running_mean/running_var in place; otherwise it uses them.
+    output_mean_var=True returns [out, mean, var] (the statistics used)."""
+    outs = invoke("batch_norm", [x, gamma, beta, running_mean, running_var],
+                  {"eps": eps, "momentum": momentum, "fix_gamma": fix_gamma,
+                   "use_global_stats": use_global_stats, "axis": axis})
+    return outs if output_mean_var else outs[0]
+
+
+def dropout(data, p=0.5, mode="training", axes=None, cudnn_off=True):
+    """Zeroes each element with probability p and scales the rest by 1/(1-p), in training mode
+    (or always with mode='always'); the identity otherwise. `axes` share one draw."""
+    attrs = {"p": p, "mode": mode}
+    if axes:
+        attrs["axes"] = tuple(axes)
+    return invoke("dropout", [data], attrs)[0]
+
+
+def layer_norm(data, gamma, beta, axis=-1, eps=1e-5, output_mean_var=False):
+    """(data - mean) / sqrt(var + eps) * gamma + beta over `axis`.
+    output_mean_var=True returns [out, mean, std]."""
+    outs = invoke("layer_norm", [data, gamma, beta], {"axis": axis, "eps": eps})
+    return outs if output_mean_var else outs[0]

@@ -1,0 +1,390 @@
+"""Optimizers (MXNet's `mx.optimizer`), each step one fused update op per parameter.
+
+The Python side schedules the learning rate, applies lr_mult / wd_mult, counts updates per
+parameter and, for Adam, folds the bias correction into the learning rate; the fused ops in
+engine/src/ops/optimizer.cc do the arithmetic in place on the weight's device (formulas there).
+"""
+import math
+import pickle
+
+import numpy as _onp
+
+from .. import autograd
+from .. import numpy as np
+from .._op import invoke
+from ..ndarray import ndarray
+
+__all__ = ['Optimizer', 'SGD', 'NAG', 'Adam', 'AdamW', 'RMSProp', 'AdaGrad', 'Updater',
+           'create', 'register', 'get_updater']
+
+_REGISTRY = {}
+
+
+def register(klass):
+    """Registers an optimizer class under its lower-cased name, for create('sgd')."""
+    _REGISTRY[klass.__name__.lower()] = klass
+    return klass
+
+
+def create(name, **kwargs):
+    """Creates an optimizer by name ('sgd', 'adam', ...) with its keyword arguments."""
+    if isinstance(name, Optimizer):
+        return name
+    klass = _REGISTRY.get(str(name).lower())
+    if klass is None:
+        raise ValueError(f"Cannot find optimizer '{name}'. Known optimizers: "
+                         f"{sorted(_REGISTRY)}")
+    return klass(**kwargs)
+
+
+class Optimizer:
+    """Base class.
+
+    rescale_grad multiplies every gradient first (the Trainer sets it to 1/batch_size); then
+    clip_gradient (None: off) clips it to [-c, c]; wd is the L2 weight decay. The learning rate
+    is `learning_rate`, or lr_scheduler(num_update) when a scheduler is given. param_dict maps an
+    index to its Parameter, whose lr_mult / wd_mult scale lr and wd. multi_precision keeps a
+    float32 master copy of float16 weights and updates that.
+    """
+
+    def __init__(self, rescale_grad=1.0, param_idx2name=None, wd=0.0, clip_gradient=None,
+                 learning_rate=None, lr_scheduler=None, begin_num_update=0,
+                 multi_precision=False, param_dict=None, aggregate_num=None,
+                 use_fused_step=None, **kwargs):
+        if kwargs:
+            raise TypeError(f"{type(self).__name__} got unexpected optimizer parameter(s) "
+                            f"{sorted(kwargs)}")
+        self.rescale_grad = rescale_grad
+        self.lr_scheduler = lr_scheduler
+        if learning_rate is None:
+            learning_rate = 0.01 if lr_scheduler is None else lr_scheduler.base_lr
+        if lr_scheduler is not None:
+            lr_scheduler.base_lr = learning_rate
+        self.lr = learning_rate
+        self.wd = wd
+        self.clip_gradient = clip_gradient
+        self.multi_precision = multi_precision
+        self.begin_num_update = begin_num_update
+        self.num_update = begin_num_update
+        self.aggregate_num = aggregate_num or 1
+        self.param_dict = param_dict if param_dict is not None else {}
+        self.idx2name = dict(param_idx2name or {})
+        # Per device (updater) counts, as MXNet: copies of one parameter on several devices are
+        # updated once per step each, which must count as one update.
+        self._all_index_update_counts = {0: {}}
+        self._index_update_count = self._all_index_update_counts[0]
+        self.lr_mult = {}
+        self.wd_mult = {}
+
+    @property
+    def learning_rate(self):
+        if self.lr_scheduler is not None:
+            return self.lr_scheduler(self.num_update)
+        return self.lr
+
+    def set_learning_rate(self, lr):
+        if self.lr_scheduler is not None:
+            raise UserWarning("LRScheduler of the optimizer has already been defined. Note that "
+                              "set_learning_rate can mutate the value of the learning rate of "
+                              "the optimizer only when the LRScheduler of the optimizer is "
+                              "undefined.")
+        self.lr = lr
+
+    def set_lr_mult(self, args_lr_mult):
+        self.lr_mult = dict(args_lr_mult)
+
+    def set_wd_mult(self, args_wd_mult):
+        self.wd_mult = dict(args_wd_mult)
+
+    def _set_current_context(self, device_key):
+        self._index_update_count = self._all_index_update_counts.setdefault(device_key, {})
+
+    def _update_count(self, index):
+        count = self._index_update_count.get(index, self.begin_num_update) + 1
+        self._index_update_count[index] = count
+        self.num_update = max(count, self.num_update)
+
+    def _get_lr(self, index):
+        lr = self.learning_rate
+        if index in self.param_dict:
+            lr *= self.param_dict[index].lr_mult
+        elif index in self.lr_mult:
+            lr *= self.lr_mult[index]
+        elif index in self.idx2name:
+            lr *= self.lr_mult.get(self.idx2name[index], 1.0)
+        return lr
+
+    def _get_wd(self, index):
+        wd = self.wd
+        if index in self.param_dict:
+            wd *= self.param_dict[index].wd_mult
+        elif index in self.wd_mult:
+            wd *= self.wd_mult[index]
+        elif index in self.idx2name:
+            wd *= self.wd_mult.get(self.idx2name[index], 1.0)
+        return wd
+
+    def _common_attrs(self, index):
+        return dict(lr=self._get_lr(index), wd=self._get_wd(index),
+                    rescale_grad=self.rescale_grad,
+                    clip_gradient=-1.0 if self.clip_gradient is None else self.clip_gradient)
+
+    # ---- states and steps ---------------------------------------------------------------------
+
+    def create_state(self, index, weight):
+        """The optimizer state for one weight (None, an array, or a tuple of arrays)."""
+        return None
+
+    def _uses_master_copy(self, weight):
+        return self.multi_precision and weight.dtype == _onp.float16
+
+    def create_state_multi_precision(self, index, weight):
+        if self._uses_master_copy(weight):
+            master = weight.astype('float32')
+            return master, self.create_state(index, master)
+        return self.create_state(index, weight)
+
+    def step(self, index, weight, grad, state):
+        """Updates `weight` in place (the update count is already advanced)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement step")
+
+    def update(self, indices, weights, grads, states):
+        for index, weight, grad, state in zip(indices, weights, grads, states):
+            self._update_count(index)
+            self.step(index, weight, grad, state)
+
+    def update_multi_precision(self, indices, weights, grads, states):
+        with autograd.pause():
+            for index, weight, grad, state in zip(indices, weights, grads, states):
+                self._update_count(index)
+                if self._uses_master_copy(weight):
+                    master, inner = state
+                    self.step(index, master, grad.astype('float32'), inner)
+                    weight[:] = master.astype(weight.dtype)
+                else:
+                    self.step(index, weight, grad, state)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state['param_dict'] = {}  # Parameters hold device arrays; the Trainer re-attaches them
+        return state
+
+
+def _zeros_like(weight):
+    return np.zeros(weight.shape, dtype=weight.dtype, device=weight.device)
+
+
+@register
+class SGD(Optimizer):
+    """SGD with optional momentum: mom = momentum*mom - lr*(grad + wd*w); w += mom."""
+
+    def __init__(self, learning_rate=0.1, momentum=0.0, lazy_update=False, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.momentum = momentum
+
+    def create_state(self, index, weight):
+        return _zeros_like(weight) if self.momentum != 0.0 else None
+
+    def step(self, index, weight, grad, state):
+        attrs = self._common_attrs(index)
+        if state is None:
+            invoke('sgd_update', [weight, grad], attrs)
+        else:
+            invoke('sgd_mom_update', [weight, grad, state], dict(attrs, momentum=self.momentum))
+
+
+@register
+class NAG(Optimizer):
+    """Nesterov accelerated SGD."""
+
+    def __init__(self, learning_rate=0.1, momentum=0.9, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.momentum = momentum
+
+    def create_state(self, index, weight):
+        return _zeros_like(weight)
+
+    def step(self, index, weight, grad, state):
+        invoke('nag_mom_update', [weight, grad, state],
+               dict(self._common_attrs(index), momentum=self.momentum))
+
+
+@register
+class Adam(Optimizer):
+    """Adam; the bias correction sqrt(1-beta2^t)/(1-beta1^t) is folded into the learning rate."""
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
+                 lazy_update=False, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.beta1 = beta1
+        self.beta2 = beta2
+        self.epsilon = epsilon
+
+    def create_state(self, index, weight):
+        return _zeros_like(weight), _zeros_like(weight)
+
+    def step(self, index, weight, grad, state):
+        t = self._index_update_count[index]
+        attrs = self._common_attrs(index)
+        attrs['lr'] *= math.sqrt(1.0 - self.beta2 ** t) / (1.0 - self.beta1 ** t)
+        mean, var = state
+        invoke('adam_update', [weight, grad, mean, var],
+               dict(attrs, beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon))
+
+
+@register
+class AdamW(Optimizer):
+    """Adam with decoupled weight decay (MXNet's form):
+    w -= lr_t * (mean / (sqrt(var) + eps) + wd*w), lr_t = lr * sqrt(1-beta2^t)/(1-beta1^t)
+    (lr_t = lr without correct_bias)."""
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-6,
+                 correct_bias=True, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.beta1 = beta1
+        self.beta2 = beta2
+        self.epsilon = epsilon
+        self.correct_bias = correct_bias
+
+    def create_state(self, index, weight):
+        return _zeros_like(weight), _zeros_like(weight)
+
+    def step(self, index, weight, grad, state):
+        t = self._index_update_count[index]
+        attrs = self._common_attrs(index)
+        lr = attrs['lr']
+        if self.correct_bias:
+            lr *= math.sqrt(1.0 - self.beta2 ** t) / (1.0 - self.beta1 ** t)
+        # The op computes w -= eta * (lr * mean/(sqrt(var)+eps) + wd*w): eta carries the rate.
+        mean, var = state
+        invoke('adamw_update', [weight, grad, mean, var],
+               dict(attrs, lr=1.0, eta=lr, beta1=self.beta1, beta2=self.beta2,
+                    epsilon=self.epsilon))
+
+
+@register
+class RMSProp(Optimizer):
+    """RMSProp. Plain: n = rho*n + (1-rho)*g^2; w -= lr*g/(sqrt(n)+eps). centered=True (Graves'
+    variant) also tracks the mean gradient and uses momentum:
+    delta = momentum*delta - lr*g/sqrt(n - mean^2 + eps); w += delta."""
+
+    def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.9, epsilon=1e-8, centered=False,
+                 clip_weights=None, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.rho = rho
+        self.momentum = momentum
+        self.epsilon = epsilon
+        self.centered = centered
+        self.clip_weights = clip_weights
+
+    def create_state(self, index, weight):
+        if self.centered:
+            return _zeros_like(weight), _zeros_like(weight), _zeros_like(weight)
+        return _zeros_like(weight)
+
+    def step(self, index, weight, grad, state):
+        attrs = self._common_attrs(index)
+        if not self.centered:
+            invoke('rmsprop_update', [weight, grad, state],
+                   dict(attrs, rho=self.rho, epsilon=self.epsilon,
+                        clip_weights=-1.0 if self.clip_weights is None else self.clip_weights))
+            return
+        n, mean, delta = state
+        g = grad * self.rescale_grad
+        if self.clip_gradient is not None:
+            g = np.clip(g, -self.clip_gradient, self.clip_gradient)
+        g = g + attrs['wd'] * weight
+        n[:] = self.rho * n + (1 - self.rho) * g * g
+        mean[:] = self.rho * mean + (1 - self.rho) * g
+        delta[:] = self.momentum * delta - attrs['lr'] * g / np.sqrt(n - mean * mean +
+                                                                      self.epsilon)
+        new_weight = weight + delta
+        if self.clip_weights is not None:
+            new_weight = np.clip(new_weight, -self.clip_weights, self.clip_weights)
+        weight[:] = new_weight
+
+
+@register
+class AdaGrad(Optimizer):
+    """AdaGrad: history += g^2; w -= lr * g / (sqrt(history) + eps)."""
+
+    def __init__(self, learning_rate=0.01, epsilon=1e-6, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.epsilon = epsilon
+
+    def create_state(self, index, weight):
+        return _zeros_like(weight)
+
+    def step(self, index, weight, grad, state):
+        invoke('adagrad_update', [weight, grad, state],
+               dict(self._common_attrs(index), epsilon=self.epsilon))
+
+
+# ---- Updater ----------------------------------------------------------------------------------
+
+def _to_host(state):
+    if isinstance(state, ndarray):
+        return ('array', state.asnumpy())
+    if isinstance(state, (list, tuple)):
+        return ('tuple', [_to_host(s) for s in state])
+    return ('value', state)
+
+
+def _to_device(state, device):
+    kind, value = state
+    if kind == 'array':
+        return np.array(value, dtype=value.dtype, device=device)
+    if kind == 'tuple':
+        return tuple(_to_device(s, device) for s in value)
+    return value
+
+
+class Updater:
+    """Applies an optimizer to (index, grad, weight) triples, creating states lazily.
+
+    One Updater serves one device; its states live on that device.
+    """
+
+    _next_key = 0
+
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+        self.states = {}
+        self._host_states = {}  # loaded by set_states, moved to the weight's device on use
+        Updater._next_key += 1
+        self._key = Updater._next_key
+
+    def __call__(self, index, grad, weight):
+        indices = index if isinstance(index, (list, tuple)) else [index]
+        grads = grad if isinstance(grad, (list, tuple)) else [grad]
+        weights = weight if isinstance(weight, (list, tuple)) else [weight]
+        for i, w in zip(indices, weights):
+            if i in self._host_states:
+                self.states[i] = _to_device(self._host_states.pop(i), w.device)
+            elif i not in self.states:
+                with autograd.pause():
+                    self.states[i] = self.optimizer.create_state_multi_precision(i, w)
+        self.optimizer._set_current_context(self._key)
+        self.optimizer.update_multi_precision(indices, weights, grads,
+                                              [self.states[i] for i in indices])
+
+    def get_states(self, dump_optimizer=False):
+        """Pickled states (as host arrays), with the optimizer when dump_optimizer."""
+        states = {i: _to_host(s) for i, s in self.states.items()}
+        states.update(self._host_states)
+        return pickle.dumps((states, self.optimizer) if dump_optimizer else states)
+
+    def set_states(self, blob):
+        """Restores states from get_states(); an included optimizer replaces the current one."""
+        loaded = pickle.loads(blob)
+        if isinstance(loaded, tuple) and len(loaded) == 2:
+            loaded, optimizer = loaded
+            optimizer.param_dict = self.optimizer.param_dict
+            self.optimizer = optimizer
+        self.states = {}
+        self._host_states = dict(loaded)
+
+
+def get_updater(optimizer):
+    """An Updater for `optimizer`."""
+    return Updater(optimizer)

@@ -1,0 +1,40 @@
+"""Shared fixtures: a printed seed for every test, npx.waitall() after each module, and the
+`device` fixture that runs a test on the CPU and, when one is visible, on a GPU.
+
+    from conftest import requires_gpu          # mark GPU-only tests
+    def test_x(device): ...                    # runs on cpu(0), and gpu(0) when there is one
+"""
+import os
+import random
+
+import numpy as onp
+import pytest
+
+import pymx
+from pymx import npx
+from pymx._c import core as _core
+
+# Computed once; every GPU test in the suite skips through this marker.
+requires_gpu = pytest.mark.skipif(pymx.device.num_gpus() == 0, reason="no GPU visible")
+
+
+@pytest.fixture(autouse=True)
+def seed():
+    """Seeds Python, NumPy and pymx; set PYMX_TEST_SEED to reproduce a failure."""
+    value = int(os.environ.get("PYMX_TEST_SEED", random.SystemRandom().randrange(2**31)))
+    print(f"\nPYMX_TEST_SEED={value}")
+    random.seed(value)
+    onp.random.seed(value)
+    _core.random_seed(value)
+    return value
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _wait_for_module_work():
+    yield
+    npx.waitall()
+
+
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=requires_gpu)])
+def device(request):
+    return pymx.device.Device(request.param, 0)

@@ -1,0 +1,227 @@
+"""Optimizers against NumPy reference updates, lr schedulers, kvstore and Trainer."""
+import math
+
+import numpy as onp
+import pytest
+
+from pymx import autograd, cpu, kvstore, lr_scheduler, np, optimizer as opt
+from pymx.gluon import Parameter, Trainer, nn
+
+
+def _clip(g, c):
+    return g if c is None else onp.clip(g, -c, c)
+
+
+def ref_sgd(w, g, s, t, lr, wd, rescale, clip, momentum=0.0):
+    r = _clip(rescale * g, clip)
+    if momentum == 0.0:
+        return (1 - lr * wd) * w - lr * r, s
+    mom = momentum * s[0] - lr * wd * w - lr * r
+    return w + mom, [mom]
+
+
+def ref_nag(w, g, s, t, lr, wd, rescale, clip, momentum=0.9):
+    g = _clip(rescale * g, clip) + wd * w
+    mom = momentum * s[0] + g
+    return w - lr * (g + momentum * mom), [mom]
+
+
+def ref_adam(w, g, s, t, lr, wd, rescale, clip, beta1=0.9, beta2=0.999, epsilon=1e-8):
+    g = _clip(rescale * g + wd * w, clip)
+    mean = beta1 * s[0] + (1 - beta1) * g
+    var = beta2 * s[1] + (1 - beta2) * g * g
+    lr_t = lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+    return w - lr_t * mean / (onp.sqrt(var) + epsilon), [mean, var]
+
+
+def ref_adamw(w, g, s, t, lr, wd, rescale, clip, beta1=0.9, beta2=0.999, epsilon=1e-6):
+    g = _clip(rescale * g, clip)
+    mean = beta1 * s[0] + (1 - beta1) * g
+    var = beta2 * s[1] + (1 - beta2) * g * g
+    lr_t = lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+    return w - lr_t * (mean / (onp.sqrt(var) + epsilon) + wd * w), [mean, var]
+
+
+def ref_rmsprop(w, g, s, t, lr, wd, rescale, clip, rho=0.9, epsilon=1e-8):
+    g = _clip(rescale * g, clip) + wd * w
+    n = rho * s[0] + (1 - rho) * g * g
+    return w - lr * g / (onp.sqrt(n) + epsilon), [n]
+
+
+def ref_rmsprop_centered(w, g, s, t, lr, wd, rescale, clip, rho=0.9, momentum=0.9,
+                         epsilon=1e-8):
+    g = _clip(rescale * g, clip) + wd * w
+    n = rho * s[0] + (1 - rho) * g * g
+    mean = rho * s[1] + (1 - rho) * g
+    delta = momentum * s[2] - lr * g / onp.sqrt(n - mean * mean + epsilon)
+    return w + delta, [n, mean, delta]
+
+
+def ref_adagrad(w, g, s, t, lr, wd, rescale, clip, epsilon=1e-6):
+    g = _clip(rescale * g, clip) + wd * w
+    h = s[0] + g * g
+    return w - lr * g / (onp.sqrt(h) + epsilon), [h]
+
+
+CASES = [
+    ('sgd', dict(learning_rate=0.1), ref_sgd, {}, 0),
+    ('sgd', dict(learning_rate=0.1, momentum=0.9, wd=0.01, clip_gradient=0.5), ref_sgd,
+     dict(momentum=0.9), 1),
+    ('nag', dict(learning_rate=0.05, momentum=0.8, wd=0.01), ref_nag, dict(momentum=0.8), 1),
+    ('adam', dict(learning_rate=0.01, wd=0.001, clip_gradient=1.0), ref_adam, {}, 2),
+    ('adamw', dict(learning_rate=0.01, wd=0.1), ref_adamw, {}, 2),
+    ('rmsprop', dict(learning_rate=0.01, rho=0.8), ref_rmsprop, dict(rho=0.8), 1),
+    ('rmsprop', dict(learning_rate=0.01, centered=True, momentum=0.5), ref_rmsprop_centered,
+     dict(momentum=0.5), 3),
+    ('adagrad', dict(learning_rate=0.1, wd=0.01), ref_adagrad, {}, 1),
+]
+
+
+@pytest.mark.parametrize('name,kwargs,ref,ref_kwargs,num_states', CASES,
+                         ids=[f'{c[0]}{i}' for i, c in enumerate(CASES)])
+def test_optimizer_matches_numpy(name, kwargs, ref, ref_kwargs, num_states):
+    rng = onp.random.default_rng(0)
+    optimizer = opt.create(name, rescale_grad=0.5, **kwargs)
+    updater = opt.get_updater(optimizer)
+    w_ref = rng.standard_normal((3, 4))
+    weight = np.array(w_ref.astype('float32'))
+    w_ref = weight.asnumpy().astype('float64')
+    states = [onp.zeros_like(w_ref) for _ in range(num_states)]
+    for t in range(1, 4):
+        g = rng.standard_normal((3, 4)).astype('float32')
+        updater(0, np.array(g), weight)
+        w_ref, states = ref(w_ref, g.astype('float64'), states, t, kwargs['learning_rate'],
+                            kwargs.get('wd', 0.0), 0.5, kwargs.get('clip_gradient'),
+                            **ref_kwargs)
+        onp.testing.assert_allclose(weight.asnumpy(), w_ref, rtol=1e-5, atol=1e-6,
+                                    err_msg=f'step {t}')
+
+
+def test_optimizer_lr_mult_wd_mult_and_multi_precision():
+    p = Parameter('w', shape=(2,))
+    p.lr_mult, p.wd_mult = 0.5, 0.0
+    sgd = opt.SGD(learning_rate=1.0, wd=1.0, param_dict={0: p})
+    weight = np.array([1.0, 2.0])
+    opt.get_updater(sgd)(0, np.array([1.0, 1.0]), weight)
+    onp.testing.assert_allclose(weight.asnumpy(), [0.5, 1.5])  # lr 0.5, no decay
+    half = np.array([1.0, 2.0], dtype='float16')
+    mp = opt.SGD(learning_rate=1e-4, multi_precision=True)
+    updater = opt.get_updater(mp)
+    for _ in range(10):
+        updater(0, np.array([1.0, 1.0], dtype='float16'), half)
+    master = updater.states[0][0]
+    assert master.dtype == onp.float32 and half.dtype == onp.float16
+    onp.testing.assert_allclose(master.asnumpy(), [1.0 - 1e-3, 2.0 - 1e-3], rtol=1e-6)
+    with pytest.raises(TypeError, match=r"SGD got unexpected optimizer parameter\(s\) "
+                                        r"\['learning_rte'\]"):
+        opt.SGD(learning_rte=0.1)
+    with pytest.raises(ValueError, match="Cannot find optimizer 'sdg'"):
+        opt.create('sdg')
+
+
+def test_lr_schedulers():
+    factor = lr_scheduler.FactorScheduler(step=2, factor=0.5, base_lr=1.0)
+    assert [factor(t) for t in (1, 2, 3, 5, 7)] == [1.0, 1.0, 0.5, 0.25, 0.125]
+    multi = lr_scheduler.MultiFactorScheduler(step=[2, 5], factor=0.1, base_lr=1.0)
+    assert [round(multi(t), 6) for t in (1, 3, 6)] == [1.0, 0.1, 0.01]
+    poly = lr_scheduler.PolyScheduler(max_update=10, base_lr=1.0, pwr=2, final_lr=0.0)
+    assert poly(5) == pytest.approx(0.25) and poly(10) == pytest.approx(0.0)
+    cosine = lr_scheduler.CosineScheduler(max_update=10, base_lr=1.0, final_lr=0.1,
+                                          warmup_steps=2, warmup_begin_lr=0.0)
+    assert cosine(1) == pytest.approx(0.5)  # linear warm-up
+    assert cosine(2) == pytest.approx(1.0)
+    assert cosine(6) == pytest.approx(0.1 + 0.9 * (1 + math.cos(math.pi * 0.5)) / 2)
+    assert cosine(10) == pytest.approx(0.1)
+    sgd = opt.SGD(learning_rate=2.0, lr_scheduler=lr_scheduler.FactorScheduler(1, 0.5))
+    assert sgd.learning_rate == 2.0
+    with pytest.raises(UserWarning, match='LRScheduler of the optimizer has already been '
+                                          'defined'):
+        sgd.set_learning_rate(1.0)
+    with pytest.raises(ValueError, match='factor must be <= 1'):
+        lr_scheduler.FactorScheduler(step=1, factor=2.0)
+
+
+def _two_device_param(values0, values1, grads0, grads1):
+    p = Parameter('w', shape=(len(values0),))
+    p.initialize(device=[cpu(0), cpu(1)])
+    p.data(cpu(0))[:] = np.array(values0)
+    p.data(cpu(1))[:] = np.array(values1, device=cpu(1))
+    p.grad(cpu(0))[:] = np.array(grads0)
+    p.grad(cpu(1))[:] = np.array(grads1, device=cpu(1))
+    return p
+
+
+@pytest.mark.parametrize('store', ['device', 'local'])
+@pytest.mark.parametrize('on_kvstore', [False, True])
+def test_trainer_sums_gradients_across_devices(store, on_kvstore):
+    p = _two_device_param([1.0, 1.0], [1.0, 1.0], [1.0, 2.0], [3.0, 6.0])
+    trainer = Trainer([p], 'sgd', {'learning_rate': 0.5}, kvstore=store,
+                      update_on_kvstore=on_kvstore)
+    trainer.step(batch_size=4)
+    expected = onp.array([1.0, 1.0]) - 0.5 * onp.array([4.0, 8.0]) / 4
+    for data in p.list_data():
+        onp.testing.assert_allclose(data.asnumpy(), expected)
+    if not on_kvstore:
+        for grad in p.list_grad():  # the sum is written back into every device's gradient
+            onp.testing.assert_allclose(grad.asnumpy(), [4.0, 8.0])
+
+
+def test_kvstore_pushpull_and_balancing():
+    store = kvstore.create('device')
+    a = [np.array([1.0, 2.0], device=cpu(0)), np.array([3.0, 4.0], device=cpu(1))]
+    store.pushpull('k', a)
+    for arr in a:
+        onp.testing.assert_allclose(arr.asnumpy(), [4.0, 6.0])
+    big = [np.ones((100,), device=cpu(0)), np.ones((100,), device=cpu(1))]
+    store.pushpull('big', big)
+    store.pushpull('small', [np.ones((2,), device=cpu(0)), np.ones((2,), device=cpu(1))])
+    assert store._merge_device['big'] != store._merge_device['small']
+    out = [np.zeros((2,), device=cpu(0))]
+    store.init(3, np.array([7.0, 8.0]))
+    store.pull(3, out)
+    onp.testing.assert_allclose(out[0].asnumpy(), [7.0, 8.0])
+    with pytest.raises(ValueError, match="Unknown KVStore type 'nccl'"):
+        kvstore.create('nccl')
+
+
+def test_trainer_errors_and_learning_rate():
+    with pytest.raises(ValueError, match="First argument must be a list or dict of Parameters, "
+                                         "got <class 'str'>"):
+        Trainer('params', 'sgd')
+    a = Parameter('a', shape=(1,))
+    a.initialize(device=cpu(0))
+    b = Parameter('b', shape=(1,))
+    b.initialize(device=[cpu(0), cpu(1)])
+    with pytest.raises(ValueError, match=r"All Parameters must be initialized on the same set of "
+                                         r"devices, but Parameter b is initialized on \[cpu\(0\), "
+                                         r"cpu\(1\)\] while previous Parameters are initialized "
+                                         r"on \[cpu\(0\)\]"):
+        Trainer([a, b], 'sgd')
+    with pytest.raises(ValueError, match='optimizer_params must be None'):
+        Trainer([a], opt.SGD(), {'learning_rate': 0.1})
+    trainer = Trainer({'a': a}, 'sgd', {'learning_rate': 0.3})
+    assert trainer.learning_rate == 0.3
+    trainer.set_learning_rate(0.1)
+    assert trainer.learning_rate == 0.1
+
+
+def test_trainer_on_a_net_with_deferred_params_and_state_round_trip(tmp_path):
+    net = nn.Dense(2)
+    net.initialize()
+    trainer = Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.1, 'momentum': 0.9})
+    x = np.ones((4, 3))
+    for _ in range(2):
+        with autograd.record():
+            loss = net(x).sum()
+        loss.backward()
+        trainer.step(4)
+    path = str(tmp_path / 'trainer.states')
+    trainer.save_states(path)
+    saved_momentum = trainer._updaters[0].states[1].asnumpy()
+    trainer.step(4)
+    trainer.load_states(path)
+    assert trainer.learning_rate == 0.1
+    trainer.step(4)  # restored states move to the weight's device on use
+    restored = trainer._updaters[0].states[1].asnumpy()
+    grad = net.weight.grad().asnumpy()
+    onp.testing.assert_allclose(restored, 0.9 * saved_momentum - 0.1 * grad / 4, rtol=1e-5)
