@@ -3,8 +3,8 @@ imperative and hybridized, on 128x128 images as in the tutorial.
 
     python bench/leafnet_bench.py [--quick] [--seconds 3] [--json out.json]
 
-Each measurement runs warm-up steps, then repeats the step for about `seconds` and waits for the
-engine before stopping the clock. Keys are stable ("leafnet/<mode>/<impl>/b<batch>") so that
+Each measurement runs warm-up steps, then repeats the step (waiting for each step's result) for
+about `seconds`. Keys are stable ("leafnet/<mode>/<impl>/b<batch>") so that
 bench/run.py can compare them with the peers (bench/peers/leafnet_*.py). Never asserts on speed.
 """
 import argparse
@@ -62,12 +62,14 @@ def _make_net(hybridize, device):
 
 
 def _time(step, batch, seconds, warmup=2):
+    """Samples/s of `step`, which returns an array to wait on: each iteration waits for its
+    result, so the engine's queue cannot run ahead of the clock."""
     for _ in range(warmup):
-        step()
+        step().wait_to_read()
     waitall()
     iters, start = 0, time.perf_counter()
     while True:
-        step()
+        step().wait_to_read()
         iters += 1
         if time.perf_counter() - start >= seconds:
             break
@@ -90,6 +92,7 @@ def train_samples_per_s(batch, hybridize, seconds=3.0, device=None):
             loss = loss_fn(net(x), y)
         loss.backward()
         trainer.step(batch)
+        return net.dense3.weight.data()
 
     return _time(step, batch, seconds)
 

@@ -35,7 +35,8 @@ def prepare():
         # Step 6 of the crash course: train LeafNetwork once and save leaf_models.params.
         train_leaf_network(["--data-dir", args.workdir, "--output-dir", args.workdir,
                             "--train-images", str(train_images),
-                            "--epochs", "1" if args.quick else "3", "--no-progress"])
+                            "--batch-size", "4" if args.quick else "32",
+                            "--epochs", "1" if args.quick else "8", "--no-progress"])
     counts = {"train": train_images, "validation": train_images // 4, "test": train_images // 4}
     _leafdata.ensure_dataset(args.workdir, counts=counts)
     os.chdir(args.workdir)

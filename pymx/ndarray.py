@@ -352,6 +352,20 @@ def from_numpy(values, device=None, dtype=None):
     return out
 
 
+def from_dlpack(x, device=None):
+    """An array from a DLPack producer (NumPy, PyTorch, ...). A pymx array is returned as is;
+    host memory of another library is read without an intermediate copy and copied once into
+    a new pymx array on `device` (default: the current device)."""
+    if isinstance(x, ndarray):
+        return x
+    if hasattr(x, "__dlpack_device__"):
+        device_type, device_id = x.__dlpack_device__()
+        if int(device_type) not in (1, 3):  # kDLCPU, kDLCUDAHost
+            raise BufferError(f"from_dlpack reads host memory only; the producer's data is on "
+                              f"DLPack device ({int(device_type)}, {device_id})")
+    return from_numpy(_onp.from_dlpack(x), device=device)
+
+
 # Imported last: these modules import this one, so the class must exist first. pymx/__init__
 # imports this module before them, so the order is always the same.
 from pymx import numpy as _mxnp  # noqa: E402

@@ -53,8 +53,8 @@ def assert_almost_equal(a, b, rtol=None, atol=None, names=("a", "b"), equal_nan=
     worst = _onp.unravel_index(_onp.argmax(error), a_np.shape) if a_np.ndim else ()
     raise AssertionError(
         f"{int((~close).sum())} of {close.size} elements differ (rtol={rtol}, atol={atol}); "
-        f"worst at index {tuple(int(i) for i in worst)}: {names[0]}={a64[worst]!r}, "
-        f"{names[1]}={b64[worst]!r}\n{names[0]}: {a_np}\n{names[1]}: {b_np}")
+        f"worst at index {tuple(int(i) for i in worst)}: {names[0]}={float(a64[worst])!r}, "
+        f"{names[1]}={float(b64[worst])!r}\n{names[0]}: {a_np}\n{names[1]}: {b_np}")
 
 
 def same(a, b):

@@ -86,7 +86,7 @@ def main():
     parser.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args()
     print(json.dumps({"impl": f"mxnet-1.9.1 hybridize={args.hybridize}", "mode": args.mode,
-                      "batch": args.batch, "samples_per_s": measure(args)}))
+                      "batch": args.batch, "value": measure(args), "unit": "samples/s"}))
 
 
 if __name__ == "__main__":

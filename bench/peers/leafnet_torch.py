@@ -76,7 +76,7 @@ def main():
         torch.set_num_threads(args.threads)
     name = "torch eager" + (" channels_last" if args.channels_last else "")
     print(json.dumps({"impl": name, "mode": args.mode, "batch": args.batch,
-                      "samples_per_s": measure(args)}))
+                      "value": measure(args), "unit": "samples/s"}))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ def main():
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     print(json.dumps({"impl": args.framework, "device": args.device,
-                      "us_per_op": run(args.framework, args.ops, args.device)}))
+                      "value": run(args.framework, args.ops, args.device), "unit": "us/op"}))
 
 
 if __name__ == "__main__":

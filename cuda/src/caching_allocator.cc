@@ -105,15 +105,20 @@ class DeviceCache {
  private:
   // A block of exactly `rounded` bytes that is safe to use on `stream`, or nullptr.
   void* take_cached(size_t rounded, void* stream) {
+    // Blocks of one size sit in free order, and work finishes roughly in that order too: once
+    // one pending event is not done, later ones are not queried (each query is a driver call).
     auto range = cache_.equal_range(rounded);
     auto chosen = cache_.end();
+    bool seen_pending = false;
     for (auto it = range.first; it != range.second; ++it) {
       const CachedBlock& block = it->second;
       if (block.event == nullptr || (stream != nullptr && block.stream == stream)) {
         chosen = it;
         break;
       }
-      if (chosen == cache_.end() && event_done(block.event)) chosen = it;
+      if (chosen == cache_.end() && !seen_pending) {
+        if (event_done(block.event)) chosen = it; else seen_pending = true;
+      }
     }
     if (chosen == cache_.end()) return nullptr;
     void* ptr = chosen->second.ptr;

@@ -30,6 +30,7 @@ int device_count() {
     throw_cuda_error(err, "cudaGetDeviceCount(&count)", __FILE__, __LINE__);
   }
   cached = count;
+  if (count > 0) register_kernels();  // a GPU is about to be used: check the kernel table once
   return cached;
 }
 

@@ -49,8 +49,14 @@ NDArray filled_like(const NDArray& like, const char* op_name) {
   return invoke(op_registry::get(op_name), {}, attrs, like.device())[0];
 }
 
-// Sum of gradients arriving at one output of a node.
-void accumulate(NDArray* slot, const NDArray& grad) {
+// Adds `grad` to the gradient arriving at an output of shape `shape`. A consumer that read the
+// output through a view of another shape (same size) sends a gradient of the view's shape.
+void accumulate(NDArray* slot, NDArray grad, const Shape& shape) {
+  if (grad.shape() != shape) {
+    PMX_CHECK(shape_size(grad.shape()) == shape_size(shape), "backward: a gradient of shape ",
+              shape_str(grad.shape()), " reached an array of shape ", shape_str(shape));
+    grad = grad.reshape_view(shape);
+  }
   *slot = slot->is_none() ? grad : invoke("add", {*slot, grad})[0];
 }
 
@@ -101,10 +107,15 @@ std::unordered_map<const Node*, NDArray> run_backward(const std::vector<NDArray>
   const std::vector<std::shared_ptr<Node>> order = topological_order(roots);
   // Gradients arriving at each output of each node, summed.
   std::unordered_map<const Node*, std::vector<NDArray>> out_grads;
-  auto slots_of = [&out_grads](const Node& node) -> std::vector<NDArray>& {
+  // Sends `grad` to output `index` of `node`.
+  auto send = [&out_grads](const Node& node, uint32_t index, const NDArray& grad) {
+    PMX_CHECK(!node.freed, kNotInGraph);
     std::vector<NDArray>& slots = out_grads[&node];
     if (slots.empty()) slots.resize(node.is_variable() ? 1 : node.outputs.size());
-    return slots;
+    PMX_ASSERT(index < slots.size(), "autograd entry index ", index, " of a node with ",
+               slots.size(), " outputs");
+    accumulate(&slots[index], grad,
+               node.is_variable() ? node.grad.shape() : node.outputs[index].shape());
   };
 
   for (size_t i = 0; i < heads.size(); ++i) {
@@ -119,7 +130,7 @@ std::unordered_map<const Node*, NDArray> run_backward(const std::vector<NDArray>
       PMX_CHECK(head_grad.device() == head.device(), "backward: head gradient ", i, " is on ",
                 head_grad.device().str(), " but head ", i, " is on ", head.device().str());
     }
-    accumulate(&slots_of(*roots[i])[head.autograd_entry().index], head_grad);
+    send(*roots[i], head.autograd_entry().index, head_grad);
   }
 
   std::unordered_map<const Node*, NDArray> variable_grads;
@@ -133,7 +144,6 @@ std::unordered_map<const Node*, NDArray> run_backward(const std::vector<NDArray>
       variable_grads[&node] = ograds[0];
       continue;
     }
-    PMX_CHECK(!node.freed, kNotInGraph);
     PMX_CHECK(node.op->gradient, "operator '", node.op->name,
               "' is not differentiable, but a gradient was requested through it");
     for (size_t k = 0; k < ograds.size(); ++k)
@@ -149,7 +159,7 @@ std::unordered_map<const Node*, NDArray> run_backward(const std::vector<NDArray>
       PMX_ASSERT(igrads[k].shape() == node.inputs[k].shape(), "gradient of '", node.op->name,
                  "' for input ", k, " has shape ", shape_str(igrads[k].shape()),
                  " but the input has shape ", shape_str(node.inputs[k].shape()));
-      accumulate(&slots_of(*entry.node)[entry.index], igrads[k]);
+      send(*entry.node, entry.index, igrads[k]);
     }
   }
 

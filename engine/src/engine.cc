@@ -37,6 +37,10 @@ bool Engine::on_worker_thread() { return t_on_worker_thread; }
 void Engine::push_sync(SyncFn fn, Device device, std::vector<VarHandle> reads,
                        std::vector<VarHandle> writes, FnProperty prop, int priority,
                        const char* name) {
+  if (auto* engine = dynamic_cast<EngineBase*>(this)) {
+    engine->push_sync_fn(std::move(fn), device, reads, writes, prop, name);
+    return;
+  }
   // An exception from fn propagates out of the AsyncFn, which the engines treat as the op's
   // failure (on_complete is then never called).
   push_async(

@@ -15,6 +15,10 @@ constexpr int kMaxGpuDevices = 64;
 
 class EngineBase : public Engine {
  public:
+  // push_sync without wrapping `fn` in an AsyncFn (saves an allocation per op). `reads` and
+  // `writes` are deduplicated in place.
+  virtual void push_sync_fn(SyncFn fn, Device device, std::vector<VarHandle>& reads,
+                            std::vector<VarHandle>& writes, FnProperty prop, const char* name) = 0;
   // Process exit (registered with atexit for the singleton): finishes pending work, joins the
   // workers; ops pushed afterwards run on the pushing thread. See Note [Engine shutdown].
   virtual void shutdown_at_exit() = 0;

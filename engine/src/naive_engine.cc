@@ -30,17 +30,17 @@ class NaiveEngine final : public EngineBase {
   void push_async(AsyncFn fn, Device device, std::vector<VarHandle> reads,
                   std::vector<VarHandle> writes, FnProperty prop, int priority,
                   const char* name) override {
-    check_engine_device(device);
-    deduplicate_vars(&reads, &writes);
-    std::shared_ptr<ErrorBox> box;
-    for (const std::vector<Var*>* vars : {&reads, &writes})
-      for (Var* var : *vars)
-        if (!box && errors_.pending(var->error_box())) box = var->error_box();
-    bool skip = box && prop != FnProperty::kNoSkip && prop != FnProperty::kDeleteVar;
-    if (!skip) {
-      if (std::exception_ptr error = run(fn, device)) box = errors_.add(std::move(error));
-    }
-    for (Var* var : writes) var->finish_write_serial(box);
+    push_serial(fn, device, reads, writes, prop);
+  }
+
+  void push_sync_fn(SyncFn fn, Device device, std::vector<VarHandle>& reads,
+                    std::vector<VarHandle>& writes, FnProperty prop, const char* name) override {
+    push_serial(
+        [&fn](RunContext ctx, OnComplete done) {
+          fn(ctx);
+          done();
+        },
+        device, reads, writes, prop);
   }
 
   void delete_var(SyncFn on_deleted, Device device, VarHandle var) override {
@@ -89,6 +89,21 @@ class NaiveEngine final : public EngineBase {
   }
 
  private:
+  void push_serial(const AsyncFn& fn, Device device, std::vector<VarHandle>& reads,
+                   std::vector<VarHandle>& writes, FnProperty prop) {
+    check_engine_device(device);
+    deduplicate_vars(&reads, &writes);
+    std::shared_ptr<ErrorBox> box;
+    for (const std::vector<Var*>* vars : {&reads, &writes})
+      for (Var* var : *vars)
+        if (!box && errors_.pending(var->error_box())) box = var->error_box();
+    bool skip = box && prop != FnProperty::kNoSkip && prop != FnProperty::kDeleteVar;
+    if (!skip) {
+      if (std::exception_ptr error = run(fn, device)) box = errors_.add(std::move(error));
+    }
+    for (Var* var : writes) var->finish_write_serial(box);
+  }
+
   // Runs `fn` on this thread and waits for its on_complete (an async fn may call it from
   // another thread). GPU ops run on one stream per device, synchronised afterwards.
   std::exception_ptr run(const AsyncFn& fn, Device device) {

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "engine_impl.h"
+#include "engine_object_pool.h"
 #include "pymx/gpu.h"
 #include "var.h"
 #include "worker_pool.h"
@@ -87,13 +88,13 @@ class ThreadedEngine final : public EngineBase {
     // Vars the owner never deleted: nothing is queued on them any more.
     for (Var* var = live_vars_; var != nullptr;) {
       Var* next = var->next_live;
-      delete var;
+      ObjectPool<Var>::destroy(var);
       var = next;
     }
   }
 
   VarHandle new_var() override {
-    Var* var = new Var;
+    Var* var = ObjectPool<Var>::create();
     std::lock_guard<std::mutex> lock(registry_mu_);
     var->next_live = live_vars_;
     if (live_vars_ != nullptr) live_vars_->prev_live = var;
@@ -104,26 +105,30 @@ class ThreadedEngine final : public EngineBase {
   void push_async(AsyncFn fn, Device device, std::vector<VarHandle> reads,
                   std::vector<VarHandle> writes, FnProperty prop, int priority,
                   const char* name) override {
-    ensure_pool(device);
-    deduplicate_vars(&reads, &writes);
-    Op* op = new Op;
+    Op* op = new_op(device, reads, writes, prop, name);
     op->fn = std::move(fn);
-    op->reads = std::move(reads);
-    op->writes = std::move(writes);
-    op->device = device;
-    op->prop = prop;
-    op->name = name;
+    push(op);
+  }
+
+  void push_sync_fn(SyncFn fn, Device device, std::vector<VarHandle>& reads,
+                    std::vector<VarHandle>& writes, FnProperty prop, const char* name) override {
+    Op* op = new_op(device, reads, writes, prop, name);
+    op->is_sync = true;
+    op->sync_fn = std::move(fn);
     push(op);
   }
 
   void delete_var(SyncFn on_deleted, Device device, VarHandle var) override {
     PMX_CHECK(var != nullptr, "delete_var: the var is null");
-    push_async(
-        [on_deleted = std::move(on_deleted)](RunContext ctx, OnComplete done) {
-          if (on_deleted) on_deleted(ctx);
-          done();
-        },
-        device, {}, {var}, FnProperty::kDeleteVar, 0, "delete_var");
+    ensure_pool(device);
+    Op* op = ObjectPool<Op>::create();
+    op->writes.assign_one(var);
+    op->device = device;
+    op->prop = FnProperty::kDeleteVar;
+    op->name = "delete_var";
+    op->is_sync = true;
+    op->sync_fn = std::move(on_deleted);
+    push(op);
   }
 
   void wait_for_var(VarHandle var) override {
@@ -138,13 +143,14 @@ class ThreadedEngine final : public EngineBase {
         bool done = false;
       } waiter;
       // A read of the var that runs on whichever thread readies it (Op::is_wait).
-      Op* op = new Op;
-      op->fn = [&waiter](RunContext, OnComplete) {
+      Op* op = ObjectPool<Op>::create();
+      op->is_sync = true;
+      op->sync_fn = [&waiter](RunContext) {
         std::lock_guard<std::mutex> lock(waiter.mu);
         waiter.done = true;
         waiter.cv.notify_all();  // under the lock: the waiter cannot leave before we are done
       };
-      op->reads.push_back(var);
+      op->reads.assign_one(var);
       op->is_wait = true;
       op->name = "wait_for_var";
       push(op);
@@ -309,6 +315,19 @@ class ThreadedEngine final : public EngineBase {
     return pools->compute.get();
   }
 
+  Op* new_op(Device device, std::vector<VarHandle>& reads, std::vector<VarHandle>& writes,
+             FnProperty prop, const char* name) {
+    ensure_pool(device);
+    deduplicate_vars(&reads, &writes);
+    Op* op = ObjectPool<Op>::create();
+    op->reads.assign(reads);
+    op->writes.assign(writes);
+    op->device = device;
+    op->prop = prop;
+    op->name = name;
+    return op;
+  }
+
   void push(Op* op) {
     // One count per var plus one held by this call, so the op cannot start (and be freed)
     // while it is still being linked into its vars.
@@ -324,7 +343,7 @@ class ThreadedEngine final : public EngineBase {
 
   void dispatch(Op* op) {
     if (op->is_wait) {  // wakes the waiting thread; too small to be worth a worker
-      op->fn(RunContext{op->device, nullptr}, OnComplete());
+      op->sync_fn(RunContext{op->device, nullptr});
       complete(op, nullptr);
       return;
     }
@@ -343,7 +362,7 @@ class ThreadedEngine final : public EngineBase {
   // Runs on a worker (or inline after shutdown): skip or run the op, then complete it (sync
   // ops; async ops complete through on_complete).
   void execute(Op* op, RunContext ctx) {
-    for (const std::vector<Var*>* vars : {&op->reads, &op->writes}) {
+    for (const VarList* vars : {&op->reads, &op->writes}) {
       for (Var* var : *vars) {
         if (op->error) break;
         const std::shared_ptr<ErrorBox>& box = var->error_box_unlocked();
@@ -358,10 +377,16 @@ class ThreadedEngine final : public EngineBase {
     try {
       wait_for_events(*op, ctx.stream);
       op->stream = ctx.stream;
-      op->fn(ctx, OnComplete([this, op](std::exception_ptr error) { complete(op, std::move(error)); }));
+      if (!op->is_sync) {
+        op->fn(ctx, OnComplete([this, op](std::exception_ptr error) { complete(op, std::move(error)); }));
+        return;
+      }
+      if (op->sync_fn) op->sync_fn(ctx);
     } catch (...) {
       complete(op, std::current_exception());
+      return;
     }
+    complete(op, nullptr);
   }
 
   // See Note [GPU completion by events].
@@ -411,7 +436,7 @@ class ThreadedEngine final : public EngineBase {
         unblocked.for_each(ready);
       }
     }
-    delete op;  // destroys fn on this thread
+    ObjectPool<Op>::destroy(op);  // destroys fn on this thread
     if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
         all_waiters_.load(std::memory_order_seq_cst) > 0) {
       std::lock_guard<std::mutex> lock(finished_mu_);
@@ -426,7 +451,7 @@ class ThreadedEngine final : public EngineBase {
       if (var->next_live != nullptr) var->next_live->prev_live = var->prev_live;
       if (live_vars_ == var) live_vars_ = var->next_live;
     }
-    delete var;
+    ObjectPool<Var>::destroy(var);
   }
 
   void wait_pending() {

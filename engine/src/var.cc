@@ -3,15 +3,17 @@
 
 #include <algorithm>
 
+#include "engine_object_pool.h"
+
 namespace pymx {
 
-Var::Var() : head_(new VarBlock) {}
+Var::Var() : head_(ObjectPool<VarBlock>::create()) {}
 
 Var::~Var() {
   // Only a var with nothing queued is freed (after its deletion op), so the queue is the
   // sentinel plus, at most, the deletion's own finished block.
-  if (pending_write_ != nullptr && pending_write_ != head_) delete pending_write_;
-  delete head_;
+  if (pending_write_ != nullptr && pending_write_ != head_) ObjectPool<VarBlock>::destroy(pending_write_);
+  ObjectPool<VarBlock>::destroy(head_);
 }
 
 bool Var::append_read(Op* op) {
@@ -23,7 +25,7 @@ bool Var::append_read(Op* op) {
   }
   head_->trigger = op;
   head_->write = false;
-  head_->next = new VarBlock;
+  head_->next = ObjectPool<VarBlock>::create();
   head_ = head_->next;  // STATE CHANGE: queued behind pending_write_
   return false;
 }
@@ -33,7 +35,7 @@ bool Var::append_write(Op* op) {
   VarBlock* block = head_;
   block->trigger = op;
   block->write = true;
-  block->next = new VarBlock;
+  block->next = ObjectPool<VarBlock>::create();
   head_ = block->next;  // STATE CHANGE: queued
   if (pending_write_ != nullptr) return false;
   pending_write_ = block;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pymx/base.h"
+#include "engine_object_pool.h"
 #include "pymx/engine.h"
 
 namespace pymx {
@@ -51,11 +52,11 @@ struct Unblocked {
 
   template <typename F>
   void for_each(F&& f) {
-    delete finished;
+    ObjectPool<VarBlock>::destroy(finished);
     for (VarBlock* block = first_read; block != end_of_reads;) {
       VarBlock* next = block->next;
       Op* op = block->trigger;
-      delete block;
+      ObjectPool<VarBlock>::destroy(block);
       f(op);
       block = next;
     }
@@ -136,11 +137,44 @@ class Var {
   Var* next_live = nullptr;
 };
 
+// The deduplicated vars of one op, stored in the op (a few inline, more on the heap), so the
+// caller's vectors are freed on the pushing thread.
+class VarList {
+ public:
+  VarList() = default;
+  VarList(const VarList&) = delete;
+  VarList& operator=(const VarList&) = delete;
+
+  void assign(const std::vector<Var*>& vars) {
+    size_ = vars.size();
+    if (size_ > kInline) {
+      heap_.assign(vars.begin(), vars.end());
+    } else {
+      for (size_t i = 0; i < size_; ++i) inline_[i] = vars[i];
+    }
+  }
+  void assign_one(Var* var) {
+    size_ = 1;
+    inline_[0] = var;
+  }
+  Var* const* begin() const { return size_ > kInline ? heap_.data() : inline_; }
+  Var* const* end() const { return begin() + size_; }
+  size_t size() const { return size_; }
+
+ private:
+  static constexpr size_t kInline = 4;
+  Var* inline_[kInline];
+  std::vector<Var*> heap_;
+  size_t size_ = 0;
+};
+
 // One push: the function, its deduplicated vars, and the count of vars still blocking it.
 struct Op {
-  AsyncFn fn;
-  std::vector<Var*> reads;
-  std::vector<Var*> writes;
+  AsyncFn fn;       // when !is_sync
+  SyncFn sync_fn;   // when is_sync (may be empty: a var deletion without a deleter)
+  bool is_sync = false;
+  VarList reads;
+  VarList writes;
   std::atomic<int> wait{0};
   Device device;
   FnProperty prop = FnProperty::kNormal;

@@ -19,11 +19,17 @@ cdef int _handles(object arrays, str what, vector[PmxArray*]* out) except -1:
 
 
 cdef list _wrap_list(int num, PmxArray** handles):
-    # Take ownership of every handle first, so none leaks if wrapping one fails.
-    cdef int i
+    # wrap_handle frees its own handle when it fails; free the ones not reached yet too.
+    cdef int i = 0, j
     owned = []
-    for i in range(num):
-        owned.append(wrap_handle(handles[i]))
+    try:
+        while i < num:
+            owned.append(wrap_handle(handles[i]))
+            i += 1
+    except BaseException:
+        for j in range(i + 1, num):
+            pmx_array_free(handles[j])
+        raise
     return owned
 
 

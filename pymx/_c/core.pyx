@@ -9,8 +9,10 @@ error message is read afterwards on the same OS thread (it is thread-local in C)
 cimport cython
 from cpython.buffer cimport (PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
                              PyObject_GetBuffer)
+from cpython.pycapsule cimport (PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New)
 from cpython.unicode cimport PyUnicode_AsUTF8
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t
+from libc.stdlib cimport malloc
 from libc.stdlib cimport free
 from libc.string cimport strdup
 from libcpp.vector cimport vector
@@ -251,11 +253,108 @@ cdef class NDArrayBase:
         check(pmx_array_same(self.handle, handle_of(other, "the other array"), &same))
         return same == 1
 
+    def __dlpack_device__(self):
+        """(DLPack device type, id): kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3."""
+        cdef int device_type, device_id
+        check(pmx_array_device(self.handle, &device_type, &device_id))
+        return _DLPACK_DEVICE[device_type], device_id
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Exports the array as a DLPack capsule that shares its memory (a copy when
+        copy=True). Waits for pending ops on the array first, so the consumer sees final values
+        and `stream` is not needed."""
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"cannot export an array on {self.device} to DLPack device "
+                              f"{tuple(dl_device)} without a copy to that device")
+        source = self
+        if copy:
+            source = self._copy_to_device(self.device)
+        return _to_dlpack_capsule(source)
+
     def _data_address(self):
         """The address of the first element (0 when empty); read only after a wait."""
         cdef void* data
         check(pmx_array_data(self.handle, &data))
         return <size_t>data
+
+
+# ---------------------------------------------------------------------------------------------
+# DLPack (https://dmlc.github.io/dlpack): the legacy unversioned ABI, which every consumer takes.
+# ---------------------------------------------------------------------------------------------
+
+ctypedef struct DLDevice:
+    int32_t device_type
+    int32_t device_id
+
+ctypedef struct DLDataType:
+    uint8_t code
+    uint8_t bits
+    uint16_t lanes
+
+ctypedef struct DLTensor:
+    void* data
+    DLDevice device
+    int32_t ndim
+    DLDataType dtype
+    const int64_t* shape
+    int64_t* strides
+    uint64_t byte_offset
+
+ctypedef struct DLManagedTensor:
+    DLTensor dl_tensor
+    void* manager_ctx
+    void (*deleter)(DLManagedTensor*) noexcept nogil
+
+# PmxDeviceType -> DLDeviceType, and dtype flag -> (DLDataTypeCode, bits).
+_DLPACK_DEVICE = {PMX_DEVICE_CPU: 1, PMX_DEVICE_GPU: 2, PMX_DEVICE_CPU_PINNED: 3}
+cdef uint8_t[8] _DL_CODES = [2, 2, 2, 1, 0, 0, 0, 6]   # float, float, float, uint, int x3, bool
+cdef uint8_t[8] _DL_BITS = [32, 64, 16, 8, 32, 8, 64, 8]
+
+
+cdef void _dlpack_deleter(DLManagedTensor* tensor) noexcept nogil:
+    # manager_ctx is a handle of its own (a view), so no GIL is needed to release the memory.
+    pmx_array_free(<PmxArray*>tensor.manager_ctx)
+    free(tensor)
+
+
+cdef void _dlpack_capsule_destructor(object capsule) noexcept:
+    # A consumer renames the capsule to "used_dltensor" and then owns the tensor.
+    if PyCapsule_IsValid(capsule, b"dltensor"):
+        tensor = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
+        tensor.deleter(tensor)
+
+
+cdef object _to_dlpack_capsule(NDArrayBase array):
+    cdef int ndim, dtype, device_type, device_id, rc
+    cdef const int64_t* shape
+    cdef void* data
+    cdef PmxArray* keep_alive
+    with nogil:
+        rc = pmx_array_wait_to_write(array.handle)
+    check(rc)
+    check(pmx_array_shape(array.handle, &ndim, &shape))
+    check(pmx_array_reshape(array.handle, shape, ndim, &keep_alive))
+    check(pmx_array_shape(keep_alive, &ndim, &shape))  # owned by keep_alive from here on
+    check(pmx_array_dtype(keep_alive, &dtype))
+    check(pmx_array_device(keep_alive, &device_type, &device_id))
+    check(pmx_array_data(keep_alive, &data))
+    cdef DLManagedTensor* tensor = <DLManagedTensor*>malloc(sizeof(DLManagedTensor))
+    if tensor == NULL:
+        pmx_array_free(keep_alive)
+        raise MemoryError("out of host memory for a DLPack tensor")
+    tensor.dl_tensor.data = data
+    tensor.dl_tensor.device.device_type = _DLPACK_DEVICE[device_type]
+    tensor.dl_tensor.device.device_id = device_id
+    tensor.dl_tensor.ndim = ndim
+    tensor.dl_tensor.dtype.code = _DL_CODES[dtype]
+    tensor.dl_tensor.dtype.bits = _DL_BITS[dtype]
+    tensor.dl_tensor.dtype.lanes = 1
+    tensor.dl_tensor.shape = shape
+    tensor.dl_tensor.strides = NULL  # compact row-major
+    tensor.dl_tensor.byte_offset = 0
+    tensor.manager_ctx = keep_alive
+    tensor.deleter = _dlpack_deleter
+    return PyCapsule_New(tensor, b"dltensor", _dlpack_capsule_destructor)
 
 
 def empty(shape, dtype, device):

@@ -44,16 +44,21 @@ def _central_differences(f, values, eps=1e-6):
     return grad
 
 
-def test_composite_gradient_matches_finite_differences_and_closed_form():
+def test_composite_gradient_matches_finite_differences_and_closed_form(device):
     rng = onp.random.default_rng(0)
     xv, yv = rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, (3, 4))
-    x, y = _variable(xv), _variable(yv)
+    x, y = _variable(xv, device=device), _variable(yv, device=device)
     with autograd.record():
         z = _composite(x, y)
+    assert z.device == device
     z.backward()
+    assert x.grad.device == device
 
-    fd_x = _central_differences(lambda v: _composite(_array(v), _array(yv)).item(), xv)
-    fd_y = _central_differences(lambda v: _composite(_array(xv), _array(v)).item(), yv)
+    def f(xs, ys):
+        return _composite(_array(xs, device=device), _array(ys, device=device)).item()
+
+    fd_x = _central_differences(lambda v: f(v, yv), xv)
+    fd_y = _central_differences(lambda v: f(xv, v), yv)
     onp.testing.assert_allclose(x.grad.asnumpy(), fd_x, rtol=1e-6, atol=1e-8)
     onp.testing.assert_allclose(y.grad.asnumpy(), fd_y, rtol=1e-6, atol=1e-8)
     dx, dy = _composite_grads(xv, yv)
@@ -115,6 +120,16 @@ def test_retain_graph_allows_a_second_backward():
     onp.testing.assert_array_equal(x.grad.asnumpy(), [4.0, 8.0])
     with pytest.raises(ValueError, match="you need to pass retain_graph=True to backward"):
         y.backward()
+
+
+def test_backward_through_an_already_freed_part_raises():
+    x = _variable([1.0, 2.0])
+    with autograd.record():
+        y = x * 2.0
+        z = (y * 3.0).sum()
+    y.backward()  # frees y's part of the graph, which z depends on
+    with pytest.raises(ValueError, match="you need to pass retain_graph=True to backward"):
+        z.backward()
 
 
 def test_backward_of_an_unrecorded_array_raises_mxnet_message():

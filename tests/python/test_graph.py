@@ -45,12 +45,12 @@ def test_replay_equals_imperative_forward():
         onp.testing.assert_array_equal(got.asnumpy(), want.asnumpy())
 
 
-def test_backward_through_a_replay_equals_imperative():
-    f = _model(np.array(C))
-    graph, _ = autograd._trace(f, _arrays())
+def test_backward_through_a_replay_equals_imperative(device):
+    f = _model(np.array(C, device=device))
+    graph, _ = autograd._trace(f, _arrays(device))
 
     def gradients(run):
-        x, w = _arrays()
+        x, w = _arrays(device)
         x.attach_grad()
         w.attach_grad()
         with autograd.record():
@@ -68,8 +68,8 @@ def test_captured_variable_constant_receives_its_gradient():
     w.attach_grad()
     graph, _ = autograd._trace(lambda x: np.dot(x, w), [np.array(X)])
     with autograd.record():
-        y = graph.run([np.array(X)])[0]
-    y.sum().backward()
+        loss = graph.run([np.array(X)])[0].sum()
+    loss.backward()
     onp.testing.assert_allclose(w.grad.asnumpy(), onp.tile(X.sum(axis=0)[:, None], (1, 5)),
                                 rtol=1e-5)
 

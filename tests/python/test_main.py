@@ -23,7 +23,8 @@ def test_main_trains_one_epoch_on_a_tiny_generated_set(tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "pymx", "--data-dir", str(tmp_path / "data"),
            "--train-images", "16", "--epochs", "1", "--batch-size", "4",
-           "--devices", "cpu(0),cpu(1)", "--output-dir", str(out), "--num-workers", "1"]
+           "--devices", "cpu(0),cpu(1)", "--output-dir", str(out), "--num-workers", "1",
+           "--hybridize"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert result.returncode == 0, result.stdout + result.stderr
     stdout = result.stdout
@@ -39,3 +40,11 @@ def test_main_trains_one_epoch_on_a_tiny_generated_set(tmp_path):
     net = _train.LeafNetwork()
     net.load_parameters(str(params), device=pymx.cpu())
     assert net(pymx.np.zeros((1, 3, 128, 128))).shape == (1, 2)
+
+
+def test_main_rejects_a_batch_larger_than_the_training_set(capsys):
+    from pymx.__main__ import main
+    with pytest.raises(SystemExit):
+        main(["--train-images", "8", "--batch-size", "16"])
+    assert "--batch-size 16 must be between 1 and the number of training images (8)" in \
+        capsys.readouterr().err

@@ -324,3 +324,13 @@ def test_layer_norm_and_grad():
     onp.testing.assert_allclose(std.asnumpy(), s, rtol=1e-12)
     check_grads(lambda x, g, b: npx.layer_norm(x, g, b, axis=1), [randn(2, 3, 2), randn(3), randn(3)],
                 [0, 1, 2])
+
+
+def test_convolution_float16_and_empty_batch():
+    x, w = randn(2, 3, 6, 6), randn(4, 3, 2, 2)
+    y = npx.convolution(arr(x, "float16"), arr(w, "float16"), no_bias=True)
+    assert y.dtype == onp.float16
+    onp.testing.assert_allclose(y.asnumpy(), ref_conv(x, w, None, (1, 1), (0, 0), (1, 1), 1),
+                                rtol=1e-2, atol=2e-2)
+    empty = npx.convolution(arr(onp.zeros((0, 3, 6, 6))), arr(w), no_bias=True)
+    assert empty.asnumpy().shape == (0, 4, 5, 5)

@@ -29,8 +29,10 @@ void record_op(const OpDef& op, const Attrs& attrs, const std::vector<NDArray>& 
                std::vector<NDArray>* outputs, bool is_train);
 
 // Back-propagates from `heads` (head_grads[i] none: ones) into the marked variables' gradient
-// buffers (write or add per grad_req). Frees the tape unless retain_graph. Throws
-// Error(kInvalidArg) when no head was computed from a variable marked for gradients.
+// buffers (write or add per grad_req). Frees the tape unless retain_graph. Never waits: the
+// gradient ops are pushed to the engine. Throws Error(kInvalidArg) with MXNet's message when a
+// head was not recorded or its graph was already freed, and naming the op when one on the path
+// has no gradient.
 void backward(const std::vector<NDArray>& heads, const std::vector<NDArray>& head_grads,
               bool retain_graph, bool is_train);
 

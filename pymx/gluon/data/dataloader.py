@@ -1,5 +1,14 @@
 """DataLoader: batches from a Dataset, optionally built in worker processes or threads
-(MXNet python/mxnet/gluon/data/dataloader.py)."""
+(MXNet python/mxnet/gluon/data/dataloader.py).
+
+Note [Transforms in worker processes]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Workers are forked (as in MXNet) after ``waitall()``, and pymx's engine survives fork, so a
+worker runs the dataset's decoding *and* its transforms on pymx arrays on the cpu, exactly as
+the main process would; tests/python/test_data_loader.py and test_data_vision.py check this.
+Only the finished batch leaves the worker, as NumPy (see Note [Batches made in worker
+processes] in batchify.py). The pool is created at the first iteration and kept across epochs.
+"""
 import multiprocessing
 import multiprocessing.pool
 import os

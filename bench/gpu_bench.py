@@ -1,0 +1,255 @@
+"""GPU benchmarks, pymx side by side with PyTorch on the same GPU, as ratios.
+
+    python bench/gpu_bench.py [--out results.json] [--quick]
+
+Rows (every time is the median of several repeats, synchronised at the end of each repeat):
+  tiny_op_us          `x = x + 1` on a (4,) array, 10k ops, then one sync: microseconds per op
+  h2d_pageable_gbs    host -> GPU copy of 256 MiB from pageable memory: GB/s
+  h2d_pinned_gbs      the same from page-locked memory
+  d2h_pageable_gbs    GPU -> host into pageable memory
+  leafnet_train_sps   LeafNetwork training step (forward, backward, SGD), batch 64, 3x128x128:
+                      samples/s; pymx imperative and hybridized, torch eager
+  leafnet_infer_sps   LeafNetwork inference, batch 1: samples/s
+A row whose side fails prints the error instead of a number; the script never asserts on speed.
+"""
+import argparse
+import json
+import statistics
+import time
+import traceback
+
+import numpy as onp
+
+MiB = 1 << 20
+
+
+def median_time(fn, repeats, sync):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# ---------------------------------------------------------------------------------------------
+# pymx
+# ---------------------------------------------------------------------------------------------
+def pymx_side(quick):
+    import pymx
+    from pymx import autograd, gluon, np, npx
+    from pymx.gluon import nn
+    from pymx.ndarray import from_numpy
+
+    dev = pymx.gpu(0)
+    results = {}
+
+    def tiny_ops():
+        x = np.zeros((4,), device=dev)
+        x.wait_to_read()
+        n = 10000
+
+        def run():
+            nonlocal x
+            for _ in range(n):
+                x = x + 1
+            x.wait_to_read()
+
+        run()  # warm-up: kernels loaded, allocator primed
+        return median_time(run, 3, npx.waitall) / n * 1e6
+
+    def copies():
+        host = onp.ones(256 * MiB // 4, dtype="float32")
+        on_gpu = from_numpy(host, device=dev)
+        pinned = from_numpy(host, device=pymx.cpu_pinned(0))
+        pinned.wait_to_read()
+        target = np.zeros(host.shape, device=dev)
+        target.wait_to_read()
+        h2d_pageable = median_time(lambda: from_numpy(host, device=dev).wait_to_read(), 5, npx.waitall)
+        h2d_pinned = median_time(lambda: pinned.copyto(target).wait_to_read(), 5, npx.waitall)
+        d2h_pageable = median_time(lambda: on_gpu.asnumpy(), 5, npx.waitall)
+        gb = host.nbytes / 1e9
+        return gb / h2d_pageable, gb / h2d_pinned, gb / d2h_pageable
+
+    def leafnet(hybridize, batch, train, steps):
+        net = leaf_network_pymx(nn)
+        net.initialize(device=dev)
+        if hybridize:
+            net.hybridize()
+        data = np.random.uniform(size=(batch, 3, 128, 128), device=dev)
+        label = from_numpy(onp.random.default_rng(0).integers(0, 2, batch).astype("float32"),
+                           device=dev)
+        loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.001})
+
+        def step():
+            if train:
+                with autograd.record():
+                    loss = loss_fn(net(data), label)
+                loss.backward()
+                trainer.step(batch)
+            else:
+                net(data)
+
+        def run():
+            for _ in range(steps):
+                step()
+            npx.waitall()
+
+        run()  # warm-up (and the hybridize trace)
+        return batch * steps / median_time(run, 3, npx.waitall)
+
+    steps = 5 if quick else 20
+    for key, fn in [("tiny_op_us", tiny_ops),
+                    ("copies", copies),
+                    ("leafnet_train_sps", lambda: leafnet(False, 64, True, steps)),
+                    ("leafnet_train_hybrid_sps", lambda: leafnet(True, 64, True, steps)),
+                    ("leafnet_infer_sps", lambda: leafnet(False, 1, False, steps * 10)),
+                    ("leafnet_infer_hybrid_sps", lambda: leafnet(True, 1, False, steps * 10))]:
+        try:
+            value = fn()
+        except Exception as error:  # report and go on with the other rows
+            traceback.print_exc()
+            value = f"error: {type(error).__name__}: {error}"[:200]
+        if key == "copies" and not isinstance(value, str):
+            results["h2d_pageable_gbs"], results["h2d_pinned_gbs"], results["d2h_pageable_gbs"] = value
+        elif key == "copies":
+            results["h2d_pageable_gbs"] = results["h2d_pinned_gbs"] = results["d2h_pageable_gbs"] = value
+        else:
+            results[key] = value
+    return results
+
+
+def leaf_network_pymx(nn):
+    def conv_block(filters):
+        block = nn.HybridSequential()
+        block.add(nn.Conv2D(channels=filters, kernel_size=2, activation="relu"),
+                  nn.MaxPool2D(pool_size=4, strides=2), nn.BatchNorm())
+        return block
+
+    def dense_block(neurons):
+        block = nn.HybridSequential()
+        block.add(nn.Dense(neurons, activation="relu"), nn.Dropout(0.2))
+        return block
+
+    net = nn.HybridSequential()
+    net.add(conv_block(32), conv_block(64), conv_block(128), nn.Flatten(), dense_block(100),
+            dense_block(10), nn.Dense(2))
+    return net
+
+
+# ---------------------------------------------------------------------------------------------
+# torch (the same network and measurements)
+# ---------------------------------------------------------------------------------------------
+def torch_side(quick):
+    import torch
+    from torch import nn
+
+    dev = torch.device("cuda:0")
+    sync = torch.cuda.synchronize
+    results = {}
+
+    x = torch.zeros(4, device=dev)
+    n = 10000
+
+    def tiny():
+        nonlocal x
+        for _ in range(n):
+            x = x + 1
+
+    tiny()
+    sync()
+    results["tiny_op_us"] = median_time(tiny, 3, sync) / n * 1e6
+
+    host = torch.ones(256 * MiB // 4)
+    pinned = host.pin_memory()
+    on_gpu = host.to(dev)
+    gb = host.numel() * 4 / 1e9
+    results["h2d_pageable_gbs"] = gb / median_time(lambda: host.to(dev), 5, sync)
+    results["h2d_pinned_gbs"] = gb / median_time(lambda: pinned.to(dev, non_blocking=True), 5, sync)
+    results["d2h_pageable_gbs"] = gb / median_time(lambda: on_gpu.cpu(), 5, sync)
+
+    def conv_block(cin, cout):
+        return [nn.Conv2d(cin, cout, 2), nn.ReLU(), nn.MaxPool2d(4, 2), nn.BatchNorm2d(cout)]
+
+    def network():
+        return nn.Sequential(*conv_block(3, 32), *conv_block(32, 64), *conv_block(64, 128),
+                             nn.Flatten(), nn.Linear(128 * 13 * 13, 100), nn.ReLU(),
+                             nn.Dropout(0.2), nn.Linear(100, 10), nn.ReLU(), nn.Dropout(0.2),
+                             nn.Linear(10, 2)).to(dev)
+
+    steps = 5 if quick else 20
+    net = network()
+    opt = torch.optim.SGD(net.parameters(), lr=0.001)
+    loss_fn = nn.CrossEntropyLoss()
+    data = torch.rand(64, 3, 128, 128, device=dev)
+    label = torch.randint(0, 2, (64,), device=dev)
+
+    def train():
+        for _ in range(steps):
+            opt.zero_grad()
+            loss_fn(net(data), label).backward()
+            opt.step()
+
+    train()
+    sync()
+    results["leafnet_train_sps"] = 64 * steps / median_time(train, 3, sync)
+    net.eval()
+    one = torch.rand(1, 3, 128, 128, device=dev)
+
+    def infer():
+        with torch.no_grad():
+            for _ in range(steps * 10):
+                net(one)
+
+    infer()
+    sync()
+    results["leafnet_infer_sps"] = steps * 10 / median_time(infer, 3, sync)
+    return results
+
+
+ROWS = [("tiny_op_us", "tiny-op dispatch, us/op (lower is better)", True),
+        ("h2d_pageable_gbs", "H2D pageable, GB/s", False),
+        ("h2d_pinned_gbs", "H2D pinned, GB/s", False),
+        ("d2h_pageable_gbs", "D2H pageable, GB/s", False),
+        ("leafnet_train_sps", "LeafNetwork train b64, samples/s", False),
+        ("leafnet_train_hybrid_sps", "  hybridized", False),
+        ("leafnet_infer_sps", "LeafNetwork infer b1, samples/s", False),
+        ("leafnet_infer_hybrid_sps", "  hybridized", False)]
+
+
+def table(pymx_results, torch_results):
+    lines = [f"{'measurement':44s} {'pymx':>12s} {'torch':>12s} {'pymx/torch':>11s}"]
+    for key, label, lower_is_better in ROWS:
+        mine = pymx_results.get(key, "-")
+        peer = torch_results.get(key.replace("_hybrid", ""), "-")
+        ratio = "-"
+        if isinstance(mine, float) and isinstance(peer, float) and mine > 0:
+            ratio = f"{(peer / mine if lower_is_better else mine / peer):.2f}x"
+        fmt = lambda v: f"{v:12.2f}" if isinstance(v, float) else f"{str(v)[:12]:>12s}"
+        lines.append(f"{label:44s} {fmt(mine)} {fmt(peer)} {ratio:>11s}")
+    lines.append("ratio: > 1 means pymx is faster (for us/op: torch time / pymx time)")
+    errors = [f"{k}: {v}" for k, v in pymx_results.items() if isinstance(v, str)]
+    return "\n".join(lines + errors)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", help="write the results as JSON here")
+    parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
+    args = parser.parse_args()
+    mine = pymx_side(args.quick)
+    try:
+        peer = torch_side(args.quick)
+    except Exception as error:  # torch missing or failing: report pymx alone
+        traceback.print_exc()
+        peer = {"error": f"{type(error).__name__}: {error}"}
+    print(table(mine, peer))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"pymx": mine, "torch": peer}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,409 @@
+"""Every GPU kernel against its CPU twin: the same operator, inputs and attributes run on cpu(0)
+and gpu(0) must give the same outputs (and the same in-place updates of mutated inputs), within
+the tolerance of the dtype. Skipped when no GPU is visible."""
+import numpy as onp
+import pytest
+from conftest import requires_gpu
+
+from pymx import autograd
+from pymx._c import core as _core
+from pymx._op import invoke
+from pymx.device import cpu, gpu
+from pymx.ndarray import from_numpy
+
+pytestmark = requires_gpu
+
+FLOATS = ("float32", "float64", "float16")
+ALL = FLOATS + ("int32", "int64", "uint8", "int8", "bool")
+RTOL = {"float16": 2e-3, "float32": 2e-5, "float64": 1e-12}
+ATOL = {"float16": 2e-3, "float32": 2e-5, "float64": 1e-12}
+RNG = onp.random.default_rng(0)
+
+
+def sample(shape, dtype, low=-3.0, high=3.0):
+    """Random values that every dtype holds exactly (integers in range for uint8 / int8)."""
+    if dtype == "bool":
+        return RNG.integers(0, 2, shape).astype(bool)
+    if onp.dtype(dtype).kind in "iu":
+        lo = 0 if dtype == "uint8" else max(int(low), -100)
+        return RNG.integers(lo, max(int(high), lo + 1) + 1, shape).astype(dtype)
+    return RNG.uniform(low, high, shape).astype(dtype)
+
+
+def run(name, arrays, attrs, device, train=False, mutated=()):
+    """Outputs of `name` on `device`, then the mutated inputs, all as NumPy arrays."""
+    inputs = [from_numpy(a, device=device) for a in arrays]
+    with autograd.train_mode() if train else autograd.predict_mode():
+        outputs = invoke(name, inputs, attrs, device=device)
+    return [o.asnumpy() for o in outputs] + [inputs[i].asnumpy() for i in mutated]
+
+
+def check(name, arrays, attrs=None, train=False, mutated=(), rtol=None, atol=None, seed=None):
+    """`name` on gpu(0) equals `name` on cpu(0). `seed` reseeds pymx before each run, so random
+    operators draw the same numbers on both devices."""
+    results = []
+    for device in (cpu(0), gpu(0)):
+        if seed is not None:
+            _core.random_seed(seed)
+        results.append(run(name, arrays, attrs or {}, device, train, mutated))
+    for k, (want, got) in enumerate(zip(*results)):
+        assert got.shape == want.shape and got.dtype == want.dtype, (name, k, got.dtype, want.dtype)
+        if got.dtype.kind == "f":
+            tol_r = rtol if rtol is not None else RTOL[got.dtype.name]
+            tol_a = atol if atol is not None else ATOL[got.dtype.name]
+            onp.testing.assert_allclose(got.astype(onp.float64), want.astype(onp.float64),
+                                        rtol=tol_r, atol=tol_a, equal_nan=True,
+                                        err_msg=f"{name} output {k}")
+        else:
+            onp.testing.assert_array_equal(got, want, err_msg=f"{name} output {k}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Elementwise
+# ---------------------------------------------------------------------------------------------
+FLOAT_UNARY = ["exp", "log", "log1p", "expm1", "log2", "log10", "sqrt", "cbrt", "sin", "cos",
+               "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh",
+               "arctanh", "reciprocal"]
+DOMAIN = {"log": (0.1, 3), "log1p": (0.1, 3), "log2": (0.1, 3), "log10": (0.1, 3), "sqrt": (0.1, 3),
+          "arcsin": (-0.9, 0.9), "arccos": (-0.9, 0.9), "arctanh": (-0.9, 0.9),
+          "arccosh": (1.1, 3), "reciprocal": (0.5, 3)}
+
+
+@pytest.mark.parametrize("dtype", FLOATS + ("int32",))
+@pytest.mark.parametrize("name", FLOAT_UNARY)
+def test_float_unary(name, dtype):
+    low, high = DOMAIN.get(name, (-2, 2))
+    check(name, [sample((7, 33), dtype, low, high)])
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("name", ["abs", "negative", "sign", "square", "floor", "ceil", "round",
+                                  "rint", "trunc", "isnan", "isinf", "isfinite", "logical_not",
+                                  "copy"])
+def test_same_dtype_unary(name, dtype):
+    x = sample((5, 17), dtype)
+    if dtype in FLOATS:
+        x[0, :4] = onp.array([onp.nan, onp.inf, -onp.inf, 2.5], dtype=dtype)
+    check(name, [x])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint8"])
+def test_clip(dtype):
+    check("clip", [sample((4, 9), dtype, -5, 9)], {"a_min": 1, "a_max": 4})
+    check("clip", [sample((4, 9), dtype, -5, 9)], {"a_min": None, "a_max": 3})
+
+
+BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "mod",
+          "floor_divide", "arctan2", "hypot", "equal", "not_equal", "greater", "greater_equal",
+          "less", "less_equal", "logical_and", "logical_or", "logical_xor"]
+SHAPE_PAIRS = [((6, 5), (6, 5)), ((3, 1, 5), (4, 1)), ((), (2, 3)), ((2, 0, 3), (1, 3))]
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("name", BINARY)
+def test_binary_broadcast(name, dtype):
+    if dtype == "bool" and name in ("subtract", "power", "mod", "floor_divide"):
+        pytest.skip("NumPy defines no such bool arithmetic")
+    for sa, sb in SHAPE_PAIRS:
+        a, b = sample(sa, dtype, -4, 4), sample(sb, dtype, 1, 4)  # b > 0: divisors and powers
+        check(name, [a, b])
+
+
+@pytest.mark.parametrize("name", ["add", "multiply", "greater", "divide", "maximum"])
+def test_binary_mixed_dtypes(name):
+    check(name, [sample((3, 4), "int32"), sample((4,), "float32")])
+    check(name, [sample((3, 4), "uint8"), sample((3, 4), "int8")])
+    check(name, [sample((2, 4), "float16"), sample((2, 4), "float64")])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int64", "uint8", "bool"])
+@pytest.mark.parametrize("name", ["add", "subtract", "multiply", "divide", "power", "mod",
+                                  "maximum", "greater", "less_equal", "equal"])
+def test_scalar_ops(name, dtype):
+    if dtype == "bool" and name in ("subtract", "power", "mod"):
+        pytest.skip("NumPy defines no such bool arithmetic")
+    x = sample((4, 7), dtype, 1, 4)
+    for scalar in (2, 1.5):
+        for reverse in (False, True):
+            check(f"{name}_scalar", [x], {"scalar": scalar, "reverse": reverse})
+
+
+@pytest.mark.parametrize("src", ALL)
+def test_cast_every_pair(src):
+    x = sample((3, 11), src, 0, 100)  # negative floats into unsigned ints are undefined in C++
+    for dst in ALL:
+        check("cast", [x], {"dtype": dst})
+
+
+# ---------------------------------------------------------------------------------------------
+# Creation and random
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ALL)
+def test_creation(dtype):
+    for name, attrs in [("zeros", {"shape": (3, 4)}), ("ones", {"shape": (5,)}),
+                        ("full", {"shape": (2, 3), "value": 7}),
+                        ("arange", {"start": 2, "stop": 40, "step": 3}),
+                        ("linspace", {"start": 0, "stop": 9, "num": 10}),
+                        ("eye", {"N": 4, "M": 6, "k": 1})]:
+        attrs = dict(attrs, dtype=dtype)
+        results = [invoke(name, [], attrs, device=d)[0] for d in (cpu(0), gpu(0))]
+        onp.testing.assert_array_equal(results[1].asnumpy(), results[0].asnumpy(), err_msg=name)
+
+
+@pytest.mark.parametrize("name,attrs", [
+    ("uniform", {"low": -2, "high": 3, "shape": (1000,)}),
+    ("normal", {"loc": 1, "scale": 2, "shape": (999,)}),
+    ("randint", {"low": -5, "high": 9, "shape": (500,), "dtype": "int64"}),
+    ("permutation", {"n": 300}),
+])
+def test_random_matches_cpu_stream(name, attrs):
+    check(name, [], attrs, seed=1234, rtol=1e-5, atol=1e-5)
+
+
+def test_random_statistics_on_gpu():
+    x = invoke("normal", [], {"loc": 3, "scale": 2, "shape": (200000,)}, device=gpu(0))[0]
+    values = x.asnumpy()
+    assert abs(values.mean() - 3) < 0.03 and abs(values.std() - 2) < 0.03
+    u = invoke("uniform", [], {"shape": (200000,)}, device=gpu(0))[0].asnumpy()
+    assert u.min() >= 0 and u.max() < 1 and abs(u.mean() - 0.5) < 0.01
+
+
+# ---------------------------------------------------------------------------------------------
+# Reductions, layout, indexing
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("name", ["sum", "prod", "mean", "max", "min", "all", "any", "var", "std"])
+def test_reductions(name, dtype):
+    x = sample((4, 5, 6), dtype, -2, 3) if name != "prod" else sample((4, 5, 6), dtype, 1, 2)
+    for axis in (None, 0, 1, -1, (0, 2), (1, 2)):
+        for keepdims in (False, True):
+            check(name, [x], {"axis": axis, "keepdims": keepdims}, rtol=1e-3 if dtype == "float16" else None)
+
+
+def test_reductions_large_and_empty():
+    big = sample((3, 70001), "float32")
+    for name in ("sum", "mean", "max", "argmax"):
+        check(name, [big], {"axis": 1}, rtol=1e-4, atol=1e-3)
+        check(name, [big], {"axis": None} if name != "argmax" else {}, rtol=1e-4, atol=1e-2)
+    check("sum", [sample((0, 4), "float32")], {"axis": 0})
+    check("mean", [sample((3, 0), "float32")], {"axis": 1})
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_arg_reductions(name, dtype):
+    x = sample((6, 7, 8), dtype, -50, 50)
+    for axis in (None, 0, 1, 2, -1):
+        check(name, [x], {"axis": axis, "keepdims": False})
+    check(name, [x], {"axis": 1, "keepdims": True})
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool", "float16"])
+def test_layout_ops(dtype):
+    x = sample((2, 3, 4), dtype)
+    check("reshape", [x], {"newshape": (4, -1)})
+    check("expand_dims", [x], {"axis": 1})
+    check("squeeze", [sample((2, 1, 3), dtype)], {"axis": None})
+    check("transpose", [x], {"axes": (2, 0, 1)})
+    check("transpose", [x], {"axes": None})
+    check("swapaxes", [x], {"axis1": 0, "axis2": 2})
+    check("broadcast_to", [sample((3, 1), dtype)], {"shape": (2, 3, 5)})
+    check("tile", [x], {"reps": (2, 1, 3)})
+    check("repeat", [x], {"repeats": 3, "axis": 1})
+    check("repeat", [x], {"repeats": 2, "axis": None})
+    check("flip", [x], {"axis": (0, 2)})
+    check("concatenate", [x, sample((2, 5, 4), dtype)], {"axis": 1})
+    check("stack", [x, x, x], {"axis": 3})
+    check("split", [sample((7, 4), dtype)], {"indices": (2, 5), "axis": 0})
+    check("split", [sample((3, 8), dtype)], {"indices": (1, 1, 6), "axis": 1})
+    check("where", [sample((3, 1), "bool"), sample((3, 4), dtype), sample((4,), dtype)])
+
+
+def test_concatenate_promotes():
+    check("concatenate", [sample((2, 3), "int32"), sample((2, 2), "float32")], {"axis": 1})
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float16"])
+def test_indexing_ops(dtype):
+    x = sample((5, 6, 4), dtype)
+    check("slice", [x], {"begin": (1, 5), "end": (4, 0), "step": (2, -2)})
+    check("slice_assign", [x, sample((4, 1), dtype)], {"begin": (1, 1), "end": (3, 5), "step": (1, 1)})
+    idx = onp.array([[4, 0], [-1, 2]])
+    check("take", [x, idx], {"axis": 1, "mode": "raise"})
+    check("take", [x, onp.array([9, -8, 3])], {"axis": 0, "mode": "wrap"})
+    check("take", [x, onp.array([9.7, -8.0, 3.2])], {"axis": 2, "mode": "clip"})
+    values = sample((5, 3, 4), dtype)
+    for accumulate in (False, True):
+        check("index_update", [x, onp.array([1, 4, 1]), values], {"axis": 1, "accumulate": accumulate})
+
+
+def test_take_out_of_bounds_raises_index_error_and_device_stays_usable():
+    x = from_numpy(onp.arange(6.0), device=gpu(0))
+    y = invoke("take", [x, from_numpy(onp.array([7]), device=gpu(0))], {"mode": "raise"})[0]
+    with pytest.raises(IndexError, match="index 7 is out of bounds for axis 0 with size 6"):
+        y.asnumpy()
+    assert float((x + 1).sum().item()) == 21.0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32"])
+def test_matmul(dtype):
+    rtol = 1e-2 if dtype == "float16" else 1e-4 if dtype == "float32" else None
+    check("matmul", [sample((5, 7), dtype), sample((7, 3), dtype)], rtol=rtol, atol=rtol)
+    check("matmul", [sample((4, 5, 7), dtype), sample((7, 2), dtype)], rtol=rtol, atol=rtol)
+    check("matmul", [sample((2, 1, 5, 7), dtype), sample((3, 7, 2), dtype)], rtol=rtol, atol=rtol)
+    check("matmul", [sample((3, 0), dtype), sample((0, 2), dtype)])
+
+
+# ---------------------------------------------------------------------------------------------
+# NN operators (forward and the backward kernels training uses)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_activations_and_dropout(dtype):
+    x, dy = sample((4, 33), dtype), sample((4, 33), dtype)
+    for act in ("relu", "sigmoid", "tanh", "softrelu", "softsign"):
+        check("activation", [x], {"act_type": act})
+        y = run("activation", [x], {"act_type": act}, cpu(0))[0]
+        check("activation_backward", [dy, x, y], {"act_type": act})
+    check("relu", [x])
+    check("sigmoid", [x])
+    for act in ("leaky", "elu"):
+        check("leaky_relu", [x], {"act_type": act, "slope": 0.1})
+        check("leaky_relu_backward", [dy, x], {"act_type": act, "slope": 0.1})
+    check("dropout", [x], {"p": 0.3}, train=True, seed=7)
+    check("dropout", [sample((3, 4, 5), dtype)], {"p": 0.5, "axes": (1,)}, train=True, seed=7)
+    check("dropout", [x], {"p": 0.3}, train=False)
+    check("dropout_backward", [dy, x])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_softmax_family(dtype):
+    x, dy = sample((3, 4, 50), dtype), sample((3, 4, 50), dtype)
+    for axis in (-1, 1, 0):
+        for name in ("softmax", "log_softmax"):
+            check(name, [x], {"axis": axis, "temperature": 2.0})
+            y = run(name, [x], {"axis": axis}, cpu(0))[0]
+            check(f"{name}_backward", [dy, y], {"axis": axis})
+    check("softmax", [sample((2, 3000), dtype)], {"axis": -1})  # one block per row
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_normalization(dtype):
+    x = sample((4, 3, 5, 6), dtype)
+    gamma, beta = sample((3,), dtype, 0.5, 2), sample((3,), dtype)
+    mean, var = sample((3,), dtype), sample((3,), dtype, 0.5, 2)
+    for train in (True, False):
+        for fix_gamma in (True, False):
+            attrs = {"eps": 1e-3, "momentum": 0.9, "fix_gamma": fix_gamma, "axis": 1}
+            check("batch_norm", [x, gamma, beta, mean, var], attrs, train=train, mutated=(3, 4))
+            _, bmean, bvar = run("batch_norm", [x, gamma, beta, mean, var], attrs, cpu(0), train)
+            check("batch_norm_backward", [sample(x.shape, dtype), x, gamma, bmean, bvar], attrs,
+                  train=train, rtol=1e-4 if dtype == "float32" else None, atol=1e-4 if dtype == "float32" else None)
+    check("batch_norm", [sample((6, 4), dtype), sample((4,), dtype), sample((4,), dtype),
+                         mean[:1].repeat(4), var[:1].repeat(4)], {"axis": -1}, train=True, mutated=(3, 4))
+    g2, b2 = sample((6,), dtype), sample((6,), dtype)
+    for axis in (-1, 1):
+        data = sample((3, 6, 6), dtype)
+        attrs = {"axis": axis, "eps": 1e-5}
+        check("layer_norm", [data, g2, b2], attrs)
+        _, lmean, lstd = run("layer_norm", [data, g2, b2], attrs, cpu(0))
+        check("layer_norm_backward", [sample(data.shape, dtype), data, g2, lmean, lstd], attrs,
+              rtol=1e-4 if dtype == "float32" else None, atol=1e-4 if dtype == "float32" else None)
+
+
+def test_batch_norm_float16_data_float32_params():
+    x = sample((8, 3, 4, 4), "float16")
+    params = [sample((3,), "float32", 0.5, 2) for _ in range(4)]
+    check("batch_norm", [x] + params, {"fix_gamma": False}, train=True, mutated=(3, 4))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_convolution(dtype):
+    rtol = {"float16": 2e-2, "float32": 1e-4, "float64": 1e-10}[dtype]
+    cases = [  # data, weight, attrs
+        ((2, 3, 9, 8), (4, 3, 3, 2), {"kernel": (3, 2), "stride": (2, 1), "pad": (1, 0), "num_filter": 4}),
+        ((2, 4, 7, 7), (6, 2, 3, 3), {"kernel": (3, 3), "dilate": (2, 2), "num_group": 2, "num_filter": 6}),
+        ((3, 5, 6, 6), (4, 5, 1, 1), {"kernel": (1, 1), "num_filter": 4}),
+        ((2, 3, 11), (4, 3, 4), {"kernel": (4,), "stride": (3,), "pad": (2,), "num_filter": 4}),
+        ((1, 2, 4, 5, 5), (3, 2, 2, 2, 3), {"kernel": (2, 2, 3), "pad": (1, 0, 1), "num_filter": 3}),
+    ]
+    for data, weight, attrs in cases:
+        x, w, b = sample(data, dtype, -1, 1), sample(weight, dtype, -1, 1), sample(weight[:1], dtype)
+        check("convolution", [x, w, b], attrs, rtol=rtol, atol=rtol)
+        check("convolution", [x, w], dict(attrs, no_bias=True), rtol=rtol, atol=rtol)
+        y = run("convolution", [x, w, b], attrs, cpu(0))[0]
+        dy = sample(y.shape, dtype, -1, 1)
+        check("convolution_backward", [dy, x, w], attrs, rtol=rtol, atol=rtol)
+        check("convolution_backward", [dy, x, w], dict(attrs, no_bias=True), rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_pooling(dtype):
+    x = sample((2, 3, 9, 10), dtype)
+    cases = [
+        {"kernel": (4, 4), "stride": (2, 2), "pool_type": "max"},  # the tutorial's MaxPool2D
+        {"kernel": (3, 2), "stride": (2, 2), "pad": (1, 1), "pool_type": "avg"},
+        {"kernel": (3, 2), "stride": (2, 2), "pad": (1, 1), "pool_type": "avg", "count_include_pad": False},
+        {"kernel": (3, 3), "stride": (2, 2), "pool_type": "sum", "pooling_convention": "full"},
+        {"kernel": (1, 1), "global_pool": True, "pool_type": "avg"},
+        {"kernel": (1, 1), "global_pool": True, "pool_type": "max"},
+    ]
+    for attrs in cases:
+        check("pooling", [x], attrs)
+        y = run("pooling", [x], attrs, cpu(0))[0]
+        check("pooling_backward", [sample(y.shape, dtype), x, y], attrs,
+              rtol=1e-2 if dtype == "float16" else 1e-5, atol=1e-2 if dtype == "float16" else 1e-5)
+    check("pooling", [sample((2, 3, 12), dtype)], {"kernel": (3,), "stride": (2,)})
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_fully_connected(dtype):
+    rtol = {"float16": 2e-2, "float32": 1e-4, "float64": 1e-10}[dtype]
+    x, w, b = sample((4, 3, 5), dtype, -1, 1), sample((6, 15), dtype, -1, 1), sample((6,), dtype)
+    check("fully_connected", [x, w, b], {"num_hidden": 6}, rtol=rtol, atol=rtol)
+    check("fully_connected", [x, w], {"num_hidden": 6, "no_bias": True}, rtol=rtol, atol=rtol)
+    dy = sample((4, 6), dtype)
+    check("fully_connected_backward", [dy, x, w], {"num_hidden": 6}, rtol=rtol, atol=rtol)
+    w2 = sample((6, 5), dtype, -1, 1)
+    check("fully_connected", [x, w2, b], {"num_hidden": 6, "flatten": False}, rtol=rtol, atol=rtol)
+    check("fully_connected_backward", [sample((4, 3, 6), dtype), x, w2],
+          {"num_hidden": 6, "flatten": False}, rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64"])
+def test_nn_indexing(dtype):
+    data = sample((4, 5, 3), dtype)
+    index = onp.array([[0, 4, 9], [1, -2, 3], [2, 2, 2], [4, 0, 1]])
+    for mode in ("clip", "wrap"):
+        check("pick", [data, index], {"axis": 1, "mode": mode})
+        check("pick", [data, index.astype("float32")], {"axis": 1, "mode": mode, "keepdims": True})
+        if dtype != "int64":
+            check("pick_backward", [sample((4, 3), dtype), data, index], {"axis": 1, "mode": mode})
+    check("one_hot", [onp.array([[0, 3], [7, -1]])], {"depth": 5, "on_value": 2, "off_value": -1, "dtype": dtype})
+    weight = sample((6, 4), dtype)
+    tokens = onp.array([[0, 5, 5], [9, 2, -3]])
+    check("embedding", [tokens, weight], {"input_dim": 6, "output_dim": 4})
+    if dtype != "int64":
+        check("embedding_backward", [sample((2, 3, 4), dtype), tokens, weight], rtol=1e-2, atol=1e-2)
+    check("sequence_mask", [data, onp.array([2, 5, 0, 3])], {"use_sequence_length": True, "axis": 1, "value": -7})
+    check("sequence_mask", [sample((5, 4, 3), dtype), onp.array([1, 5, 0, 3])],
+          {"use_sequence_length": True, "axis": 0})
+    check("batch_flatten", [data])
+    check("batch_flatten_backward", [sample((4, 15), dtype), data])
+
+
+OPTIMIZERS = [
+    ("sgd_update", 2, {"lr": 0.1, "wd": 0.01, "clip_gradient": 0.5}),
+    ("sgd_mom_update", 3, {"lr": 0.1, "momentum": 0.9, "wd": 0.01}),
+    ("nag_mom_update", 3, {"lr": 0.1, "momentum": 0.9, "rescale_grad": 0.5}),
+    ("adam_update", 4, {"lr": 0.01, "beta1": 0.8, "wd": 0.1}),
+    ("adamw_update", 4, {"lr": 0.01, "eta": 0.5, "wd": 0.1}),
+    ("rmsprop_update", 3, {"lr": 0.01, "rho": 0.8, "clip_weights": 0.7}),
+    ("adagrad_update", 3, {"lr": 0.1}),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name,inputs,attrs", OPTIMIZERS)
+def test_optimizer_updates(name, inputs, attrs, dtype):
+    arrays = [sample((5, 7), dtype)] + [sample((5, 7), dtype, 0.1, 1) for _ in range(inputs - 1)]
+    check(name, arrays, attrs, mutated=[0] + list(range(2, inputs)))
