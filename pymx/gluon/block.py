@@ -416,8 +416,8 @@ class HybridBlock(Block):
 
     # Note [Hybridize]
     # ~~~~~~~~~~~~~~~~
-    # The first call with a given input signature (the nesting of the arguments, each array's
-    # shape, dtype and device, and the values of non-array arguments) traces `forward` into a
+    # The first call with a given input signature (the nesting of the arguments (arrays, lists
+    # of arrays, None) and each array's shape, dtype and device) traces `forward` into a
     # native graph: the graph's inputs are the argument arrays followed by the arrays of every
     # parameter on that device, and its outputs are forward's (flattened) outputs. Later calls
     # with that signature replay the graph with the current argument and parameter arrays, so

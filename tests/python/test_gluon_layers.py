@@ -277,3 +277,22 @@ def test_conv_deferred_in_channels_and_errors():
     conv.initialize(device=cpu(1))
     conv(np.ones((1, 6, 5, 5), device=cpu(1)))
     assert conv.weight.shape == (4, 3, 3, 3)
+
+
+def test_embedding_hybridized_equals_imperative():
+    emb = nn.Embedding(6, 3)
+    emb.initialize()
+    idx = np.array([[0, 5, 2], [2, 2, 1]], dtype='int32')
+    head = np.array(_rand(2, 3, 3))
+
+    def run():
+        with autograd.record():
+            out = emb(idx)
+        out.backward(head)
+        return out.asnumpy(), emb.weight.grad().asnumpy().copy()
+
+    expected = run()
+    emb.hybridize()
+    for _ in range(2):
+        for got, want in zip(run(), expected):
+            onp.testing.assert_allclose(got, want, 1e-6)

@@ -175,3 +175,14 @@ def test_collect_params_dict_helpers():
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         params.zero_grad()
+
+
+def test_collect_params_save_and_load(tmp_path):
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    path = str(tmp_path / 'dense.params')
+    net.collect_params().save(path)
+    other = nn.Dense(2, in_units=3)
+    other.collect_params().load(path, device=cpu(1))
+    assert other.weight.list_device() == [cpu(1)]
+    onp.testing.assert_array_equal(other.weight.data().asnumpy(), net.weight.data().asnumpy())
