@@ -9,11 +9,10 @@ error message is read afterwards on the same OS thread (it is thread-local in C)
 cimport cython
 from cpython.buffer cimport (PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
                              PyObject_GetBuffer)
-from cpython.pycapsule cimport (PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New)
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New
 from cpython.unicode cimport PyUnicode_AsUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t
-from libc.stdlib cimport malloc
-from libc.stdlib cimport free
+from libc.stdlib cimport free, malloc
 from libc.string cimport strdup
 from libcpp.vector cimport vector
 
