@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "ops/nn_common.h"
+#include "parallel.h"
 
 namespace pymx {
 namespace {
@@ -218,12 +219,13 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeom& g, const std::vect
   const bool pointwise = g.is_pointwise();
   const int64_t x_size = g.batch * g.in_c * g.in_sp, y_size = g.batch * g.out_c * g.out_sp;
   const int64_t w_size = in[1].size();
-  const int64_t col_size = pointwise ? 0 : g.col_rows() * g.out_sp;
-  size_t bytes = Carver::align(col_size * sizeof(T));
+  const int64_t col_size = pointwise ? 0 : Carver::align(g.col_rows() * g.out_sp * sizeof(T)) / sizeof(T);
+  const int64_t parts = parallel_parts(g.batch, 1);
+  size_t bytes = parts * col_size * sizeof(T);
   if (g.channel_last) bytes += Carver::align(x_size * sizeof(T)) + Carver::align(y_size * sizeof(T)) +
                                Carver::align(w_size * sizeof(T));
   Carver ws(static_cast<char*>(ctx.workspace(bytes)));
-  T* col = ws.take<T>(col_size);
+  T* cols = ws.take<T>(parts * col_size);
   const T* x = in[0].data<T>();
   const T* w = in[1].data<T>();
   T* y = out[0].data<T>();
@@ -237,27 +239,31 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeom& g, const std::vect
     y = ws.take<T>(y_size);
   }
   const int64_t K = g.col_rows();
-  for (int64_t n = 0; n < g.batch; ++n) {
-    for (int64_t grp = 0; grp < g.groups; ++grp) {
-      T* xg = const_cast<T*>(x) + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
-      const T* colg = xg;
-      if (!pointwise) {
-        im2col<T, false>(g, g.in_cg(), xg, col);
-        colg = col;
+  const T* b = in.size() == 3 ? in[2].data<T>() : nullptr;
+  // Images are independent: each part of the batch runs on its own thread with its own col.
+  parallel_for_parts(g.batch, 1, [&](int64_t part, int64_t first, int64_t last) {
+    T* col = cols + part * col_size;
+    for (int64_t n = first; n < last; ++n) {
+      for (int64_t grp = 0; grp < g.groups; ++grp) {
+        T* xg = const_cast<T*>(x) + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
+        const T* colg = xg;
+        if (!pointwise) {
+          im2col<T, false>(g, g.in_cg(), xg, col);
+          colg = col;
+        }
+        T* yg = y + (n * g.out_c + grp * g.out_cg()) * g.out_sp;
+        nn::gemm(false, false, g.out_cg(), g.out_sp, K, A(1), w + grp * g.out_cg() * K, K, colg,
+                 g.out_sp, A(0), yg, g.out_sp);
       }
-      T* yg = y + (n * g.out_c + grp * g.out_cg()) * g.out_sp;
-      nn::gemm(false, false, g.out_cg(), g.out_sp, K, A(1), w + grp * g.out_cg() * K, K, colg,
-               g.out_sp, A(0), yg, g.out_sp);
-    }
-    if (in.size() == 3) {
-      const T* b = in[2].data<T>();
-      for (int64_t c = 0; c < g.out_c; ++c) {
-        T* yc = y + (n * g.out_c + c) * g.out_sp;
-        const A bc = static_cast<A>(b[c]);
-        for (int64_t i = 0; i < g.out_sp; ++i) yc[i] = static_cast<T>(static_cast<A>(yc[i]) + bc);
+      if (b) {
+        for (int64_t c = 0; c < g.out_c; ++c) {
+          T* yc = y + (n * g.out_c + c) * g.out_sp;
+          const A bc = static_cast<A>(b[c]);
+          for (int64_t i = 0; i < g.out_sp; ++i) yc[i] = static_cast<T>(static_cast<A>(yc[i]) + bc);
+        }
       }
     }
-  }
+  });
   if (g.channel_last) transpose_last2<T>(y, out[0].data<T>(), g.batch, g.out_c, g.out_sp);
 }
 
@@ -287,12 +293,15 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vec
   const bool pointwise = g.is_pointwise();
   const int64_t x_size = g.batch * g.in_c * g.in_sp, y_size = g.batch * g.out_c * g.out_sp;
   const int64_t w_size = in[2].size();
-  const int64_t col_size = pointwise ? 0 : g.col_rows() * g.out_sp;
-  size_t bytes = Carver::align(col_size * sizeof(T));
+  const int64_t col_size = pointwise ? 0 : Carver::align(g.col_rows() * g.out_sp * sizeof(T)) / sizeof(T);
+  const int64_t w_pad = Carver::align(w_size * sizeof(T)) / sizeof(T);
+  const int64_t parts = parallel_parts(g.batch, 1);
+  size_t bytes = parts * col_size * sizeof(T) + std::max<int64_t>(parts - 1, 0) * w_pad * sizeof(T);
   if (g.channel_last) bytes += 2 * Carver::align(x_size * sizeof(T)) + Carver::align(y_size * sizeof(T)) +
                                2 * Carver::align(w_size * sizeof(T));
   Carver ws(static_cast<char*>(ctx.workspace(bytes)));
-  T* col = ws.take<T>(col_size);
+  T* cols = ws.take<T>(parts * col_size);
+  T* dw_parts = ws.take<T>(std::max<int64_t>(parts - 1, 0) * w_pad);
   const T* dy = in[0].data<T>();
   const T* x = in[1].data<T>();
   const T* w = in[2].data<T>();
@@ -311,44 +320,57 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vec
     dx = ws.take<T>(x_size);
     dw = ws.take<T>(w_size);
   }
-  std::fill(dx, dx + x_size, T(0));
   const int64_t K = g.col_rows();
-  for (int64_t n = 0; n < g.batch; ++n) {
-    for (int64_t grp = 0; grp < g.groups; ++grp) {
-      T* xg = const_cast<T*>(x) + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
-      T* dxg = dx + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
-      const T* dyg = dy + (n * g.out_c + grp * g.out_cg()) * g.out_sp;
-      const T* wg = w + grp * g.out_cg() * K;
-      const T* colg = xg;
-      if (!pointwise) {
-        im2col<T, false>(g, g.in_cg(), xg, col);
-        colg = col;
-      }
-      // weight_grad_g (Mg x K) (+)= dy_g (Mg x out_sp) . col^T (out_sp x K)
-      nn::gemm(false, true, g.out_cg(), K, g.out_sp, A(1), dyg, g.out_sp, colg, g.out_sp,
-               A(n == 0 ? 0 : 1), dw + grp * g.out_cg() * K, K);
-      if (pointwise) {
-        // data_grad_g (K x out_sp) += W_g^T . dy_g directly: the image is its own col matrix.
-        nn::gemm(true, false, K, g.out_sp, g.out_cg(), A(1), wg, K, dyg, g.out_sp, A(1), dxg,
-                 g.out_sp);
-      } else {
-        nn::gemm(true, false, K, g.out_sp, g.out_cg(), A(1), wg, K, dyg, g.out_sp, A(0), col,
-                 g.out_sp);
-        im2col<T, true>(g, g.in_cg(), dxg, col);
+  // Images run in parallel parts. data_grad rows are disjoint per image; weight_grad is summed
+  // per part into its own buffer and the parts are added in order afterwards, so the result does
+  // not depend on how the threads interleave.
+  parallel_for_parts(g.batch, 1, [&](int64_t part, int64_t first, int64_t last) {
+    T* col = cols + part * col_size;
+    T* dw_part = part == 0 ? dw : dw_parts + (part - 1) * w_pad;
+    std::fill(dx + first * g.in_c * g.in_sp, dx + last * g.in_c * g.in_sp, T(0));
+    for (int64_t n = first; n < last; ++n) {
+      for (int64_t grp = 0; grp < g.groups; ++grp) {
+        T* xg = const_cast<T*>(x) + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
+        T* dxg = dx + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
+        const T* dyg = dy + (n * g.out_c + grp * g.out_cg()) * g.out_sp;
+        const T* wg = w + grp * g.out_cg() * K;
+        const T* colg = xg;
+        if (!pointwise) {
+          im2col<T, false>(g, g.in_cg(), xg, col);
+          colg = col;
+        }
+        // weight_grad_g (Mg x K) (+)= dy_g (Mg x out_sp) . col^T (out_sp x K)
+        nn::gemm(false, true, g.out_cg(), K, g.out_sp, A(1), dyg, g.out_sp, colg, g.out_sp,
+                 A(n == first ? 0 : 1), dw_part + grp * g.out_cg() * K, K);
+        if (pointwise) {
+          // data_grad_g (K x out_sp) += W_g^T . dy_g directly: the image is its own col matrix.
+          nn::gemm(true, false, K, g.out_sp, g.out_cg(), A(1), wg, K, dyg, g.out_sp, A(1), dxg,
+                   g.out_sp);
+        } else {
+          nn::gemm(true, false, K, g.out_sp, g.out_cg(), A(1), wg, K, dyg, g.out_sp, A(0), col,
+                   g.out_sp);
+          im2col<T, true>(g, g.in_cg(), dxg, col);
+        }
       }
     }
+  });
+  for (int64_t part = 1; part < parts; ++part) {
+    const T* src = dw_parts + (part - 1) * w_pad;
+    for (int64_t i = 0; i < w_size; ++i) dw[i] = static_cast<T>(static_cast<A>(dw[i]) + static_cast<A>(src[i]));
   }
   if (g.batch == 0) std::fill(dw, dw + w_size, T(0));
   if (out.size() == 3) {
     T* db = out[2].data<T>();
-    for (int64_t c = 0; c < g.out_c; ++c) {
-      A sum = 0;
-      for (int64_t n = 0; n < g.batch; ++n) {
-        const T* dyc = dy + (n * g.out_c + c) * g.out_sp;
-        for (int64_t i = 0; i < g.out_sp; ++i) sum += static_cast<A>(dyc[i]);
+    parallel_for(0, g.out_c, 8, [&](int64_t c_lo, int64_t c_hi) {
+      for (int64_t c = c_lo; c < c_hi; ++c) {
+        A sum = 0;
+        for (int64_t n = 0; n < g.batch; ++n) {
+          const T* dyc = dy + (n * g.out_c + c) * g.out_sp;
+          for (int64_t i = 0; i < g.out_sp; ++i) sum += static_cast<A>(dyc[i]);
+        }
+        db[c] = static_cast<T>(sum);
       }
-      db[c] = static_cast<T>(sum);
-    }
+    });
   }
   if (g.channel_last) {
     transpose_last2<T>(dx, out[0].data<T>(), g.batch, g.in_c, g.in_sp);

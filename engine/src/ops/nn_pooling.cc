@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "ops/nn_common.h"
+#include "parallel.h"
 
 namespace pymx {
 namespace {
@@ -164,30 +165,37 @@ void max_pool_2d_plane(const PoolGeom& g, const T* x, T* y, T* row) {
   }
 }
 
+// Planes per parallel chunk: a LeafNetwork plane is 4-64 KiB, so a few suffice to pay for a hand-off.
+constexpr int64_t kPlaneGrain = 4;
+
 template <typename T>
 void pool_forward_typed(const OpContext& ctx, const PoolGeom& g, const T* x, T* y) {
   using A = nn::acc_t<T>;
   const bool separable = g.type == PoolType::kMax && g.nsp <= 2 && g.p[1] == 0 && g.p[2] == 0;
-  T* row = separable ? static_cast<T*>(ctx.workspace(g.in[2] * sizeof(T))) : nullptr;
-  for (int64_t plane = 0; plane < g.planes; ++plane) {
-    const T* xp = x + plane * g.in_sp;
-    T* yp = y + plane * g.out_sp;
-    if (separable) {
-      max_pool_2d_plane(g, xp, yp, row);
-      continue;
+  // One scratch row per part (threads must not share it).
+  const int64_t parts = parallel_parts(g.planes, kPlaneGrain);
+  T* rows = separable ? static_cast<T*>(ctx.workspace(parts * g.in[2] * sizeof(T))) : nullptr;
+  parallel_for_parts(g.planes, kPlaneGrain, [&](int64_t part, int64_t first, int64_t last) {
+    for (int64_t plane = first; plane < last; ++plane) {
+      const T* xp = x + plane * g.in_sp;
+      T* yp = y + plane * g.out_sp;
+      if (separable) {
+        max_pool_2d_plane(g, xp, yp, rows + part * g.in[2]);
+        continue;
+      }
+      for_each_window(g, [&](int64_t o, const Span& z, const Span& ys, const Span& xs) {
+        A acc = g.type == PoolType::kMax ? -std::numeric_limits<A>::infinity() : A(0);
+        for (int64_t iz = z.lo; iz < z.hi; ++iz)
+          for (int64_t iy = ys.lo; iy < ys.hi; ++iy)
+            for (int64_t ix = xs.lo; ix < xs.hi; ++ix) {
+              const A v = static_cast<A>(xp[(iz * g.in[1] + iy) * g.in[2] + ix]);
+              acc = g.type == PoolType::kMax ? (v > acc ? v : acc) : acc + v;
+            }
+        if (g.type != PoolType::kMax) acc /= divisor<A>(g, z, ys, xs);
+        yp[o] = static_cast<T>(acc);
+      });
     }
-    for_each_window(g, [&](int64_t o, const Span& z, const Span& ys, const Span& xs) {
-      A acc = g.type == PoolType::kMax ? -std::numeric_limits<A>::infinity() : A(0);
-      for (int64_t iz = z.lo; iz < z.hi; ++iz)
-        for (int64_t iy = ys.lo; iy < ys.hi; ++iy)
-          for (int64_t ix = xs.lo; ix < xs.hi; ++ix) {
-            const A v = static_cast<A>(xp[(iz * g.in[1] + iy) * g.in[2] + ix]);
-            acc = g.type == PoolType::kMax ? (v > acc ? v : acc) : acc + v;
-          }
-      if (g.type != PoolType::kMax) acc /= divisor<A>(g, z, ys, xs);
-      yp[o] = static_cast<T>(acc);
-    });
-  }
+  });
 }
 
 void pool_forward(const OpContext& ctx, const std::vector<TBlob>& in,
@@ -208,37 +216,71 @@ void pool_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
   *out_dt = {dt[1]};
 }
 
+// Max-pool backward of one 2-D plane (any stride/pad): each output's gradient goes to the first
+// (row-major) input of its window equal to the output. Written out with row pointers instead of
+// for_each_window because it is LeafNetwork's second-hottest loop; most windows stop early.
+template <typename T>
+void max_pool_2d_plane_backward(const PoolGeom& g, const T* dy, const T* x, const T* y, T* dx) {
+  using A = nn::acc_t<T>;
+  const int64_t W = g.in[2];
+  for (int64_t oy = 0; oy < g.out[1]; ++oy) {
+    const Span ys = window(g, 1, oy);
+    for (int64_t ox = 0; ox < g.out[2]; ++ox) {
+      const Span xs = window(g, 2, ox);
+      const int64_t o = oy * g.out[2] + ox;
+      const T m = y[o];
+      for (int64_t iy = ys.lo; iy < ys.hi; ++iy) {
+        const T* row = x + iy * W;
+        int64_t ix = xs.lo;
+        while (ix < xs.hi && row[ix] != m) ++ix;
+        if (ix < xs.hi) {
+          T& d = dx[iy * W + ix];
+          d = static_cast<T>(static_cast<A>(d) + static_cast<A>(dy[o]));
+          break;
+        }
+      }
+    }
+  }
+}
+
 template <typename T>
 void pool_backward_typed(const PoolGeom& g, const T* dy, const T* x, const T* y, T* dx) {
   using A = nn::acc_t<T>;
-  std::fill(dx, dx + g.planes * g.in_sp, T(0));
-  for (int64_t plane = 0; plane < g.planes; ++plane) {
-    const T* xp = x + plane * g.in_sp;
-    const T* yp = y + plane * g.out_sp;
-    const T* dyp = dy + plane * g.out_sp;
-    T* dxp = dx + plane * g.in_sp;
-    for_each_window(g, [&](int64_t o, const Span& z, const Span& ys, const Span& xs) {
-      if (g.type == PoolType::kMax) {
+  // Planes are independent (each writes only its own dx plane), so they run in parallel.
+  parallel_for(0, g.planes, kPlaneGrain, [&](int64_t first, int64_t last) {
+    std::fill(dx + first * g.in_sp, dx + last * g.in_sp, T(0));
+    for (int64_t plane = first; plane < last; ++plane) {
+      const T* xp = x + plane * g.in_sp;
+      const T* yp = y + plane * g.out_sp;
+      const T* dyp = dy + plane * g.out_sp;
+      T* dxp = dx + plane * g.in_sp;
+      if (g.type == PoolType::kMax && g.nsp <= 2) {
+        max_pool_2d_plane_backward(g, dyp, xp, yp, dxp);
+        continue;
+      }
+      for_each_window(g, [&](int64_t o, const Span& z, const Span& ys, const Span& xs) {
+        if (g.type == PoolType::kMax) {
+          for (int64_t iz = z.lo; iz < z.hi; ++iz)
+            for (int64_t iy = ys.lo; iy < ys.hi; ++iy)
+              for (int64_t ix = xs.lo; ix < xs.hi; ++ix) {
+                const int64_t i = (iz * g.in[1] + iy) * g.in[2] + ix;
+                if (xp[i] == yp[o]) {
+                  dxp[i] = static_cast<T>(static_cast<A>(dxp[i]) + static_cast<A>(dyp[o]));
+                  return;
+                }
+              }
+          return;
+        }
+        const A share = static_cast<A>(dyp[o]) / divisor<A>(g, z, ys, xs);
         for (int64_t iz = z.lo; iz < z.hi; ++iz)
           for (int64_t iy = ys.lo; iy < ys.hi; ++iy)
             for (int64_t ix = xs.lo; ix < xs.hi; ++ix) {
-              const int64_t i = (iz * g.in[1] + iy) * g.in[2] + ix;
-              if (xp[i] == yp[o]) {
-                dxp[i] = static_cast<T>(static_cast<A>(dxp[i]) + static_cast<A>(dyp[o]));
-                return;
-              }
+              T& d = dxp[(iz * g.in[1] + iy) * g.in[2] + ix];
+              d = static_cast<T>(static_cast<A>(d) + share);
             }
-        return;
-      }
-      const A share = static_cast<A>(dyp[o]) / divisor<A>(g, z, ys, xs);
-      for (int64_t iz = z.lo; iz < z.hi; ++iz)
-        for (int64_t iy = ys.lo; iy < ys.hi; ++iy)
-          for (int64_t ix = xs.lo; ix < xs.hi; ++ix) {
-            T& d = dxp[(iz * g.in[1] + iy) * g.in[2] + ix];
-            d = static_cast<T>(static_cast<A>(d) + share);
-          }
-    });
-  }
+      });
+    }
+  });
 }
 
 void pool_backward(const OpContext& ctx, const std::vector<TBlob>& in,

@@ -1,0 +1,43 @@
+// Intra-op parallelism on the CPU: one small process-wide thread pool that kernels split their
+// loops over.
+//
+// Note [Intra-op threads]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// The engine runs each CPU device's ops one at a time on that device's worker thread, so without
+// help a big op (a convolution over 64 images, a ReLU over 33M floats) uses one core. A kernel
+// splits its outer loop with parallel_for; the calling worker runs chunks itself and the pool's
+// helper threads (one fewer than the cores this process may run on) take the rest.
+//  - Nested calls (a parallel_for inside a chunk) run serially on the calling thread.
+//  - The pool serves one caller at a time: when another engine worker (say cpu(1) while cpu(0)
+//    is mid-convolution) calls parallel_for, it runs its loop serially instead of waiting, so
+//    devices never block on each other and at most cores + (devices - 1) threads are busy.
+//  - fork() is safe: the fork waits for a running loop to end, and the child starts with a fresh
+//    pool whose threads are created on first use (DataLoader workers fork).
+//  - Chunks are claimed dynamically, so a core stolen by another process slows the loop down
+//    rather than stalling it on one late chunk.
+// Chunk results must not depend on which thread runs them (kernels write disjoint ranges, or
+// per-chunk buffers reduced in a fixed order), so results are the same for any thread count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace pymx {
+
+// How many threads a parallel_for may use (helpers + the caller); at least 1.
+int parallel_max_threads();
+
+// Calls fn(lo, hi) on disjoint sub-ranges covering [begin, end), each at least `grain` long
+// (except perhaps the last), possibly from several threads at once. Returns when all are done;
+// an exception thrown by fn is rethrown here (the first one, when several chunks throw).
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn);
+
+// Splits [0, n) into at most parallel_max_threads() contiguous parts of at least `grain` items
+// and calls fn(part, lo, hi) for each, part in [0, parts). For kernels that give each part its
+// own scratch buffer (sized with parallel_parts) and combine the parts' results in order.
+int64_t parallel_parts(int64_t n, int64_t grain);
+void parallel_for_parts(int64_t n, int64_t grain,
+                        const std::function<void(int64_t part, int64_t lo, int64_t hi)>& fn);
+
+}  // namespace pymx
