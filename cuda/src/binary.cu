@@ -51,8 +51,7 @@ __device__ __forceinline__ C int_power(C base, C exp) {
 template <typename C>
 __device__ __forceinline__ C py_mod(C a, C b) {  // sign of the divisor, like NumPy / Python
   if constexpr (std::is_floating_point_v<C>) {
-    if (b == C(0)) return a / b;  // nan, like NumPy
-    C r = fmod(a, b);
+    C r = fmod(a, b);  // nan for b == 0, like NumPy
     return (r != C(0) && ((r < C(0)) != (b < C(0)))) ? r + b : r;
   } else {
     if (b == C(0)) return C(0);

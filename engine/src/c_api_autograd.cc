@@ -167,6 +167,13 @@ int pmx_graph_free(PmxGraph* graph) {
   PMX_API_END();
 }
 
+int pmx_graph_set_static_alloc(PmxGraph* graph, int on) {
+  PMX_API_BEGIN();
+  PMX_CHECK(graph != nullptr && graph->graph, "expected a graph handle, got NULL");
+  graph->graph->set_static_alloc(on != 0);
+  PMX_API_END();
+}
+
 int pmx_graph_info(const PmxGraph* graph, int* out_num_inputs, int* out_num_outputs,
                    int* out_num_nodes, int* out_num_constants) {
   PMX_API_BEGIN();

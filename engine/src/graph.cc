@@ -150,6 +150,8 @@ std::shared_ptr<Graph> end_trace(const std::vector<NDArray>& outputs) {
   graph->nodes_ = std::move(trace->nodes);
   graph->constants_ = std::move(trace->constants);
   graph->constant_cache_ = std::make_shared<Graph::ConstantCache>();
+  graph->buffer_pools_ = std::make_shared<Graph::BufferPools>();
+  graph->plan_lifetimes();
   return graph;
 }
 
@@ -169,7 +171,153 @@ NDArray Graph::constant_on(size_t index, Device device) const {
 // run() drops its reference to each node output right after the last node that reads it, so the
 // storage allocator can hand the memory to a later node of the same run (the engine frees a
 // chunk only after its queued readers finish). While recording, the tape keeps what backward
-// needs, so this changes nothing there.
+// needs, so this changes nothing there. Which values die after which node depends only on the
+// graph, so it is worked out once, when the graph is built.
+void Graph::plan_lifetimes() {
+  first_value_.resize(nodes_.size());
+  num_values_ = 0;
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    first_value_[n] = num_values_;
+    num_values_ += static_cast<size_t>(nodes_[n].num_outputs);
+  }
+  // last_use[value]: the node after which it dies; an unread value dies after its own node.
+  std::vector<size_t> last_use(num_values_);
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    for (int k = 0; k < nodes_[n].num_outputs; ++k) last_use[first_value_[n] + k] = n;
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    for (const ValueRef& ref : nodes_[n].inputs)
+      if (ref.kind == ValueRef::Kind::kNode) last_use[value_index(ref)] = n;
+  const size_t never = nodes_.size();
+  for (const ValueRef& ref : outputs_)
+    if (ref.kind == ValueRef::Kind::kNode) last_use[value_index(ref)] = never;
+  dead_after_.assign(nodes_.size(), {});
+  for (size_t v = 0; v < num_values_; ++v)
+    if (last_use[v] != never) dead_after_[last_use[v]].push_back(v);
+}
+
+// Note [Static allocation]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// With static_alloc, run() passes each op preallocated output buffers (invoke's `out`) from a
+// pool that lives with the graph. A buffer is free when the pool holds the only reference to its
+// chunk: no live value of this run, no returned output the caller still holds, no autograd tape
+// entry. Only then is it handed out again, so reuse never changes a result; the engine orders the
+// new write after every queued read of the old contents through the chunk's var. Buffers come
+// back within a run when a value dies (inference: a later node of the same size reuses the
+// memory) and between runs when the caller drops the outputs or backward frees the tape
+// (training: the next step's forward reuses the activations). Shapes are inferred once per input
+// signature (static_shape). A pool serves one run at a time; concurrent runs of one graph (data
+// parallelism, one thread per device) take separate pools.
+struct Graph::BufferPool {
+  Device device;
+  // The input shapes and dtypes that out_shapes/out_dtypes were inferred for.
+  std::vector<Shape> input_shapes;
+  std::vector<DType> input_dtypes;
+  std::vector<Shape> out_shapes;  // per value; valid where inferred[value]
+  std::vector<DType> out_dtypes;
+  std::vector<bool> inferred;
+  std::vector<NDArray> buffers;  // every buffer of the pool, owned
+  std::vector<size_t> free;      // indices into buffers that may be handed out now
+  std::vector<bool> handed_out;  // per buffer: used in the current run
+
+  bool is_free(size_t slot) const { return buffers[slot].chunk().use_count() == 1; }
+
+  // Resets the per-run state for inputs of these shapes and dtypes.
+  void begin_run(const std::vector<NDArray>& inputs, size_t num_values) {
+    bool same_signature = input_shapes.size() == inputs.size();
+    for (size_t i = 0; same_signature && i < inputs.size(); ++i)
+      same_signature = input_shapes[i] == inputs[i].shape() && input_dtypes[i] == inputs[i].dtype();
+    if (!same_signature) {
+      input_shapes.clear();
+      input_dtypes.clear();
+      for (const NDArray& input : inputs) {
+        input_shapes.push_back(input.shape());
+        input_dtypes.push_back(input.dtype());
+      }
+      out_shapes.assign(num_values, Shape());
+      out_dtypes.assign(num_values, DType::kFloat32);
+      inferred.assign(num_values, false);
+    }
+    free.clear();
+    for (size_t slot = 0; slot < buffers.size(); ++slot)
+      if (is_free(slot)) free.push_back(slot);
+    handed_out.assign(buffers.size(), false);
+  }
+
+  // A free buffer of this shape and dtype (a reshaped view when the pooled shape differs), or a
+  // new one. Sets *slot to its index.
+  NDArray take(const Shape& shape, DType dtype, size_t* slot) {
+    const size_t bytes = static_cast<size_t>(shape_size(shape)) * dtype_size(dtype);
+    for (size_t i = 0; i < free.size(); ++i) {
+      const NDArray& buffer = buffers[free[i]];
+      if (buffer.dtype() != dtype || buffer.nbytes() != bytes) continue;
+      *slot = free[i];
+      free[i] = free.back();
+      free.pop_back();
+      handed_out[*slot] = true;
+      return buffer.shape() == shape ? buffer : buffer.reshape_view(shape);
+    }
+    *slot = buffers.size();
+    buffers.emplace_back(shape, device, dtype);
+    handed_out.push_back(true);
+    return buffers.back();
+  }
+
+  // Drops buffers that sat free through a whole run: the caller released them (old outputs) and
+  // this run did not need them, so keeping them would only hold memory.
+  void end_run() {
+    std::vector<NDArray> kept;
+    kept.reserve(buffers.size());
+    for (size_t slot = 0; slot < buffers.size(); ++slot)
+      if (handed_out[slot] || !is_free(slot)) kept.push_back(std::move(buffers[slot]));
+    buffers = std::move(kept);
+  }
+};
+
+struct Graph::BufferPools {
+  std::mutex mu;
+  std::vector<std::unique_ptr<BufferPool>> idle;
+
+  std::unique_ptr<BufferPool> acquire(Device device) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto it = idle.begin(); it != idle.end(); ++it) {
+      if ((*it)->device != device) continue;
+      std::unique_ptr<BufferPool> pool = std::move(*it);
+      idle.erase(it);
+      return pool;
+    }
+    auto pool = std::make_unique<BufferPool>();
+    pool->device = device;
+    return pool;
+  }
+
+  void release(std::unique_ptr<BufferPool> pool) {
+    std::lock_guard<std::mutex> lock(mu);
+    idle.push_back(std::move(pool));
+  }
+};
+
+namespace {
+
+// Output shapes and dtypes of `node` for `args`, or false when the node cannot be inferred here
+// (unknown op, wrong input count): invoke() then reports the problem in its own words.
+bool infer_outputs(const GraphNode& node, const std::vector<NDArray>& args,
+                   std::vector<Shape>* out_shapes, std::vector<DType>* out_dtypes) {
+  if (!node.op->infer || (node.op->num_inputs >= 0 && static_cast<size_t>(node.op->num_inputs) != args.size()))
+    return false;
+  std::vector<Shape> in_shapes;
+  std::vector<DType> in_dtypes;
+  for (const NDArray& arg : args) {
+    in_shapes.push_back(arg.shape());
+    in_dtypes.push_back(arg.dtype());
+  }
+  out_shapes->assign(node.num_outputs, Shape());
+  out_dtypes->assign(node.num_outputs, DType::kFloat32);
+  node.op->infer(node.attrs, in_shapes, in_dtypes, out_shapes, out_dtypes);
+  return true;
+}
+
+}  // namespace
+
 std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
   PMX_CHECK(inputs.size() == num_inputs_, "graph run: the graph takes ", num_inputs_,
             " inputs, got ", inputs.size());
@@ -177,40 +325,78 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
     PMX_CHECK(!inputs[i].is_none(), "graph run: input ", i, " is a none array");
   const Device run_device = inputs.empty() ? trace_device_ : inputs[0].device();
 
-  // last_use[node][output]: index of the last node reading it; outputs are never freed.
-  std::vector<std::vector<size_t>> last_use(nodes_.size());
-  for (size_t n = 0; n < nodes_.size(); ++n) last_use[n].assign(nodes_[n].num_outputs, 0);
-  for (size_t n = 0; n < nodes_.size(); ++n)
-    for (const ValueRef& ref : nodes_[n].inputs)
-      if (ref.kind == ValueRef::Kind::kNode) last_use[ref.index][ref.output] = n;
-  for (const ValueRef& ref : outputs_)
-    if (ref.kind == ValueRef::Kind::kNode) last_use[ref.index][ref.output] = nodes_.size();
+  // Holds a pool for this run and gives it back however the run ends. A failed run leaves
+  // nothing stale: begin_run rebuilds the free list from the buffers' reference counts.
+  struct PoolLease {
+    BufferPools* pools = nullptr;
+    std::unique_ptr<BufferPool> pool;
+    ~PoolLease() {
+      if (pool) pools->release(std::move(pool));
+    }
+  };
+  // Ops on pinned memory return plain host arrays (invoke), so there is nothing to pool there.
+  PoolLease lease;
+  if (static_alloc_ && run_device.type != DeviceType::kCPUPinned) {
+    lease.pools = buffer_pools_.get();
+    lease.pool = buffer_pools_->acquire(run_device);
+    lease.pool->begin_run(inputs, num_values_);
+  }
+  BufferPool* const pool = lease.pool.get();
 
-  std::vector<std::vector<NDArray>> values(nodes_.size());
+  std::vector<NDArray> values(num_values_);
+  // slot_of[value]: the pool buffer whose memory the value uses (views share their base's), or
+  // -1. Only kept with static allocation.
+  std::vector<int64_t> slot_of(pool ? num_values_ : 0, -1);
   auto fetch = [&](const ValueRef& ref) -> NDArray {
     if (ref.kind == ValueRef::Kind::kInput) return inputs[ref.index];
     if (ref.kind == ValueRef::Kind::kConstant) return constant_on(ref.index, run_device);
-    return values[ref.index][ref.output];
+    return values[value_index(ref)];
   };
 
-  std::vector<NDArray> args;
+  std::vector<NDArray> args, outs;
+  std::vector<Shape> out_shapes;
+  std::vector<DType> out_dtypes;
   for (size_t n = 0; n < nodes_.size(); ++n) {
     const GraphNode& node = nodes_[n];
-    args.clear();
+    const size_t first = first_value_[n];
     for (const ValueRef& ref : node.inputs) args.push_back(fetch(ref));
     if (node.op == nullptr) {
-      values[n] = {view_of(args.at(0), node.view_offset, node.view_shape)};
+      values[first] = view_of(args.at(0), node.view_offset, node.view_shape);
+      if (pool && node.inputs[0].kind == ValueRef::Kind::kNode)
+        slot_of[first] = slot_of[value_index(node.inputs[0])];
     } else {
       const Device device = node.device == trace_device_ ? run_device : node.device;
-      values[n] = invoke(*node.op, args, node.attrs, device);
+      if (pool && device == run_device && !pool->inferred[first] &&
+          infer_outputs(node, args, &out_shapes, &out_dtypes)) {
+        for (int k = 0; k < node.num_outputs; ++k) {
+          pool->out_shapes[first + k] = out_shapes[k];
+          pool->out_dtypes[first + k] = out_dtypes[k];
+          pool->inferred[first + k] = true;
+        }
+      }
+      if (pool && device == run_device && pool->inferred[first]) {
+        for (int k = 0; k < node.num_outputs; ++k) {
+          size_t slot = 0;
+          outs.push_back(pool->take(pool->out_shapes[first + k], pool->out_dtypes[first + k], &slot));
+          slot_of[first + k] = static_cast<int64_t>(slot);
+        }
+      }
+      std::vector<NDArray> results = invoke(*node.op, args, node.attrs, device, outs);
+      for (int k = 0; k < node.num_outputs; ++k) values[first + k] = std::move(results[k]);
     }
-    for (const ValueRef& ref : node.inputs)
-      if (ref.kind == ValueRef::Kind::kNode && last_use[ref.index][ref.output] == n)
-        values[ref.index][ref.output] = NDArray();
+    // Every reference to a dying value must be gone before its buffer counts as free.
+    args.clear();
+    outs.clear();
+    for (size_t v : dead_after_[n]) {
+      values[v] = NDArray();
+      if (pool && slot_of[v] >= 0 && pool->is_free(static_cast<size_t>(slot_of[v])))
+        pool->free.push_back(static_cast<size_t>(slot_of[v]));
+    }
   }
   std::vector<NDArray> results;
   results.reserve(outputs_.size());
   for (const ValueRef& ref : outputs_) results.push_back(fetch(ref));
+  if (pool) pool->end_run();
   return results;
 }
 
@@ -515,6 +701,8 @@ std::shared_ptr<Graph> Graph::from_json(const std::string& json) {
     ref_of[i] = ValueRef{ValueRef::Kind::kNode, static_cast<uint32_t>(graph->nodes_.size() - 1), 0};
   }
   for (const Json& head : heads->items) graph->outputs_.push_back(parse_ref(head, nodes->items.size()));
+  graph->buffer_pools_ = std::make_shared<Graph::BufferPools>();
+  graph->plan_lifetimes();
   return graph;
 }
 

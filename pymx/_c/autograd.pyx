@@ -134,6 +134,7 @@ def detach(array):
 cdef class Graph:
     """A traced program of op calls, replayed natively (see engine/include/pymx/graph.h)."""
     cdef PmxGraph* handle
+    cdef bint _static_alloc
 
     def __dealloc__(self):
         if self.handle != NULL:
@@ -152,6 +153,17 @@ cdef class Graph:
             rc = pmx_graph_run(self.handle, <int>ins.size(), ins.data(), &num, &out)
         check(rc)
         return _wrap_list(num, out)
+
+    @property
+    def static_alloc(self):
+        return self._static_alloc
+
+    @static_alloc.setter
+    def static_alloc(self, bint on):
+        """Reuse the graph's output buffers across runs (see pymx/graph.h). Set it before
+        running the graph from several threads."""
+        check(pmx_graph_set_static_alloc(self.handle, on))
+        self._static_alloc = on
 
     cdef tuple _info(self):
         cdef int num_inputs, num_outputs, num_nodes, num_constants

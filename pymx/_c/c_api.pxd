@@ -115,6 +115,7 @@ cdef extern from "pymx/c_api.h" nogil:
     int pmx_graph_run(const PmxGraph* graph, int num_inputs, PmxArray* const* inputs,
                       int* out_num_outputs, PmxArray*** out_outputs)
     int pmx_graph_free(PmxGraph* graph)
+    int pmx_graph_set_static_alloc(PmxGraph* graph, int on)
     int pmx_graph_info(const PmxGraph* graph, int* out_num_inputs, int* out_num_outputs,
                        int* out_num_nodes, int* out_num_constants)
     int pmx_graph_constants(const PmxGraph* graph, int* out_num, PmxArray*** out_constants)

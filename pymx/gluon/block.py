@@ -80,14 +80,17 @@ class _CachedGraph:
 
     See Note [Hybridize]."""
 
-    def __init__(self, graph, num_data, params, out_format):
+    def __init__(self, graph, num_data, params, out_format, device):
         self.graph = graph
         self.num_data = num_data
         self.params = params
         self.out_format = out_format
+        self.device = device
+        self._param_lists = None  # each parameter's `_data` list when _param_arrays was built
+        self._param_arrays = None
 
     @classmethod
-    def trace(cls, block, args, arrays, params, device):
+    def trace(cls, block, args, arrays, params, device, static_alloc):
         """Runs block's forward imperatively while tracing it; returns (cached graph, outputs)."""
         param_arrays = [p.data(device) for p in params]
         _c_graph.trace_begin(list(arrays) + param_arrays)
@@ -104,10 +107,23 @@ class _CachedGraph:
             raise
         _trace_state.active = False
         graph = _c_graph.trace_end(flat)
-        return cls(graph, len(arrays), params, out_format), out
+        graph.static_alloc = static_alloc
+        return cls(graph, len(arrays), params, out_format, device), out
 
-    def run(self, arrays, param_arrays):
-        outputs = self.graph.run(list(arrays) + list(param_arrays))
+    def param_arrays(self):
+        """The parameters' arrays on this graph's device, cached: a Parameter replaces its
+        `_data` list whenever its arrays change (initialisation, reset_device, cast, loading,
+        detach), so an unchanged list means unchanged arrays."""
+        lists = self._param_lists
+        if lists is None or any(p._data is not d for p, d in zip(self.params, lists)):
+            self._param_arrays = [p.data(self.device) for p in self.params]
+            self._param_lists = [p._data for p in self.params]
+        return self._param_arrays
+
+    def run(self, arrays):
+        outputs = self.graph.run(arrays + self.param_arrays())
+        if self.out_format == 0:
+            return outputs[0]
         return _regroup(outputs, self.out_format)[0]
 
 
@@ -428,6 +444,15 @@ class HybridBlock(Block):
     # updates, no dropout), so no initialisation op ends up inside a graph.
 
     def _signature(self, args):
+        """(cache key, flat list of the argument arrays, their device)."""
+        if len(args) == 1 and isinstance(args[0], ndarray):  # the common case, kept cheap
+            array = args[0]
+            device = array.device
+            return (0, array.shape, array.dtype, device), [array], device
+        for value in args:
+            if value is not None and not isinstance(value, (ndarray, list, tuple)):
+                raise ValueError(f"HybridBlock inputs must be ndarrays (or nested lists of "
+                                 f"them), got {type(value).__name__}")
         flat, fmt = _flatten(list(args), 'input')
         arrays = [a for a in flat if a is not None]
         if not arrays:
@@ -438,32 +463,28 @@ class HybridBlock(Block):
             raise ValueError(f"Find multiple devices in the input, After hybridized, the "
                              f"HybridBlock only supports one input device. Found devices "
                              f"{sorted(str(d) for d in devices)}")
-        key = (repr(fmt), tuple((a.shape, str(a.dtype)) for a in arrays), arrays[0].device)
-        return key, arrays, fmt
+        device = arrays[0].device
+        key = (repr(fmt), tuple((a.shape, a.dtype) for a in arrays), device)
+        return key, arrays, device
 
     def _pending_deferred(self):
         return any(p._deferred_init for p in self.collect_params().values())
 
     def _call_cached_graph(self, *args):
-        for value in args:
-            if value is not None and not isinstance(value, (ndarray, list, tuple)):
-                raise ValueError(f"HybridBlock inputs must be ndarrays (or nested lists of "
-                                 f"them), got {type(value).__name__}")
-        key, arrays, fmt = self._signature(args)
-        device = key[2]
+        key, arrays, device = self._signature(args)
         cached = self._cached_graphs.get(key)
-        if cached is None:
-            if self._pending_deferred():
-                with autograd.pause(train_mode=False):
-                    with device:
-                        Block.__call__(self, *args)
-            params = self._unique_params()
-            with device:
-                cached, out = _CachedGraph.trace(self, args, arrays, params, device)
-            self._cached_graphs[key] = cached
-            return out
+        if cached is not None:
+            return cached.run(arrays)
+        if self._pending_deferred():
+            with autograd.pause(train_mode=False):
+                with device:
+                    Block.__call__(self, *args)
+        params = self._unique_params()
         with device:
-            return cached.run(arrays, [p.data(device) for p in cached.params])
+            cached, out = _CachedGraph.trace(self, args, arrays, params, device,
+                                             bool(self._flags.get('static_alloc', False)))
+        self._cached_graphs[key] = cached
+        return out
 
     def _unique_params(self):
         seen, params = set(), []

@@ -40,8 +40,15 @@ step wheels 120 "$PY" -m pip install --no-index --no-deps tests/gpu/wheels/*.whl
 # pytest itself only when the image lacks it (wheels/fallback holds pytest and its dependencies).
 "$PY" -c "import pytest" 2>/dev/null ||
   step pytest 60 "$PY" -m pip install --no-index --no-deps tests/gpu/wheels/fallback/*.whl
+# The image's default compiler (/opt/gcc) links its libstdc++ statically into libpymx.so; that
+# second libstdc++, next to the system one Python has already loaded, crashes on the first
+# ostream use (an error message). Build with the system g++ when there is one.
+for cxx in /usr/bin/g++ /usr/bin/g++-13; do
+  if [ -x "$cxx" ]; then export CXX="$cxx" CUDAHOSTCXX="$cxx" CC="${cxx/g++/gcc}"; break; fi
+done
 export CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" PYMX_CUDA=ON
-step build 240 "$PY" -m pip install --no-build-isolation --no-deps --no-index -v . ||
+step build 240 "$PY" -m pip install --no-build-isolation --no-deps --no-index -v \
+  -Cbuild-dir="$OUT/build" . ||
   { printf '%s\n' "${SUMMARY[@]}"; exit 1; }
 # Leave the source tree so that `import pymx` finds the installed package, not ./pymx.
 cd "$OUT"

@@ -229,6 +229,9 @@ PMX_API int pmx_graph_trace_abort(void);
 PMX_API int pmx_graph_run(const PmxGraph* graph, int num_inputs, PmxArray* const* inputs,
                           int* out_num_outputs, PmxArray*** out_outputs);
 PMX_API int pmx_graph_free(PmxGraph* graph);
+/* Static allocation on (1) or off (0): runs reuse the graph's own output buffers whenever nothing
+ * else holds them (hybridize(static_alloc=True)). Not while another thread runs the graph. */
+PMX_API int pmx_graph_set_static_alloc(PmxGraph* graph, int on);
 /* Inputs (data inputs, then for a loaded graph its constants), outputs, nodes and captured
  * constants of the graph. */
 PMX_API int pmx_graph_info(const PmxGraph* graph, int* out_num_inputs, int* out_num_outputs,

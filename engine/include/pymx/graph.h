@@ -55,6 +55,14 @@ class Graph {
   // Throws Error(kInvalidArg) naming the problem (bad JSON, unknown operator, bad reference).
   static std::shared_ptr<Graph> from_json(const std::string& json);
 
+  // Static allocation (hybridize(static_alloc=True)): node results are written into buffers the
+  // graph keeps between runs, one pool per device, so a steady stream of runs allocates nothing.
+  // A buffer is reused only while nothing else holds it (not a returned output, not saved by the
+  // autograd tape), so results are the same as without it. Set it before running the graph from
+  // several threads.
+  void set_static_alloc(bool on) { static_alloc_ = on; }
+  bool static_alloc() const { return static_alloc_; }
+
   size_t num_inputs() const { return num_inputs_; }
   size_t num_outputs() const { return outputs_.size(); }
   const std::vector<GraphNode>& nodes() const { return nodes_; }
@@ -62,7 +70,12 @@ class Graph {
 
  private:
   friend std::shared_ptr<Graph> end_trace(const std::vector<NDArray>& outputs);
+  struct BufferPool;
+  struct BufferPools;
   NDArray constant_on(size_t index, Device device) const;
+  // Fills first_value_ and dead_after_ once the nodes and outputs are final.
+  void plan_lifetimes();
+  size_t value_index(const ValueRef& ref) const { return first_value_[ref.index] + ref.output; }
 
   size_t num_inputs_ = 0;
   std::vector<GraphNode> nodes_;
@@ -71,6 +84,14 @@ class Graph {
   Device trace_device_;             // device of the first input at trace time
   struct ConstantCache;
   std::shared_ptr<ConstantCache> constant_cache_;
+  // Node outputs are numbered consecutively: output k of node n is value first_value_[n] + k.
+  std::vector<size_t> first_value_;
+  size_t num_values_ = 0;
+  // dead_after_[n]: the values whose last reader is node n (or, when nothing reads them, n
+  // itself); graph outputs never die. See Note [Freeing intermediates].
+  std::vector<std::vector<size_t>> dead_after_;
+  bool static_alloc_ = false;
+  std::shared_ptr<BufferPools> buffer_pools_;
 };
 
 // Starts recording the ops this thread invokes into a graph whose inputs are `inputs`. Ops still
