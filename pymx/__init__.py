@@ -6,6 +6,14 @@
 # needs when its RPATH does not lead to it (editable and --target installs).
 import scipy_openblas32  # noqa: F401
 
+try:
+    from pymx._c import core as _core  # noqa: F401
+except ImportError as error:
+    raise ImportError(
+        f"pymx's compiled core is missing from {__path__[0]}: this looks like pymx's source tree "
+        "without a build. Install pymx (`pip install .`) and run from another directory, or "
+        "install it in place for development (`pip install --no-build-isolation -e .`).") from error
+
 from pymx.base import PymxError, __version__
 from pymx.device import Device, cpu, cpu_pinned, current_device, gpu, gpu_memory_info, num_gpus
 from pymx._op import waitall

@@ -376,8 +376,10 @@ class HybridBlock(Block):
 
     def hybridize(self, active=True, static_alloc=False, static_shape=False, **kwargs):
         """Traces `forward` into a native graph at the next call (per input signature) and
-        replays it afterwards. `static_alloc` / `static_shape` are accepted for compatibility
-        (the graph executor always plans its memory)."""
+        replays it afterwards. With `static_alloc` the graph keeps its output buffers between
+        calls and reuses those nothing else holds (no allocation in a steady loop; memory stays
+        reserved). `static_shape` is accepted for compatibility: a graph is traced per input
+        shape anyway."""
         self._active = active
         self._flags = dict(static_alloc=static_alloc, static_shape=static_shape, **kwargs)
         self._clear_cached_op()

@@ -1,4 +1,3 @@
-import os
 import subprocess
 import sys
 
@@ -8,7 +7,6 @@ import pymx
 from pymx import _train
 from pymx.__main__ import parse_devices
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_parse_devices():
@@ -25,7 +23,7 @@ def test_main_trains_one_epoch_on_a_tiny_generated_set(tmp_path):
            "--train-images", "16", "--epochs", "1", "--batch-size", "4",
            "--devices", "cpu(0),cpu(1)", "--output-dir", str(out), "--num-workers", "1",
            "--hybridize"]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     stdout = result.stdout
     assert "Using devices: cpu(0), cpu(1)" in stdout

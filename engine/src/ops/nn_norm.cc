@@ -23,6 +23,7 @@
 #include <cmath>
 
 #include "ops/nn_common.h"
+#include "parallel.h"
 
 namespace pymx {
 namespace {
@@ -82,47 +83,50 @@ void bn_forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   P* mean_out = out[1].data<P>();
   P* var_out = out[2].data<P>();
   const int64_t count = v.outer * v.inner;
-  for (int64_t c = 0; c < v.channels; ++c) {
-    double mean, var;
-    if (batch_stats) {
-      // Two passes in double: the sums over a batch of conv maps reach 1e6 elements.
-      double sum = 0;
-      for (int64_t o = 0; o < v.outer; ++o) {
-        const T* xc = x + (o * v.channels + c) * v.inner;
-        for (int64_t i = 0; i < v.inner; ++i) sum += static_cast<double>(xc[i]);
-      }
-      mean = count > 0 ? sum / count : 0.0;
-      double sq = 0;
-      for (int64_t o = 0; o < v.outer; ++o) {
-        const T* xc = x + (o * v.channels + c) * v.inner;
-        for (int64_t i = 0; i < v.inner; ++i) {
-          const double d = static_cast<double>(xc[i]) - mean;
-          sq += d * d;
+  // Channels are independent (each reads and writes only its own slices and statistics).
+  parallel_for(0, v.channels, 1, [&](int64_t c_lo, int64_t c_hi) {
+    for (int64_t c = c_lo; c < c_hi; ++c) {
+      double mean, var;
+      if (batch_stats) {
+        // Two passes in double: the sums over a batch of conv maps reach 1e6 elements.
+        double sum = 0;
+        for (int64_t o = 0; o < v.outer; ++o) {
+          const T* xc = x + (o * v.channels + c) * v.inner;
+          for (int64_t i = 0; i < v.inner; ++i) sum += static_cast<double>(xc[i]);
         }
+        mean = count > 0 ? sum / count : 0.0;
+        double sq = 0;
+        for (int64_t o = 0; o < v.outer; ++o) {
+          const T* xc = x + (o * v.channels + c) * v.inner;
+          for (int64_t i = 0; i < v.inner; ++i) {
+            const double d = static_cast<double>(xc[i]) - mean;
+            sq += d * d;
+          }
+        }
+        var = count > 0 ? sq / count : 0.0;
+        moving_mean[c] = static_cast<P>(static_cast<double>(moving_mean[c]) * momentum +
+                                        mean * (1 - momentum));
+        moving_var[c] = static_cast<P>(static_cast<double>(moving_var[c]) * momentum +
+                                       var * (1 - momentum));
+      } else {
+        mean = static_cast<double>(moving_mean[c]);
+        var = static_cast<double>(moving_var[c]);
       }
-      var = count > 0 ? sq / count : 0.0;
-      moving_mean[c] = static_cast<P>(static_cast<double>(moving_mean[c]) * momentum +
-                                      mean * (1 - momentum));
-      moving_var[c] = static_cast<P>(static_cast<double>(moving_var[c]) * momentum +
-                                     var * (1 - momentum));
-    } else {
-      mean = static_cast<double>(moving_mean[c]);
-      var = static_cast<double>(moving_var[c]);
+      mean_out[c] = static_cast<P>(mean);
+      var_out[c] = static_cast<P>(var);
+      // y = x * scale + shift, folded per channel.
+      const double g = fix_gamma ? 1.0 : static_cast<double>(gamma[c]);
+      using A = nn::acc_t<T>;
+      const double scale = g / std::sqrt(var + eps);
+      const A scale_a = static_cast<A>(scale);
+      const A shift_a = static_cast<A>(static_cast<double>(beta[c]) - mean * scale);
+      for (int64_t o = 0; o < v.outer; ++o) {
+        const int64_t base = (o * v.channels + c) * v.inner;
+        for (int64_t i = 0; i < v.inner; ++i)
+          y[base + i] = static_cast<T>(static_cast<A>(x[base + i]) * scale_a + shift_a);
+      }
     }
-    mean_out[c] = static_cast<P>(mean);
-    var_out[c] = static_cast<P>(var);
-    // y = x * scale + shift, folded per channel.
-    const double g = fix_gamma ? 1.0 : static_cast<double>(gamma[c]);
-    using A = nn::acc_t<T>;
-    const double scale = g / std::sqrt(var + eps);
-    const A scale_a = static_cast<A>(scale);
-    const A shift_a = static_cast<A>(static_cast<double>(beta[c]) - mean * scale);
-    for (int64_t o = 0; o < v.outer; ++o) {
-      const int64_t base = (o * v.channels + c) * v.inner;
-      for (int64_t i = 0; i < v.inner; ++i)
-        y[base + i] = static_cast<T>(static_cast<A>(x[base + i]) * scale_a + shift_a);
-    }
-  }
+  });
 }
 
 // Runs body with T = data type and P = parameter type (equal, or P = float).
@@ -169,34 +173,41 @@ void bn_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   P* dgamma = out[1].data<P>();
   P* dbeta = out[2].data<P>();
   const double count = static_cast<double>(v.outer * v.inner);
-  for (int64_t c = 0; c < v.channels; ++c) {
-    const double m = static_cast<double>(mean[c]);
-    const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + eps);
-    double sum_dy = 0, sum_dy_xhat = 0;
-    for (int64_t o = 0; o < v.outer; ++o) {
-      const int64_t base = (o * v.channels + c) * v.inner;
-      for (int64_t i = 0; i < v.inner; ++i) {
-        const double g = static_cast<double>(dy[base + i]);
-        sum_dy += g;
-        sum_dy_xhat += g * (static_cast<double>(x[base + i]) - m) * invstd;
+  parallel_for(0, v.channels, 1, [&](int64_t c_lo, int64_t c_hi) {
+    for (int64_t c = c_lo; c < c_hi; ++c) {
+      const double m = static_cast<double>(mean[c]);
+      const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + eps);
+      double sum_dy = 0, sum_dy_xhat = 0;
+      for (int64_t o = 0; o < v.outer; ++o) {
+        const int64_t base = (o * v.channels + c) * v.inner;
+        for (int64_t i = 0; i < v.inner; ++i) {
+          const double g = static_cast<double>(dy[base + i]);
+          sum_dy += g;
+          sum_dy_xhat += g * (static_cast<double>(x[base + i]) - m) * invstd;
+        }
+      }
+      dgamma[c] = static_cast<P>(fix_gamma ? 0.0 : sum_dy_xhat);
+      dbeta[c] = static_cast<P>(sum_dy);
+      const double g = fix_gamma ? 1.0 : static_cast<double>(gamma[c]);
+      // Training: dx = g*invstd * (dy - mean(dy) - xhat * mean(dy*xhat)); global: g*invstd*dy.
+      const double k = g * invstd;
+      const double mean_dy = batch_stats && count > 0 ? sum_dy / count : 0.0;
+      const double mean_dy_xhat = batch_stats && count > 0 ? sum_dy_xhat / count : 0.0;
+      // Expanded to dx = a*dy + b*x + shift with the coefficients in double and the loop in the
+      // accumulation type, which vectorises (the sums above stay in double for accuracy).
+      using A = nn::acc_t<T>;
+      const A a = static_cast<A>(k);
+      const A b = static_cast<A>(-k * invstd * mean_dy_xhat);
+      const A shift = static_cast<A>(k * (m * invstd * mean_dy_xhat - mean_dy));
+      for (int64_t o = 0; o < v.outer; ++o) {
+        const int64_t base = (o * v.channels + c) * v.inner;
+        for (int64_t i = 0; i < v.inner; ++i) {
+          dx[base + i] = static_cast<T>(a * static_cast<A>(dy[base + i]) +
+                                        b * static_cast<A>(x[base + i]) + shift);
+        }
       }
     }
-    dgamma[c] = static_cast<P>(fix_gamma ? 0.0 : sum_dy_xhat);
-    dbeta[c] = static_cast<P>(sum_dy);
-    const double g = fix_gamma ? 1.0 : static_cast<double>(gamma[c]);
-    // Training: dx = g*invstd * (dy - mean(dy) - xhat * mean(dy*xhat)); global: g*invstd*dy.
-    const double k = g * invstd;
-    const double mean_dy = batch_stats && count > 0 ? sum_dy / count : 0.0;
-    const double mean_dy_xhat = batch_stats && count > 0 ? sum_dy_xhat / count : 0.0;
-    for (int64_t o = 0; o < v.outer; ++o) {
-      const int64_t base = (o * v.channels + c) * v.inner;
-      for (int64_t i = 0; i < v.inner; ++i) {
-        const double xhat = (static_cast<double>(x[base + i]) - m) * invstd;
-        dx[base + i] = static_cast<T>(
-            k * (static_cast<double>(dy[base + i]) - mean_dy - xhat * mean_dy_xhat));
-      }
-    }
-  }
+  });
 }
 
 void bn_backward(const OpContext& ctx, const std::vector<TBlob>& in,
