@@ -11,7 +11,6 @@ import warnings
 import numpy as _onp
 
 from pymx._c import core as _core
-from pymx._c.core import invoke as _invoke
 from pymx.base import DEFAULT_DTYPE
 from pymx.device import Device, current_device
 
@@ -195,60 +194,17 @@ class ndarray(_core.NDArrayBase):
         return _autograd._detach(self)
 
     # ---- arithmetic (pymx.numpy functions) -----------------------------------------------
-    # Note [Scalar fast path]
-    # ~~~~~~~~~~~~~~~~~~~~~~~
-    # `x + 1` is the most frequent call in user code, and the generic path (pymx.np.add sorting
-    # out its operand types) costs about as much as the op itself. For an exact Python int or
-    # float operand, + - * / call the `<op>_scalar` operator directly, with exactly the attributes
-    # pymx.np.<op> would pass; every other operand goes through pymx.np.
-    def __add__(self, other):
-        if type(other) is float or type(other) is int:
-            return _invoke("add_scalar", [self], {"scalar": other, "reverse": False})[0]
-        return _mxnp.add(self, other) if _is_operand(other) else NotImplemented
-
-    def __radd__(self, other):
-        if type(other) is float or type(other) is int:
-            return _invoke("add_scalar", [self], {"scalar": other, "reverse": True})[0]
-        return _mxnp.add(other, self) if _is_operand(other) else NotImplemented
-
+    # + - * / are implemented by NDArrayBase (Note [Arithmetic fast path] in pymx/_c/core.pyx),
+    # which calls _arithmetic_fallback below for operands other than ndarrays and Python
+    # int/float.
     def __iadd__(self, other):
         return _mxnp.add(self, other, out=self) if _is_operand(other) else NotImplemented
-
-    def __sub__(self, other):
-        if type(other) is float or type(other) is int:
-            return _invoke("subtract_scalar", [self], {"scalar": other, "reverse": False})[0]
-        return _mxnp.subtract(self, other) if _is_operand(other) else NotImplemented
-
-    def __rsub__(self, other):
-        if type(other) is float or type(other) is int:
-            return _invoke("subtract_scalar", [self], {"scalar": other, "reverse": True})[0]
-        return _mxnp.subtract(other, self) if _is_operand(other) else NotImplemented
 
     def __isub__(self, other):
         return _mxnp.subtract(self, other, out=self) if _is_operand(other) else NotImplemented
 
-    def __mul__(self, other):
-        if type(other) is float or type(other) is int:
-            return _invoke("multiply_scalar", [self], {"scalar": other, "reverse": False})[0]
-        return _mxnp.multiply(self, other) if _is_operand(other) else NotImplemented
-
-    def __rmul__(self, other):
-        if type(other) is float or type(other) is int:
-            return _invoke("multiply_scalar", [self], {"scalar": other, "reverse": True})[0]
-        return _mxnp.multiply(other, self) if _is_operand(other) else NotImplemented
-
     def __imul__(self, other):
         return _mxnp.multiply(self, other, out=self) if _is_operand(other) else NotImplemented
-
-    def __truediv__(self, other):
-        if type(other) is float or type(other) is int:
-            return _invoke("divide_scalar", [self], {"scalar": other, "reverse": False})[0]
-        return _mxnp.true_divide(self, other) if _is_operand(other) else NotImplemented
-
-    def __rtruediv__(self, other):
-        if type(other) is float or type(other) is int:
-            return _invoke("divide_scalar", [self], {"scalar": other, "reverse": True})[0]
-        return _mxnp.true_divide(other, self) if _is_operand(other) else NotImplemented
 
     def __itruediv__(self, other):
         return _mxnp.true_divide(self, other, out=self) if _is_operand(other) else NotImplemented
@@ -351,6 +307,17 @@ for _name in ("sum", "mean", "prod", "max", "min", "argmax", "argmin", "std", "v
 del _name
 
 _core.set_ndarray_class(ndarray)
+
+
+def _arithmetic_fallback(name, array, other, reverse):
+    """`array <op> other` (`other <op> array` when reverse) through pymx.np.<name>."""
+    if not _is_operand(other):
+        return NotImplemented
+    function = getattr(_mxnp, name)
+    return function(other, array) if reverse else function(array, other)
+
+
+_core.set_arithmetic_fallback(_arithmetic_fallback)
 
 
 def _rebuild(values, device):

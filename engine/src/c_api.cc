@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "c_api_internal.h"
+#include "invoke.h"
 #include "pymx/engine.h"
 #include "pymx/gpu.h"
 #include "pymx/ndarray.h"
@@ -54,20 +55,30 @@ void check_device_exists(Device device) {
             gpu::built_with_cuda() ? "" : " (pymx was built without CUDA)");
 }
 
-std::vector<NDArray> arrays_of(PmxArray* const* arrays, int num, bool allow_null) {
-  PMX_CHECK(num >= 0 && (num == 0 || arrays != nullptr), "invalid array list: ", num,
-            " arrays at address ", static_cast<const void*>(arrays));
-  std::vector<NDArray> out;
-  out.reserve(num);
-  for (int i = 0; i < num; ++i) {
-    if (arrays[i] == nullptr && allow_null) {
-      out.emplace_back();
-    } else {
-      out.push_back(array_of(arrays[i]));
+// The arrays behind a list of handles, by pointer (inline for the usual handful). With
+// allow_null, a NULL handle gives a null pointer (out= entries to allocate).
+class ArrayPointers {
+ public:
+  ArrayPointers(PmxArray* const* arrays, int num, bool allow_null) {
+    PMX_CHECK(num >= 0 && (num == 0 || arrays != nullptr), "invalid array list: ", num,
+              " arrays at address ", static_cast<const void*>(arrays));
+    if (num > static_cast<int>(kInline)) {
+      heap_.resize(num);
+      data_ = heap_.data();
     }
+    for (int i = 0; i < num; ++i)
+      data_[i] = arrays[i] == nullptr && allow_null ? nullptr : &array_of(arrays[i]);
   }
-  return out;
-}
+  ArrayPointers(const ArrayPointers&) = delete;
+  ArrayPointers& operator=(const ArrayPointers&) = delete;
+  const NDArray* const* data() const { return data_; }
+
+ private:
+  static constexpr size_t kInline = 8;
+  const NDArray* inline_[kInline];
+  std::vector<const NDArray*> heap_;
+  const NDArray** data_ = inline_;
+};
 
 Shape shape_of(const int64_t* shape, int ndim) {
   PMX_CHECK(ndim >= 0 && (ndim == 0 || shape != nullptr), "invalid shape: ndim ", ndim,
@@ -356,12 +367,15 @@ int pmx_op_invoke(const PmxOp* op, int num_inputs, PmxArray* const* inputs, int 
                   int device_id, int num_outs, PmxArray* const* outs, int* out_num_outputs,
                   PmxArray*** out_outputs) {
   PMX_API_BEGIN();
+  // The hot path of every op called from Python: no NDArray copies, and the attributes are
+  // parsed into a per-thread Attrs whose strings keep their capacity across calls.
   PMX_CHECK(op != nullptr, "pmx_op_invoke: NULL operator");
   const OpDef& def = *reinterpret_cast<const OpDef*>(op);
-  std::vector<NDArray> in = arrays_of(inputs, num_inputs, /*allow_null=*/false);
+  const ArrayPointers in(inputs, num_inputs, /*allow_null=*/false);
   PMX_CHECK(num_attrs >= 0 && (num_attrs == 0 || (attr_keys != nullptr && attr_values != nullptr)),
             "operator ", def.name, ": invalid attribute list (", num_attrs, " entries)");
-  Attrs attrs;
+  thread_local Attrs attrs;
+  attrs.clear();
   for (int i = 0; i < num_attrs; ++i) {
     PMX_CHECK(attr_keys[i] != nullptr && attr_values[i] != nullptr, "operator ", def.name,
               ": attribute ", i, " has a NULL key or value");
@@ -369,9 +383,10 @@ int pmx_op_invoke(const PmxOp* op, int num_inputs, PmxArray* const* inputs, int 
   }
   Device device = make_device(device_type, device_id);
   if (num_inputs == 0) check_device_exists(device);
-  std::vector<NDArray> out;
-  if (num_outs > 0) out = arrays_of(outs, num_outs, /*allow_null=*/true);
-  return_arrays(invoke(def, in, attrs, device, out), out_num_outputs, out_outputs);
+  const ArrayPointers out(outs, num_outs, /*allow_null=*/true);
+  std::vector<NDArray> results;
+  invoke_into(def, in.data(), num_inputs, attrs, device, out.data(), num_outs, &results);
+  return_arrays(std::move(results), out_num_outputs, out_outputs);
   PMX_API_END();
 }
 

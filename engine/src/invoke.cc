@@ -2,8 +2,12 @@
 // pushes the kernel to the engine, then reports the op to autograd and to the graph tracer.
 // This is on the hot path of every `x + 1` from Python: keep it lean (no maps, no extra copies).
 #include <atomic>
+#include <memory>
 #include <unordered_map>
 
+#include "engine_impl.h"
+#include "engine_object_pool.h"
+#include "invoke.h"
 #include "pymx/autograd.h"
 #include "pymx/gpu.h"
 #include "pymx/graph.h"
@@ -58,6 +62,92 @@ void validate_out(const OpDef& op, size_t i, const NDArray& out, const Shape& sh
             out.device().str(), " but the operands are on ", device.str());
 }
 
+// Note [Invoke without allocations]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Memory allocated on the pushing thread and freed on a worker (the kernel's attributes and
+// blobs) takes glibc malloc's slow path on both sides; for a tiny op like `x + 1` that cost more
+// than the engine itself. So what the kernel needs lives in a recycled record (RecyclingPool)
+// whose vectors and strings keep their capacity, and what is needed only during the call
+// (shapes for inference, var lists for the push) lives in per-thread scratch vectors. In the
+// steady state a call allocates the engine's function object and the output array.
+
+// What a pushed kernel needs: refilled in place for each op (see the note).
+struct InvokeRecord {
+  Attrs attrs;
+  std::vector<TBlob> in_blobs;
+  std::vector<TBlob> out_blobs;
+  const ComputeFn* compute = nullptr;
+  bool is_train = false;
+  uint64_t seed = 0;
+  std::atomic<int> refs{0};
+  InvokeRecord* pool_next = nullptr;  // RecyclingPool's link
+};
+
+// Counted ownership of a record by the engine's function object (std::function must be
+// copyable, though the engines only move it). The last owner recycles the record, whether the
+// kernel ran, was skipped after an earlier error, or was never pushed.
+class RecordRef {
+ public:
+  explicit RecordRef(InvokeRecord* record) : record_(record) {
+    record_->refs.store(1, std::memory_order_relaxed);
+  }
+  RecordRef(const RecordRef& other) : record_(other.record_) {
+    record_->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+  RecordRef(RecordRef&& other) noexcept : record_(other.record_) { other.record_ = nullptr; }
+  RecordRef& operator=(const RecordRef&) = delete;
+  ~RecordRef() {
+    if (record_ != nullptr && record_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      RecyclingPool<InvokeRecord>::release(record_);
+  }
+  InvokeRecord* operator->() const { return record_; }
+
+ private:
+  InvokeRecord* record_;
+};
+
+// The kernel's view of `array`, written into `blob` in place (reusing its shape's capacity).
+void fill_blob(const NDArray& array, TBlob* blob) {
+  void* base = array.chunk()->storage.dptr;
+  blob->dptr = base == nullptr ? nullptr : static_cast<char*>(base) + array.byte_offset();
+  blob->shape = array.shape();
+  blob->dtype = array.dtype();
+  blob->device = array.device();
+}
+
+// Per-call working vectors (see the note), one set per thread.
+struct Scratch {
+  std::vector<Shape> in_shapes, out_shapes;
+  std::vector<DType> in_dtypes, out_dtypes;
+  std::vector<VarHandle> reads, writes;
+  bool in_use = false;
+};
+
+thread_local Scratch t_scratch;
+
+// The thread's scratch, or a fresh one when invoke runs inside invoke (a kernel run inline by
+// the naive engine that invokes an op itself).
+class ScratchLease {
+ public:
+  ScratchLease() {
+    if (t_scratch.in_use) {
+      own_ = std::make_unique<Scratch>();
+      scratch = own_.get();
+    } else {
+      scratch = &t_scratch;
+    }
+    scratch->in_use = true;
+  }
+  ~ScratchLease() { scratch->in_use = false; }
+  ScratchLease(const ScratchLease&) = delete;
+  ScratchLease& operator=(const ScratchLease&) = delete;
+
+  Scratch* scratch;
+
+ private:
+  std::unique_ptr<Scratch> own_;
+};
+
 }  // namespace
 
 void seed_rng(uint64_t seed) {
@@ -80,20 +170,25 @@ void* OpContext::workspace(size_t bytes) const {
   return slot->dptr;
 }
 
-std::vector<NDArray> invoke(const OpDef& op, const std::vector<NDArray>& inputs,
-                            const Attrs& attrs, Device device, const std::vector<NDArray>& out) {
+namespace {
+
+// Runs the op. `inputs_vector`, when the caller has one, is `inputs` as a vector (autograd and
+// the tracer take vectors); otherwise one is built only when recording or tracing.
+void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
+                 const std::vector<NDArray>* inputs_vector, const Attrs& attrs, Device device,
+                 const NDArray* const* out, int num_out, std::vector<NDArray>* outputs) {
   if (op.num_inputs >= 0)
-    PMX_CHECK(static_cast<int>(inputs.size()) == op.num_inputs, "operator '", op.name,
-              "' takes ", op.num_inputs, " inputs, got ", inputs.size());
+    PMX_CHECK(num_inputs == op.num_inputs, "operator '", op.name, "' takes ", op.num_inputs,
+              " inputs, got ", num_inputs);
 
   // All operands must live on one device (full equality, unlike MXNet's device-type check).
-  if (!inputs.empty()) {
-    device = inputs[0].device();
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      PMX_CHECK(!inputs[i].is_none(), "operator '", op.name, "': input ", i, " is a none array");
-      PMX_CHECK(inputs[i].device() == device, "operator '", op.name,
+  if (num_inputs > 0) {
+    device = inputs[0]->device();
+    for (int i = 0; i < num_inputs; ++i) {
+      PMX_CHECK(!inputs[i]->is_none(), "operator '", op.name, "': input ", i, " is a none array");
+      PMX_CHECK(inputs[i]->device() == device, "operator '", op.name,
                 "': operands are on different devices: ", device.str(), " and ",
-                inputs[i].device().str(), " (input 0 and input ", i, ")");
+                inputs[i]->device().str(), " (input 0 and input ", i, ")");
     }
   }
   // Results of ops on pinned host memory are ordinary host arrays.
@@ -107,63 +202,113 @@ std::vector<NDArray> invoke(const OpDef& op, const std::vector<NDArray>& inputs,
               device.is_gpu() && !gpu::built_with_cuda() ? " (pymx was built without CUDA)" : "");
   }
 
+  ScratchLease lease;
+  Scratch& s = *lease.scratch;
   const int num_outputs = op.num_outputs(attrs);
-  std::vector<Shape> in_shapes;
-  std::vector<DType> in_dtypes;
-  in_shapes.reserve(inputs.size());
-  in_dtypes.reserve(inputs.size());
-  for (const NDArray& a : inputs) {
-    in_shapes.push_back(a.shape());
-    in_dtypes.push_back(a.dtype());
+  s.in_shapes.resize(num_inputs);
+  s.in_dtypes.resize(num_inputs);
+  for (int i = 0; i < num_inputs; ++i) {
+    s.in_shapes[i] = inputs[i]->shape();
+    s.in_dtypes[i] = inputs[i]->dtype();
   }
-  std::vector<Shape> out_shapes(num_outputs);
-  std::vector<DType> out_dtypes(num_outputs, DType::kFloat32);
-  op.infer(attrs, in_shapes, in_dtypes, &out_shapes, &out_dtypes);
+  s.out_shapes.resize(num_outputs);
+  for (Shape& shape : s.out_shapes) shape.clear();
+  s.out_dtypes.assign(num_outputs, DType::kFloat32);
+  op.infer(attrs, s.in_shapes, s.in_dtypes, &s.out_shapes, &s.out_dtypes);
 
-  PMX_CHECK(out.empty() || static_cast<int>(out.size()) == num_outputs, "operator '", op.name,
-            "' has ", num_outputs, " outputs, but out= holds ", out.size(), " arrays");
-  std::vector<NDArray> outputs(num_outputs);
+  PMX_CHECK(num_out == 0 || num_out == num_outputs, "operator '", op.name, "' has ",
+            num_outputs, " outputs, but out= holds ", num_out, " arrays");
+  outputs->clear();
+  outputs->reserve(num_outputs);
   for (int i = 0; i < num_outputs; ++i) {
-    if (!out.empty() && !out[i].is_none()) {
-      validate_out(op, i, out[i], out_shapes[i], out_dtypes[i], out_device);
-      outputs[i] = out[i];
+    if (num_out > 0 && out[i] != nullptr && !out[i]->is_none()) {
+      validate_out(op, i, *out[i], s.out_shapes[i], s.out_dtypes[i], out_device);
+      outputs->push_back(*out[i]);
     } else {
-      outputs[i] = NDArray(out_shapes[i], out_device, out_dtypes[i]);
+      outputs->emplace_back(s.out_shapes[i], out_device, s.out_dtypes[i]);
     }
   }
 
-  std::vector<VarHandle> reads, writes;
-  std::vector<TBlob> in_blobs, out_blobs;
-  reads.reserve(inputs.size());
-  in_blobs.reserve(inputs.size());
-  for (const NDArray& a : inputs) {
-    reads.push_back(a.var());
-    in_blobs.push_back(a.blob());
-  }
-  writes.reserve(outputs.size() + op.mutate_inputs.size());
-  out_blobs.reserve(outputs.size());
-  for (const NDArray& a : outputs) {
-    writes.push_back(a.var());
-    out_blobs.push_back(a.blob());
-  }
-  for (int m : op.mutate_inputs) writes.push_back(inputs.at(m).var());
+  RecordRef record(RecyclingPool<InvokeRecord>::acquire());
+  record->attrs = attrs;
+  record->compute = &compute;
+  record->is_train = autograd::is_training();
+  record->seed = op.uses_rng ? next_seed() : 0;
+  record->in_blobs.resize(num_inputs);
+  for (int i = 0; i < num_inputs; ++i) fill_blob(*inputs[i], &record->in_blobs[i]);
+  record->out_blobs.resize(num_outputs);
+  for (int i = 0; i < num_outputs; ++i) fill_blob((*outputs)[i], &record->out_blobs[i]);
 
-  const bool is_train = autograd::is_training();
-  const uint64_t seed = op.uses_rng ? next_seed() : 0;
-  Engine::get()->push_sync(
-      [&compute, attrs, in_blobs = std::move(in_blobs), out_blobs = std::move(out_blobs), is_train,
-       seed](RunContext run) {
-        OpContext ctx;
-        ctx.run = run;
-        ctx.attrs = &attrs;
-        ctx.is_train = is_train;
-        ctx.seed = seed;
-        compute(ctx, in_blobs, out_blobs);
-      },
-      device, std::move(reads), std::move(writes), FnProperty::kNormal, 0, op.name.c_str());
+  s.reads.clear();
+  s.writes.clear();
+  for (int i = 0; i < num_inputs; ++i) s.reads.push_back(inputs[i]->var());
+  for (const NDArray& a : *outputs) s.writes.push_back(a.var());
+  for (int m : op.mutate_inputs) {
+    PMX_ASSERT(m >= 0 && m < num_inputs, "operator '", op.name, "' mutates input ", m, " of ",
+               num_inputs);
+    s.writes.push_back(inputs[m]->var());
+  }
 
-  if (autograd::is_recording()) autograd::record_op(op, attrs, inputs, &outputs, is_train);
-  if (graph::is_tracing()) graph::trace_op(op, attrs, inputs, outputs);
+  const bool is_train = record->is_train;
+  // Every engine behind Engine::get() is an EngineBase; push_sync_fn takes the var lists by
+  // reference, so the scratch vectors are reused instead of moved away.
+  static_cast<EngineBase*>(Engine::get())
+      ->push_sync_fn(
+          [record = std::move(record)](RunContext run) {
+            OpContext ctx;
+            ctx.run = run;
+            ctx.attrs = &record->attrs;
+            ctx.is_train = record->is_train;
+            ctx.seed = record->seed;
+            (*record->compute)(ctx, record->in_blobs, record->out_blobs);
+          },
+          device, s.reads, s.writes, FnProperty::kNormal, op.name.c_str());
+
+  const bool recording = autograd::is_recording(), tracing = graph::is_tracing();
+  if (!recording && !tracing) return;
+  std::vector<NDArray> built_inputs;
+  if (inputs_vector == nullptr) {
+    built_inputs.reserve(num_inputs);
+    for (int i = 0; i < num_inputs; ++i) built_inputs.push_back(*inputs[i]);
+    inputs_vector = &built_inputs;
+  }
+  if (recording) autograd::record_op(op, attrs, *inputs_vector, outputs, is_train);
+  if (tracing) graph::trace_op(op, attrs, *inputs_vector, *outputs);
+}
+
+// Pointers to the arrays of a vector, inline for the usual handful.
+class PointerList {
+ public:
+  explicit PointerList(const std::vector<NDArray>& arrays) {
+    if (arrays.size() > kInline) {
+      heap_.resize(arrays.size());
+      data_ = heap_.data();
+    }
+    for (size_t i = 0; i < arrays.size(); ++i) data_[i] = &arrays[i];
+  }
+  const NDArray* const* data() const { return data_; }
+
+ private:
+  static constexpr size_t kInline = 8;
+  const NDArray* inline_[kInline];
+  std::vector<const NDArray*> heap_;
+  const NDArray** data_ = inline_;
+};
+
+}  // namespace
+
+void invoke_into(const OpDef& op, const NDArray* const* inputs, int num_inputs,
+                 const Attrs& attrs, Device device, const NDArray* const* out, int num_out,
+                 std::vector<NDArray>* outputs) {
+  invoke_impl(op, inputs, num_inputs, nullptr, attrs, device, out, num_out, outputs);
+}
+
+std::vector<NDArray> invoke(const OpDef& op, const std::vector<NDArray>& inputs,
+                            const Attrs& attrs, Device device, const std::vector<NDArray>& out) {
+  const PointerList input_pointers(inputs), out_pointers(out);
+  std::vector<NDArray> outputs;
+  invoke_impl(op, input_pointers.data(), static_cast<int>(inputs.size()), &inputs, attrs, device,
+              out_pointers.data(), static_cast<int>(out.size()), &outputs);
   return outputs;
 }
 

@@ -7,6 +7,7 @@ Every C call is followed by check(rc), which raises the exception class of the C
 error message is read afterwards on the same OS thread (it is thread-local in C).
 """
 cimport cython
+from cpython.object cimport PyObject, PyTypeObject
 from cpython.buffer cimport (PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
                              PyObject_GetBuffer)
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New
@@ -96,6 +97,7 @@ def memory_stats(int device_type, int device_id):
 
 # The Python class of new arrays (pymx.ndarray.ndarray, a subclass of NDArrayBase).
 cdef type _ndarray_class = None
+cdef tuple _EMPTY_TUPLE = ()
 
 
 def set_ndarray_class(cls):
@@ -108,7 +110,9 @@ def set_ndarray_class(cls):
 cdef object wrap_handle(PmxArray* handle):
     cdef NDArrayBase array
     try:
-        array = NDArrayBase.__new__(_ndarray_class)
+        # The type's tp_new directly: NDArrayBase.__new__(cls) goes through a method lookup.
+        array = (<PyTypeObject*>_ndarray_class).tp_new(_ndarray_class, <PyObject*>_EMPTY_TUPLE,
+                                                       NULL)
     except BaseException:
         pmx_array_free(handle)
         raise
@@ -276,6 +280,31 @@ cdef class NDArrayBase:
         check(pmx_array_data(self.handle, &data))
         return <size_t>data
 
+    # ---- + - * / (Note [Arithmetic fast path]) --------------------------------------------
+    def __add__(self, other):
+        return _arith(self, other, ARITH_ADD, False)
+
+    def __radd__(self, other):
+        return _arith(self, other, ARITH_ADD, True)
+
+    def __sub__(self, other):
+        return _arith(self, other, ARITH_SUBTRACT, False)
+
+    def __rsub__(self, other):
+        return _arith(self, other, ARITH_SUBTRACT, True)
+
+    def __mul__(self, other):
+        return _arith(self, other, ARITH_MULTIPLY, False)
+
+    def __rmul__(self, other):
+        return _arith(self, other, ARITH_MULTIPLY, True)
+
+    def __truediv__(self, other):
+        return _arith(self, other, ARITH_DIVIDE, False)
+
+    def __rtruediv__(self, other):
+        return _arith(self, other, ARITH_DIVIDE, True)
+
 
 # ---------------------------------------------------------------------------------------------
 # DLPack (https://dmlc.github.io/dlpack): the legacy unversioned ABI, which every consumer takes.
@@ -385,7 +414,10 @@ cdef const PmxOp* _find_op(str name) except NULL:
     return op
 
 
-cdef dict _float_texts = {}  # repr of recently used float attributes (repr is slow)
+# Texts of recently used int and float attributes (repr is slow); separate dicts because
+# 1 == 1.0 as keys, but their texts differ.
+cdef dict _float_texts = {}
+cdef dict _int_texts = {}
 
 
 cdef str _attr_text(object value):
@@ -410,7 +442,13 @@ cdef str _attr_text(object value):
                 _float_texts[value] = text
         return text
     if cls is int:
-        return int.__repr__(value)
+        text = _int_texts.get(value)
+        if text is None:
+            text = int.__repr__(value)
+            if len(_int_texts) >= 4096:
+                _int_texts.clear()
+            _int_texts[value] = text
+        return text
     if cls is tuple or cls is list:
         if len(value) == 1:
             return "(" + _attr_text(value[0]) + ",)"
@@ -434,6 +472,79 @@ cdef PmxArray* _input_handle(object array, str name, Py_ssize_t index) except NU
     if isinstance(array, NDArrayBase) and (<NDArrayBase>array).handle != NULL:
         return (<NDArrayBase>array).handle
     return handle_of(array, f"input {index} of operator '{name}'")
+
+
+# Note [Arithmetic fast path]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# `x + 1` and `x + y` are the most frequent calls in user code, and going through pymx.np
+# (Python frames, an attribute dict, sorting out operand types) cost as much as the op itself.
+# So NDArrayBase implements + - * / for the two common cases here: an exact Python int or float
+# operand calls `<op>_scalar` with the attributes pymx.np.<op> passes ("scalar", "reverse"),
+# and an ndarray operand calls the binary op on both, as pymx.np.<op> does. Any other operand
+# goes to the fallback pymx.ndarray registers (pymx.np.<op>, or NotImplemented).
+
+cdef enum ArithOp:
+    ARITH_ADD = 0
+    ARITH_SUBTRACT = 1
+    ARITH_MULTIPLY = 2
+    ARITH_DIVIDE = 3
+    ARITH_COUNT = 4
+
+# Per ArithOp: the binary operator, the scalar operator, the pymx.np function.
+cdef tuple _ARITH_NAMES = (("add", "add_scalar", "add"),
+                           ("subtract", "subtract_scalar", "subtract"),
+                           ("multiply", "multiply_scalar", "multiply"),
+                           ("divide", "divide_scalar", "true_divide"))
+cdef const PmxOp* _arith_ops[2 * ARITH_COUNT]  # [2 * op]: binary, [2 * op + 1]: scalar
+cdef object _arith_fallback = None
+
+
+def set_arithmetic_fallback(fn):
+    """fn(np_function_name, array, other, reverse) computes `array <op> other` (`other <op>
+    array` when reverse) for the operands the fast path does not take."""
+    global _arith_fallback
+    _arith_fallback = fn
+
+
+cdef const PmxOp* _arith_op(int op, bint scalar) except NULL:
+    cdef int index = 2 * op + (1 if scalar else 0)
+    if _arith_ops[index] == NULL:
+        _arith_ops[index] = _find_op(_ARITH_NAMES[op][1 if scalar else 0])
+    return _arith_ops[index]
+
+
+cdef object _invoke_one(const PmxOp* op, int num_inputs, PmxArray** inputs, int num_attrs,
+                        const char** keys, const char** values):
+    """The result of an operator with one output."""
+    cdef int num_results = 0, i
+    cdef PmxArray** results
+    check(pmx_op_invoke(op, num_inputs, inputs, num_attrs, keys, values, PMX_DEVICE_CPU, 0, 0,
+                        NULL, &num_results, &results))
+    for i in range(1, num_results):
+        pmx_array_free(results[i])
+    return wrap_handle(results[0])
+
+
+cdef object _arith(NDArrayBase array, object other, int op, bint reverse):
+    """`array <op> other`, or `other <op> array` when reverse."""
+    cdef type cls = type(other)
+    cdef PmxArray* inputs[2]
+    cdef const char* keys[2]
+    cdef const char* values[2]
+    if array.handle != NULL:
+        if cls is int or cls is float:
+            text = _attr_text(other)
+            inputs[0] = array.handle
+            keys[0] = b"scalar"
+            values[0] = PyUnicode_AsUTF8(text)
+            keys[1] = b"reverse"
+            values[1] = b"True" if reverse else b"False"
+            return _invoke_one(_arith_op(op, True), 1, inputs, 2, keys, values)
+        if isinstance(other, NDArrayBase) and (<NDArrayBase>other).handle != NULL:
+            inputs[0] = (<NDArrayBase>other).handle if reverse else array.handle
+            inputs[1] = array.handle if reverse else (<NDArrayBase>other).handle
+            return _invoke_one(_arith_op(op, False), 2, inputs, 0, NULL, NULL)
+    return _arith_fallback(_ARITH_NAMES[op][2], array, other, reverse)
 
 
 def invoke(str name, inputs, attrs=None, device=None, out=None):

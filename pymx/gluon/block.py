@@ -68,11 +68,15 @@ def _regroup(flat, fmt):
     return out, flat
 
 
-_trace_state = threading.local()
+class _TraceState(threading.local):
+    active = False  # a class default: reading it on a new thread needs no getattr fallback
+
+
+_trace_state = _TraceState()
 
 
 def _is_tracing():
-    return getattr(_trace_state, 'active', False)
+    return _trace_state.active
 
 
 class _CachedGraph:

@@ -21,6 +21,8 @@ class Attrs {
   Attrs(std::initializer_list<std::pair<std::string, std::string>> items) : items_(items) {}
 
   void set(const std::string& key, const std::string& value);
+  // Removes every attribute; keeps the capacity (invoke reuses Attrs objects across calls).
+  void clear() { items_.clear(); }
   bool has(const std::string& key) const;  // present and not "None"
   const std::string* find(const std::string& key) const;
 

@@ -1,0 +1,141 @@
+"""Static allocation in the graph executor (hybridize(static_alloc=True)): a graph keeps its output
+buffers between runs and reuses only those nothing else holds. Results must be exactly those of a
+graph without it, whatever the caller keeps (outputs, autograd tapes), and a steady loop must not
+allocate.
+"""
+import numpy as onp
+
+import pymx
+from pymx import autograd, gluon, np, npx
+from pymx.gluon import nn
+
+RNG = onp.random.default_rng(7)
+X = RNG.standard_normal((2, 3, 12, 12)).astype("float32")
+W = RNG.standard_normal((4, 3, 3, 3)).astype("float32")
+
+
+def _model(x, w):
+    """Conv, relu, pool, a view (reshape), a reduction; three outputs, one of them a view."""
+    h = npx.relu(npx.convolution(x, w, kernel=(3, 3), num_filter=4, no_bias=True))
+    p = npx.pooling(h, kernel=(2, 2), stride=(2, 2), pool_type="max")
+    flat = p.reshape((p.shape[0], -1))
+    return [np.tanh(flat).sum(axis=1), flat, h * 2.0]
+
+
+def _graphs(device=None):
+    """The same trace twice: without and with static allocation."""
+    device = device or pymx.cpu(0)
+    arrays = [np.array(X, device=device), np.array(W, device=device)]
+    plain, _ = autograd._trace(_model, arrays)
+    static, _ = autograd._trace(_model, arrays)
+    static.static_alloc = True
+    return plain, static
+
+
+def _inputs(scale, device=None):
+    device = device or pymx.cpu(0)
+    return [np.array(X * scale, device=device), np.array(W, device=device)]
+
+
+def _assert_same(got, want):
+    for g, w in zip(got, want):
+        onp.testing.assert_array_equal(g.asnumpy(), w.asnumpy())
+
+
+def test_static_replay_equals_plain_replay_and_keeps_held_outputs(device):
+    plain, static = _graphs(device)
+    assert static.static_alloc and not plain.static_alloc
+    held = [static.run(_inputs(s, device)) for s in (1.0, -2.0, 0.5)]  # all alive at once
+    for scale, outs in zip((1.0, -2.0, 0.5), held):
+        _assert_same(outs, plain.run(_inputs(scale, device)))
+    # Dropped outputs are recycled; the new results are still right.
+    del held
+    for scale in (3.0, 1.0):
+        _assert_same(static.run(_inputs(scale, device)), plain.run(_inputs(scale, device)))
+
+
+def test_steady_runs_reuse_the_same_buffers():
+    _, static = _graphs()
+    inputs = _inputs(1.0)
+    static.run(inputs)[0].wait_to_read()
+    addresses = None
+    before = pymx.cpu(0).memory_stats()["num_allocs"]
+    for _ in range(4):
+        outs = static.run(inputs)
+        pymx.waitall()
+        now = sorted(o._data_address() for o in outs)
+        assert addresses is None or now == addresses
+        addresses = now
+        del outs
+    assert pymx.cpu(0).memory_stats()["num_allocs"] == before
+
+
+def test_input_shape_change_reinfers_buffers():
+    plain, static = _graphs()
+    x = RNG.standard_normal((5, 3, 9, 9)).astype("float32")
+    for inputs in ([np.array(x), np.array(W)], _inputs(1.0)):
+        _assert_same(static.run(inputs), plain.run(inputs))
+
+
+def test_gradients_with_two_recorded_runs_alive(device):
+    """Both tapes hold their activations until backward, so no buffer may be reused under them."""
+    plain, static = _graphs(device)
+
+    def gradients(graph):
+        x1, x2 = np.array(X, device=device), np.array(-X, device=device)
+        w = np.array(W, device=device)
+        for a in (x1, x2, w):
+            a.attach_grad()
+        with autograd.record():
+            first = graph.run([x1, w])
+            second = graph.run([x2, w])
+            loss = sum((o * o).sum() for o in first + second)
+        loss.backward()
+        return [a.grad.asnumpy() for a in (x1, x2, w)]
+
+    for _ in range(2):  # the second round reuses what the first round's tape released
+        for got, want in zip(gradients(static), gradients(plain)):
+            onp.testing.assert_array_equal(got, want)
+
+
+def test_runs_on_two_devices_use_separate_buffers():
+    plain, static = _graphs()
+    on_0 = static.run(_inputs(1.0, pymx.cpu(0)))
+    on_1 = static.run(_inputs(2.0, pymx.cpu(1)))
+    assert all(o.device == pymx.cpu(1) for o in on_1)
+    _assert_same(on_0, plain.run(_inputs(1.0)))
+    _assert_same(on_1, plain.run(_inputs(2.0)))
+
+
+def _leafnet_like():
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(6, kernel_size=3, activation="relu"), nn.MaxPool2D(pool_size=2),
+            nn.BatchNorm(), nn.Flatten(), nn.Dense(8, activation="relu"), nn.Dropout(0.3),
+            nn.Dense(2))
+    net.initialize(pymx.initializer.Xavier())
+    net(np.zeros((1, 3, 12, 12)))
+    return net
+
+
+def test_hybridize_static_alloc_trains_like_imperative():
+    nets = [_leafnet_like() for _ in range(2)]
+    for p0, p1 in zip(nets[0].collect_params().values(), nets[1].collect_params().values()):
+        p1.set_data(p0.data())
+    nets[1].hybridize(static_alloc=True, static_shape=True)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    trainers = [gluon.Trainer(n.collect_params(), "sgd", {"learning_rate": 0.1}) for n in nets]
+    x = np.array(X)
+    y = np.array([0.0, 1.0])
+    for _ in range(3):
+        losses = []
+        for net, trainer in zip(nets, trainers):
+            np.random.seed(11)  # same dropout masks in both
+            with autograd.record():
+                loss = loss_fn(net(x), y)
+            loss.backward()
+            trainer.step(2)
+            losses.append(loss.asnumpy())
+        onp.testing.assert_allclose(losses[1], losses[0], rtol=1e-6, atol=1e-7)
+    with autograd.predict_mode():
+        onp.testing.assert_allclose(nets[1](x).asnumpy(), nets[0](x).asnumpy(), rtol=1e-6,
+                                    atol=1e-7)
