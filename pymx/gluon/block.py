@@ -447,7 +447,11 @@ class HybridBlock(Block):
     # signature: the replay runs dropout and batch norm in the mode current at the call, and
     # records itself for autograd when recording. Parameters still waiting for deferred
     # initialisation are finished first by one imperative pass in predict mode (no running-stat
-    # updates, no dropout), so no initialisation op ends up inside a graph.
+    # updates, no dropout), so no initialisation op ends up inside a graph. A replay is the
+    # per-call hot path (batch-1 inference): a single-array call skips the generic signature
+    # walk, and the parameter arrays are cached per graph (see _CachedGraph.param_arrays).
+    # hybridize(static_alloc=True) lets the native graph keep and reuse its output buffers
+    # across calls (Note [Static allocation] in engine/src/graph.cc).
 
     def _signature(self, args):
         """(cache key, flat list of the argument arrays, their device)."""

@@ -54,8 +54,10 @@ void test_parts() {
     ++seen[part];
     for (int64_t i = lo; i < hi; ++i) part_of[i] = static_cast<int>(part);
   });
-  for (int64_t p = 0; p < parts; ++p) EXPECT(seen[p] == 1, "part ", p, " ran ", seen[p].load(), " times");
-  for (int64_t i = 1; i < n; ++i) EXPECT(part_of[i] >= part_of[i - 1], "parts are contiguous and in order");
+  for (int64_t p = 0; p < parts; ++p)
+    EXPECT(seen[p] == 1, "part ", p, " ran ", seen[p].load(), " times");
+  for (int64_t i = 1; i < n; ++i)
+    EXPECT(part_of[i] >= part_of[i - 1], "parts are contiguous and in order");
 }
 
 void test_nested_runs_serially() {

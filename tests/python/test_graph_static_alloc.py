@@ -3,7 +3,10 @@ buffers between runs and reuses only those nothing else holds. Results must be e
 graph without it, whatever the caller keeps (outputs, autograd tapes), and a steady loop must not
 allocate.
 """
+import threading
+
 import numpy as onp
+import pytest
 
 import pymx
 from pymx import autograd, gluon, np, npx
@@ -77,6 +80,14 @@ def test_input_shape_change_reinfers_buffers():
         _assert_same(static.run(inputs), plain.run(inputs))
 
 
+def test_failed_run_leaves_the_graph_usable():
+    plain, static = _graphs()
+    bad_weight = np.array(RNG.standard_normal((4, 5, 3, 3)).astype("float32"))  # 5 != 3 channels
+    with pytest.raises(ValueError):
+        static.run([np.array(X), bad_weight])
+    _assert_same(static.run(_inputs(1.0)), plain.run(_inputs(1.0)))
+
+
 def test_gradients_with_two_recorded_runs_alive(device):
     """Both tapes hold their activations until backward, so no buffer may be reused under them."""
     plain, static = _graphs(device)
@@ -105,6 +116,28 @@ def test_runs_on_two_devices_use_separate_buffers():
     assert all(o.device == pymx.cpu(1) for o in on_1)
     _assert_same(on_0, plain.run(_inputs(1.0)))
     _assert_same(on_1, plain.run(_inputs(2.0)))
+
+
+def test_concurrent_runs_from_two_threads():
+    """Data parallelism: one thread per device runs the same graph; each run takes its own pool."""
+    plain, static = _graphs()
+    want = {scale: [o.asnumpy() for o in plain.run(_inputs(scale))] for scale in (1.0, 2.0)}
+    failures = []
+
+    def worker(device, scale):
+        try:
+            for _ in range(20):
+                for got, expected in zip(static.run(_inputs(scale, device)), want[scale]):
+                    onp.testing.assert_array_equal(got.asnumpy(), expected)
+        except Exception as err:  # reported by the main thread
+            failures.append(err)
+
+    threads = [threading.Thread(target=worker, args=(pymx.cpu(i), 1.0 + i)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures
 
 
 def _leafnet_like():

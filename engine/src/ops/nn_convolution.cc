@@ -16,7 +16,9 @@
 // Per image and group, im2col copies the receptive fields into a (Cg*prod(kernel), prod(out))
 // matrix `col`, so the convolution is one GEMM: out_g = W_g . col. Backward reuses it:
 // weight_grad_g += out_grad_g . col^T and data_grad = col2im(W_g^T . out_grad_g). A 1x1 kernel with
-// stride 1 and no padding needs no im2col (col is the image itself). Channel-last layouts are
+// stride 1 and no padding needs no im2col (col is the image itself). The batch is split into one
+// part per intra-op thread (parallel.h), each with its own col (and weight_grad) buffer; a whole
+// image per task keeps every GEMM as large as the image allows. Channel-last layouts are
 // transposed to channel-first in the workspace, computed, and transposed back: simple, and the
 // transposes cost far less than the GEMMs.
 #include <algorithm>
@@ -167,7 +169,11 @@ void im2col(const ConvGeom& g, int64_t channels, T* x, T* col) {
               }
               T* src = x + ((c * ID + iz) * IH + iy) * IW + x_off;
               if (kCol2Im) {
-                for (int64_t ox = ox_lo; ox < ox_hi; ++ox) src[ox * g.s[2]] += dst[ox];
+                if (g.s[2] == 1) {  // the common case, a separate loop so that it vectorises
+                  for (int64_t ox = ox_lo; ox < ox_hi; ++ox) src[ox] += dst[ox];
+                } else {
+                  for (int64_t ox = ox_lo; ox < ox_hi; ++ox) src[ox * g.s[2]] += dst[ox];
+                }
               } else {
                 std::fill(dst, dst + ox_lo, T(0));
                 if (g.s[2] == 1) {
@@ -219,7 +225,8 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeom& g, const std::vect
   const bool pointwise = g.is_pointwise();
   const int64_t x_size = g.batch * g.in_c * g.in_sp, y_size = g.batch * g.out_c * g.out_sp;
   const int64_t w_size = in[1].size();
-  const int64_t col_size = pointwise ? 0 : Carver::align(g.col_rows() * g.out_sp * sizeof(T)) / sizeof(T);
+  const int64_t col_size =
+      pointwise ? 0 : Carver::align(g.col_rows() * g.out_sp * sizeof(T)) / sizeof(T);
   const int64_t parts = parallel_parts(g.batch, 1);
   size_t bytes = parts * col_size * sizeof(T);
   if (g.channel_last) bytes += Carver::align(x_size * sizeof(T)) + Carver::align(y_size * sizeof(T)) +
@@ -293,10 +300,11 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vec
   const bool pointwise = g.is_pointwise();
   const int64_t x_size = g.batch * g.in_c * g.in_sp, y_size = g.batch * g.out_c * g.out_sp;
   const int64_t w_size = in[2].size();
-  const int64_t col_size = pointwise ? 0 : Carver::align(g.col_rows() * g.out_sp * sizeof(T)) / sizeof(T);
+  const int64_t col_size =
+      pointwise ? 0 : Carver::align(g.col_rows() * g.out_sp * sizeof(T)) / sizeof(T);
   const int64_t w_pad = Carver::align(w_size * sizeof(T)) / sizeof(T);
   const int64_t parts = parallel_parts(g.batch, 1);
-  size_t bytes = parts * col_size * sizeof(T) + std::max<int64_t>(parts - 1, 0) * w_pad * sizeof(T);
+  size_t bytes = (parts * col_size + std::max<int64_t>(parts - 1, 0) * w_pad) * sizeof(T);
   if (g.channel_last) bytes += 2 * Carver::align(x_size * sizeof(T)) + Carver::align(y_size * sizeof(T)) +
                                2 * Carver::align(w_size * sizeof(T));
   Carver ws(static_cast<char*>(ctx.workspace(bytes)));
@@ -356,7 +364,8 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vec
   });
   for (int64_t part = 1; part < parts; ++part) {
     const T* src = dw_parts + (part - 1) * w_pad;
-    for (int64_t i = 0; i < w_size; ++i) dw[i] = static_cast<T>(static_cast<A>(dw[i]) + static_cast<A>(src[i]));
+    for (int64_t i = 0; i < w_size; ++i)
+      dw[i] = static_cast<T>(static_cast<A>(dw[i]) + static_cast<A>(src[i]));
   }
   if (g.batch == 0) std::fill(dw, dw + w_size, T(0));
   if (out.size() == 3) {
@@ -364,10 +373,8 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vec
     parallel_for(0, g.out_c, 8, [&](int64_t c_lo, int64_t c_hi) {
       for (int64_t c = c_lo; c < c_hi; ++c) {
         A sum = 0;
-        for (int64_t n = 0; n < g.batch; ++n) {
-          const T* dyc = dy + (n * g.out_c + c) * g.out_sp;
-          for (int64_t i = 0; i < g.out_sp; ++i) sum += static_cast<A>(dyc[i]);
-        }
+        for (int64_t n = 0; n < g.batch; ++n)
+          sum += nn::lane_sum<A>(dy + (n * g.out_c + c) * g.out_sp, g.out_sp);
         db[c] = static_cast<T>(sum);
       }
     });

@@ -88,21 +88,15 @@ void bn_forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
     for (int64_t c = c_lo; c < c_hi; ++c) {
       double mean, var;
       if (batch_stats) {
-        // Two passes in double: the sums over a batch of conv maps reach 1e6 elements.
+        // Two passes in double (lane sums, Note [Lane sums]): the sums over a batch of conv maps
+        // reach 1e6 elements.
         double sum = 0;
-        for (int64_t o = 0; o < v.outer; ++o) {
-          const T* xc = x + (o * v.channels + c) * v.inner;
-          for (int64_t i = 0; i < v.inner; ++i) sum += static_cast<double>(xc[i]);
-        }
+        for (int64_t o = 0; o < v.outer; ++o)
+          sum += nn::lane_sum<double>(x + (o * v.channels + c) * v.inner, v.inner);
         mean = count > 0 ? sum / count : 0.0;
         double sq = 0;
-        for (int64_t o = 0; o < v.outer; ++o) {
-          const T* xc = x + (o * v.channels + c) * v.inner;
-          for (int64_t i = 0; i < v.inner; ++i) {
-            const double d = static_cast<double>(xc[i]) - mean;
-            sq += d * d;
-          }
-        }
+        for (int64_t o = 0; o < v.outer; ++o)
+          sq += nn::lane_sum_sq_dev<double>(x + (o * v.channels + c) * v.inner, v.inner, mean);
         var = count > 0 ? sq / count : 0.0;
         moving_mean[c] = static_cast<P>(static_cast<double>(moving_mean[c]) * momentum +
                                         mean * (1 - momentum));
@@ -180,12 +174,10 @@ void bn_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
       double sum_dy = 0, sum_dy_xhat = 0;
       for (int64_t o = 0; o < v.outer; ++o) {
         const int64_t base = (o * v.channels + c) * v.inner;
-        for (int64_t i = 0; i < v.inner; ++i) {
-          const double g = static_cast<double>(dy[base + i]);
-          sum_dy += g;
-          sum_dy_xhat += g * (static_cast<double>(x[base + i]) - m) * invstd;
-        }
+        sum_dy += nn::lane_sum<double>(dy + base, v.inner);
+        sum_dy_xhat += nn::lane_dot_dev<double>(dy + base, x + base, v.inner, m);
       }
+      sum_dy_xhat *= invstd;
       dgamma[c] = static_cast<P>(fix_gamma ? 0.0 : sum_dy_xhat);
       dbeta[c] = static_cast<P>(sum_dy);
       const double g = fix_gamma ? 1.0 : static_cast<double>(gamma[c]);

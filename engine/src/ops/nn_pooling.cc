@@ -150,8 +150,8 @@ T divisor(const PoolGeom& g, const Span& z, const Span& y, const Span& x) {
 // first take the elementwise max of its kh input rows (contiguous, vectorisable), then the max of
 // each run of kw neighbours in that row (log2(kw) more vectorisable passes, in place), and pick
 // every stride-th. For LeafNetwork's 4x4/stride-2 pooling that is 5 cheap passes over a row
-// instead of 16 scalar compares per output. Only windows clipped by the right edge ('full' convention)
-// take the scalar path. `row` is scratch of in_width elements.
+// instead of 16 scalar compares per output. Only windows clipped by the right edge ('full'
+// convention) take the scalar path. `row` is scratch of in_width elements.
 template <typename T>
 void max_pool_2d_plane(const PoolGeom& g, const T* x, T* y, T* row) {
   const int64_t W = g.in[2], kw = g.k[2], sx = g.s[2];
@@ -195,7 +195,7 @@ void max_pool_2d_plane(const PoolGeom& g, const T* x, T* y, T* row) {
   }
 }
 
-// Planes per parallel chunk: a LeafNetwork plane is 4-64 KiB, so a few suffice to pay for a hand-off.
+// Planes per parallel chunk: a LeafNetwork plane is 4-64 KiB, so a few pay for a hand-off.
 constexpr int64_t kPlaneGrain = 4;
 
 template <typename T>
@@ -276,7 +276,8 @@ void max_pool_2d_plane_backward(const PoolGeom& g, const T* dy, const T* x, cons
           unsigned bits = 0;
           for (int64_t r = 0; r < ys.hi - ys.lo; ++r) {
             const __m128 v = _mm_loadu_ps(x + (ys.lo + r) * W + xs.lo);
-            bits |= (static_cast<unsigned>(_mm_movemask_ps(_mm_cmpeq_ps(v, mv))) & columns) << (4 * r);
+            const unsigned row_bits = _mm_movemask_ps(_mm_cmpeq_ps(v, mv));
+            bits |= (row_bits & columns) << (4 * r);
           }
           if (bits != 0) {  // no match only when the output is NaN
             const int first = __builtin_ctz(bits);

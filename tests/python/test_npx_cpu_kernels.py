@@ -1,0 +1,128 @@
+"""The CPU kernels' fast paths (PERF-CPU): vectorised max-pool forward/backward (including windows
+clipped by the right edge and ties), the batch split of convolution across intra-op threads,
+ReLU's select-based backward, and batch_norm's lane sums. Each is compared with a NumPy float64
+reference written independently of the kernel's shortcut."""
+import itertools
+
+import numpy as onp
+import pytest
+
+from pymx import autograd, npx
+from pymx.ndarray import from_numpy
+
+RNG = onp.random.default_rng(7)
+
+
+def ref_max_pool(x, kernel, stride, pad, full):
+    """Forward and the gradient for head `dy`: each output's gradient goes to the first
+    (row-major) maximum of its window, as MXNet does."""
+    n, c, h, w = x.shape
+
+    def extent(size, k, s, p):
+        room = size + 2 * p - k
+        out = (-(-room // s) if full else room // s) + 1
+        return out - 1 if full and (out - 1) * s >= size + p else out
+
+    oh, ow = extent(h, kernel[0], stride[0], pad[0]), extent(w, kernel[1], stride[1], pad[1])
+    y = onp.zeros((n, c, oh, ow))
+    dy = RNG.standard_normal(y.shape)
+    dx = onp.zeros(x.shape)
+    for i, j, oy, ox in itertools.product(range(n), range(c), range(oh), range(ow)):
+        y0, x0 = oy * stride[0] - pad[0], ox * stride[1] - pad[1]
+        ylo, xlo = max(y0, 0), max(x0, 0)
+        win = x[i, j, ylo:min(y0 + kernel[0], h), xlo:min(x0 + kernel[1], w)]
+        y[i, j, oy, ox] = win.max()
+        r, q = onp.unravel_index(onp.argmax(win), win.shape)
+        dx[i, j, ylo + r, xlo + q] += dy[i, j, oy, ox]
+    return y, dy, dx
+
+
+@pytest.mark.parametrize("shape,kernel,stride,pad,full,ties", [
+    ((2, 3, 9, 8), (4, 4), (2, 2), (0, 0), False, False),   # LeafNetwork's pooling
+    ((2, 2, 31, 31), (4, 4), (2, 2), (0, 0), False, True),  # many equal values
+    ((1, 3, 9, 9), (4, 4), (2, 2), (0, 0), True, True),     # 'full': last window clipped
+    ((2, 2, 10, 11), (3, 2), (2, 3), (1, 1), True, False),  # padding: the generic path
+    ((1, 2, 7, 13), (2, 5), (1, 2), (0, 0), True, False),   # wider than the 4-wide compare
+    ((1, 1, 6, 6), (6, 6), (1, 1), (0, 0), False, True),
+])
+def test_max_pool_fast_paths_match_numpy(shape, kernel, stride, pad, full, ties):
+    x = RNG.standard_normal(shape).astype("float32")
+    if ties:
+        x = onp.round(x)
+    y_ref, dy, dx_ref = ref_max_pool(x.astype("float64"), kernel, stride, pad, full)
+    xa = from_numpy(x)
+    xa.attach_grad()
+    with autograd.record():
+        y = npx.pooling(xa, kernel=kernel, stride=stride, pad=pad,
+                        pooling_convention="full" if full else "valid")
+    y.backward(from_numpy(dy.astype("float32")))
+    onp.testing.assert_array_equal(y.asnumpy(), y_ref.astype("float32"))
+    onp.testing.assert_allclose(xa.grad.asnumpy(), dx_ref, rtol=1e-6, atol=1e-6)
+
+
+def test_convolution_batch_split_matches_numpy():
+    # 7 images: the batch splits unevenly across the threads; weight and bias gradients sum the
+    # parts' partial results.
+    x = RNG.standard_normal((7, 3, 12, 11)).astype("float32")
+    w = RNG.standard_normal((5, 3, 2, 2)).astype("float32")
+    b = RNG.standard_normal(5).astype("float32")
+    dy = RNG.standard_normal((7, 5, 11, 10)).astype("float32")
+    xd, wd = x.astype("float64"), w.astype("float64")
+    windows = onp.lib.stride_tricks.sliding_window_view(xd, (2, 2), axis=(2, 3))  # n c oy ox ky kx
+    y_ref = onp.einsum("ncyxij,fcij->nfyx", windows, wd) + b[None, :, None, None]
+    dw_ref = onp.einsum("ncyxij,nfyx->fcij", windows, dy)
+    dx_ref = onp.zeros_like(xd)
+    for ky, kx in itertools.product(range(2), range(2)):
+        dx_ref[:, :, ky:ky + 11, kx:kx + 10] += onp.einsum("nfyx,fc->ncyx", dy, wd[:, :, ky, kx])
+    arrays = [from_numpy(a) for a in (x, w, b)]
+    for a in arrays:
+        a.attach_grad()
+    with autograd.record():
+        y = npx.convolution(*arrays, kernel=(2, 2), num_filter=5)
+    y.backward(from_numpy(dy))
+    onp.testing.assert_allclose(y.asnumpy(), y_ref, rtol=1e-4, atol=1e-4)
+    onp.testing.assert_allclose(arrays[0].grad.asnumpy(), dx_ref, rtol=1e-4, atol=1e-4)
+    onp.testing.assert_allclose(arrays[1].grad.asnumpy(), dw_ref, rtol=1e-4, atol=1e-3)
+    onp.testing.assert_allclose(arrays[2].grad.asnumpy(), dy.sum(axis=(0, 2, 3)), rtol=1e-4,
+                                atol=1e-3)
+
+
+def test_relu_large_array_forward_and_backward():
+    # Larger than one parallel chunk, with exact zeros: relu'(0) is 0, as in MXNet and PyTorch.
+    x = onp.round(RNG.standard_normal(100003) * 2).astype("float32")
+    dy = RNG.standard_normal(x.shape).astype("float32")
+    xa = from_numpy(x)
+    xa.attach_grad()
+    with autograd.record():
+        y = npx.activation(xa, act_type="relu")
+    y.backward(from_numpy(dy))
+    onp.testing.assert_array_equal(y.asnumpy(), onp.maximum(x, 0))
+    onp.testing.assert_array_equal(xa.grad.asnumpy(), onp.where(x > 0, dy, 0))
+
+
+def test_batch_norm_lane_sums_match_numpy():
+    # inner extent 37 is not a multiple of the 8 lanes; values far from 0 test the two-pass
+    # variance.
+    x = (RNG.standard_normal((4, 3, 37)) * 3 + 100).astype("float32")
+    dy = RNG.standard_normal(x.shape).astype("float32")
+    gamma = RNG.standard_normal(3).astype("float32")
+    beta = RNG.standard_normal(3).astype("float32")
+    arrays = [from_numpy(a) for a in (x, gamma, beta)]
+    for a in arrays:
+        a.attach_grad()
+    mean_in, var_in = from_numpy(onp.zeros(3, "float32")), from_numpy(onp.ones(3, "float32"))
+    with autograd.record():
+        y = npx.batch_norm(*arrays, mean_in, var_in, fix_gamma=False, eps=1e-5)
+    y.backward(from_numpy(dy))
+    xd, dyd, g = x.astype("float64"), dy.astype("float64"), gamma[None, :, None].astype("float64")
+    mean = xd.mean(axis=(0, 2), keepdims=True)
+    invstd = 1 / onp.sqrt(xd.var(axis=(0, 2), keepdims=True) + 1e-5)
+    xhat = (xd - mean) * invstd
+    dx_ref = g * invstd * (dyd - dyd.mean(axis=(0, 2), keepdims=True)
+                           - xhat * (dyd * xhat).mean(axis=(0, 2), keepdims=True))
+    onp.testing.assert_allclose(y.asnumpy(), g * xhat + beta[None, :, None], rtol=1e-4, atol=1e-4)
+    onp.testing.assert_allclose(arrays[0].grad.asnumpy(), dx_ref, rtol=1e-3, atol=1e-3)
+    onp.testing.assert_allclose(arrays[1].grad.asnumpy(), (dyd * xhat).sum(axis=(0, 2)),
+                                rtol=1e-4, atol=1e-3)
+    onp.testing.assert_allclose(arrays[2].grad.asnumpy(), dyd.sum(axis=(0, 2)), rtol=1e-4,
+                                atol=1e-4)
