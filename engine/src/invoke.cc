@@ -160,11 +160,11 @@ void* OpContext::workspace(size_t bytes) const {
   StorageHandle* slot = run.device.is_gpu() ? &t_workspace.gpu[run.device.id] : &t_workspace.host;
   if (slot->size < bytes) {
     // The old block may still be in use by queued kernels on this stream; the allocator is
-    // stream-aware, so handing it back now is safe.
+    // stream-aware, so handing it back now is safe, and so is taking a block freed on it.
     storage::free(*slot);
     *slot = StorageHandle();
     const Device where = run.device.is_gpu() ? run.device : Device::cpu(0);
-    *slot = storage::alloc(bytes + bytes / 2, where);
+    *slot = storage::alloc(bytes + bytes / 2, where, run.stream);
     slot->stream = run.stream;
   }
   return slot->dptr;
@@ -220,12 +220,14 @@ void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
             num_outputs, " outputs, but out= holds ", num_out, " arrays");
   outputs->clear();
   outputs->reserve(num_outputs);
+  // The kernel runs on the device's compute stream, so outputs may take blocks freed there.
+  void* alloc_stream = out_device.is_gpu() ? Engine::get()->compute_stream(out_device) : nullptr;
   for (int i = 0; i < num_outputs; ++i) {
     if (num_out > 0 && out[i] != nullptr && !out[i]->is_none()) {
       validate_out(op, i, *out[i], s.out_shapes[i], s.out_dtypes[i], out_device);
       outputs->push_back(*out[i]);
     } else {
-      outputs->emplace_back(s.out_shapes[i], out_device, s.out_dtypes[i]);
+      outputs->emplace_back(s.out_shapes[i], out_device, s.out_dtypes[i], alloc_stream);
     }
   }
 

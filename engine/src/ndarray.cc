@@ -9,8 +9,8 @@
 
 namespace pymx {
 
-Chunk::Chunk(size_t bytes, Device dev) : device(dev) {
-  storage = storage::alloc(bytes, dev);
+Chunk::Chunk(size_t bytes, Device dev, void* stream) : device(dev) {
+  storage = storage::alloc(bytes, dev, stream);
   var = Engine::get()->new_var();
 }
 
@@ -26,9 +26,9 @@ Chunk::~Chunk() {
       device, var);
 }
 
-NDArray::NDArray(const Shape& shape, Device device, DType dtype)
+NDArray::NDArray(const Shape& shape, Device device, DType dtype, void* stream)
     : chunk_(std::make_shared<Chunk>(static_cast<size_t>(shape_size(shape)) * dtype_size(dtype),
-                                     device)),
+                                     device, stream)),
       shape_(shape),
       dtype_(dtype),
       device_(device) {

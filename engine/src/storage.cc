@@ -144,13 +144,13 @@ HostCache& host_cache(Device device) {
 
 namespace storage {
 
-StorageHandle alloc(size_t size, Device device) {
+StorageHandle alloc(size_t size, Device device, void* stream) {
   StorageHandle handle;
   handle.device = device;
   if (size == 0) return handle;
   if (device.is_gpu()) {
     check_engine_device(device);
-    return gpu::alloc(device.id, size, nullptr);
+    return gpu::alloc(device.id, size, stream);
   }
   PMX_CHECK(device.id >= 0, "cannot allocate memory on ", device.str(), ": negative device id");
   handle.dptr = host_cache(device).alloc(size);

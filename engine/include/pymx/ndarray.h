@@ -32,7 +32,8 @@ struct Chunk {
   VarHandle var = nullptr;
   Device device;
 
-  Chunk(size_t bytes, Device device);
+  // `stream`: see storage::alloc.
+  Chunk(size_t bytes, Device device, void* stream = nullptr);
   ~Chunk();
   Chunk(const Chunk&) = delete;
   Chunk& operator=(const Chunk&) = delete;
@@ -56,8 +57,8 @@ enum class GradReq : int { kNull = 0, kWrite = 1, kAdd = 3 };  // MXNet's OpReqT
 class NDArray {
  public:
   NDArray() = default;  // the "none" array
-  // Allocates (uninitialised) memory for shape/dtype on device.
-  NDArray(const Shape& shape, Device device, DType dtype);
+  // Allocates (uninitialised) memory for shape/dtype on device; `stream`: see storage::alloc.
+  NDArray(const Shape& shape, Device device, DType dtype, void* stream = nullptr);
 
   bool is_none() const { return chunk_ == nullptr; }
   const Shape& shape() const { return shape_; }

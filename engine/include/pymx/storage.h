@@ -27,8 +27,12 @@ struct MemoryStats {
 
 // Thread-safe. A size of 0 gives dptr == nullptr. GPU failures release the cache, retry once, and
 // then throw Error(kOutOfMemory) naming requested / in use / cached / free bytes.
+//
+// `stream` (GPU only) is the stream that will first use the memory, when the caller knows it: a
+// cached block freed on that stream is handed out at once, since stream order puts the new work
+// after the old. With nullptr, a cached block is reused only once its pending work has finished.
 namespace storage {
-StorageHandle alloc(size_t size, Device device);
+StorageHandle alloc(size_t size, Device device, void* stream = nullptr);
 void free(StorageHandle handle);  // null dptr: no-op
 void empty_cache(Device device);  // return cached blocks to the system / driver
 MemoryStats stats(Device device);
