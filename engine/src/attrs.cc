@@ -5,64 +5,117 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <string_view>
 
 #include "pymx/op.h"
 
 namespace pymx {
 namespace {
 
-std::string trim(const std::string& s) {
+// Note [Fast attribute parsing]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Kernels and shape inference read their attributes on every call (add_scalar reads `scalar`
+// and `reverse` twice per `x + 1`), so parsing works on views of the stored text, without
+// copies, and reads plain decimals ("1.0", "-0.25", "3") directly. strtod/strtoll handle the
+// rest (exponents, "inf", "nan", integral floats for integers).
+
+std::string_view trimmed(std::string_view s) {
   size_t b = 0, e = s.size();
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
   while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
   return s.substr(b, e - b);
 }
 
-// Parses a whole string as an integer; integral floats ("2.0") are accepted too.
-bool parse_int(const std::string& raw, int64_t* out) {
-  const std::string s = trim(raw);
+// A plain decimal: optional sign, digits with at most one '.', at most 15 digits in all. Then the
+// digits form an integer m < 2^53 and the value is m / 10^k with 10^k exact (k <= 15), so one
+// correctly rounded division gives exactly what strtod gives (Clinger's fast path).
+bool parse_plain_decimal(std::string_view s, double* out) {
+  static constexpr double kPow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                      1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+  size_t i = 0;
+  const bool negative = !s.empty() && s[0] == '-';
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) ++i;
+  uint64_t mantissa = 0;
+  int digits = 0, fraction_digits = 0;
+  bool seen_point = false;
+  for (; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c >= '0' && c <= '9') {
+      if (++digits > 15) return false;
+      mantissa = mantissa * 10 + static_cast<uint64_t>(c - '0');
+      fraction_digits += seen_point;
+    } else if (c == '.' && !seen_point) {
+      seen_point = true;
+    } else {
+      return false;
+    }
+  }
+  if (digits == 0) return false;
+  const double magnitude = static_cast<double>(mantissa) / kPow10[fraction_digits];
+  *out = negative ? -magnitude : magnitude;
+  return true;
+}
+
+// Parses a whole string as an integer; integral floats ("2.0") are accepted too. `s` is trimmed
+// and ends at a character that is not part of a number (or at the text's end), which strtoll
+// and strtod stop at.
+bool parse_int(std::string_view s, int64_t* out) {
   if (s.empty()) return false;
+  // Fast path: an optional '-' and at most 18 digits cannot overflow.
+  const bool negative = s[0] == '-';
+  const size_t first = negative ? 1 : 0;
+  if (s.size() > first && s.size() - first <= 18) {
+    int64_t v = 0;
+    size_t i = first;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') v = v * 10 + (s[i++] - '0');
+    if (i == s.size()) {
+      *out = negative ? -v : v;
+      return true;
+    }
+  }
+  const char* begin = s.data();
+  const char* stop = s.data() + s.size();
   errno = 0;
   char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (errno == 0 && *end == '\0') {
+  long long v = std::strtoll(begin, &end, 10);
+  if (errno == 0 && end == stop) {
     *out = v;
     return true;
   }
-  double d = std::strtod(s.c_str(), &end);
-  if (*end != '\0' || !std::isfinite(d) || d != std::floor(d)) return false;
+  double d = std::strtod(begin, &end);
+  // 2^63 bounds int64; beyond it (or for a fraction) the text is not an int64.
+  if (end != stop || !(std::fabs(d) < 9223372036854775808.0) || d != std::floor(d)) return false;
   *out = static_cast<int64_t>(d);
   return true;
 }
 
-// strtod also reads "inf", "-inf" and "nan", the forms Python's repr gives.
-bool parse_float(const std::string& raw, double* out) {
-  const std::string s = trim(raw);
+// strtod also reads "inf", "-inf" and "nan", the forms Python's repr gives. Same contract on `s`
+// as parse_int.
+bool parse_float(std::string_view s, double* out) {
   if (s.empty()) return false;
+  if (parse_plain_decimal(s, out)) return true;
   char* end = nullptr;
-  *out = std::strtod(s.c_str(), &end);
-  return *end == '\0';
+  *out = std::strtod(s.data(), &end);
+  return end == s.data() + s.size();
 }
 
-bool parse_shape(const std::string& raw, Shape* out) {
-  std::string s = trim(raw);
+bool parse_shape(std::string_view s, Shape* out) {
+  s = trimmed(s);
   if (!s.empty() && (s.front() == '(' || s.front() == '[')) {
     const char close = s.front() == '(' ? ')' : ']';
     if (s.back() != close) return false;
-    s = trim(s.substr(1, s.size() - 2));
+    s = trimmed(s.substr(1, s.size() - 2));
   }
   out->clear();
-  if (s.empty()) return true;                        // "()" or "[]"
-  if (s.back() == ',') s.pop_back();                 // "(3,)"
-  size_t pos = 0;
+  if (s.empty()) return true;                              // "()" or "[]"
+  if (s.back() == ',') s = trimmed(s.substr(0, s.size() - 1));  // "(3,)"
   while (true) {
-    const size_t comma = s.find(',', pos);
+    const size_t comma = s.find(',');
     int64_t v;
-    if (!parse_int(s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos), &v))
-      return false;
+    if (!parse_int(trimmed(s.substr(0, comma)), &v)) return false;
     out->push_back(v);
-    if (comma == std::string::npos) return true;
-    pos = comma + 1;
+    if (comma == std::string_view::npos) return true;
+    s = s.substr(comma + 1);
   }
 }
 
@@ -84,73 +137,106 @@ const std::string* Attrs::find(const std::string& key) const {
   return nullptr;
 }
 
-bool Attrs::has(const std::string& key) const {
-  const std::string* v = find(key);
-  return v != nullptr && *v != "None";
+namespace {
+
+// The text of `key` when present and not "None" (an absent optional value), else nullptr.
+const std::string* present(const Attrs& attrs, const std::string& key) {
+  const std::string* v = attrs.find(key);
+  return v != nullptr && *v != "None" ? v : nullptr;
 }
+
+}  // namespace
+
+bool Attrs::has(const std::string& key) const { return present(*this, key) != nullptr; }
 
 #define PMX_REQUIRE_ATTR_(key) \
   const std::string* text = find(key); \
   PMX_CHECK(text != nullptr, "missing required attribute '", key, "'")
 
-int64_t Attrs::get_int(const std::string& key) const {
-  PMX_REQUIRE_ATTR_(key);
+namespace {
+
+int64_t int_value(const std::string& key, const std::string& text) {
   int64_t v;
-  PMX_CHECK(parse_int(*text, &v), "attribute '", key, "' must be an integer, got '", *text, "'");
+  PMX_CHECK(parse_int(trimmed(text), &v), "attribute '", key, "' must be an integer, got '", text,
+            "'");
   return v;
 }
 
+double float_value(const std::string& key, const std::string& text) {
+  double v;
+  PMX_CHECK(parse_float(trimmed(text), &v), "attribute '", key, "' must be a number, got '", text,
+            "'");
+  return v;
+}
+
+Shape shape_value(const std::string& key, const std::string& text) {
+  Shape v;
+  PMX_CHECK(parse_shape(text, &v), "attribute '", key, "' must be a tuple of integers, got '",
+            text, "'");
+  return v;
+}
+
+}  // namespace
+
+int64_t Attrs::get_int(const std::string& key) const {
+  PMX_REQUIRE_ATTR_(key);
+  return int_value(key, *text);
+}
+
 int64_t Attrs::get_int(const std::string& key, int64_t fallback) const {
-  return has(key) ? get_int(key) : fallback;
+  const std::string* text = present(*this, key);
+  return text != nullptr ? int_value(key, *text) : fallback;
 }
 
 double Attrs::get_float(const std::string& key) const {
   PMX_REQUIRE_ATTR_(key);
-  double v;
-  PMX_CHECK(parse_float(*text, &v), "attribute '", key, "' must be a number, got '", *text, "'");
-  return v;
+  return float_value(key, *text);
 }
 
 double Attrs::get_float(const std::string& key, double fallback) const {
-  return has(key) ? get_float(key) : fallback;
+  const std::string* text = present(*this, key);
+  return text != nullptr ? float_value(key, *text) : fallback;
 }
 
 bool Attrs::get_bool(const std::string& key, bool fallback) const {
-  if (!has(key)) return fallback;
-  const std::string s = trim(*find(key));
+  const std::string* text = present(*this, key);
+  if (text == nullptr) return fallback;
+  const std::string_view s = trimmed(*text);
   if (s == "True" || s == "true" || s == "1") return true;
   if (s == "False" || s == "false" || s == "0") return false;
   PMX_THROW(Status::kInvalidArg, "attribute '", key, "' must be a bool (True/False), got '", s, "'");
 }
 
 std::string Attrs::get_str(const std::string& key, const std::string& fallback) const {
-  return has(key) ? *find(key) : fallback;
+  const std::string* text = present(*this, key);
+  return text != nullptr ? *text : fallback;
 }
 
 Shape Attrs::get_shape(const std::string& key) const {
   PMX_REQUIRE_ATTR_(key);
-  Shape v;
-  PMX_CHECK(parse_shape(*text, &v), "attribute '", key, "' must be a tuple of integers, got '",
-            *text, "'");
-  return v;
+  return shape_value(key, *text);
 }
 
 Shape Attrs::get_shape(const std::string& key, const Shape& fallback) const {
-  return has(key) ? get_shape(key) : fallback;
+  const std::string* text = present(*this, key);
+  return text != nullptr ? shape_value(key, *text) : fallback;
 }
 
 std::optional<int64_t> Attrs::get_optional_int(const std::string& key) const {
-  if (!has(key)) return std::nullopt;
-  return get_int(key);
+  const std::string* text = present(*this, key);
+  if (text == nullptr) return std::nullopt;
+  return int_value(key, *text);
 }
 
 std::optional<Shape> Attrs::get_optional_shape(const std::string& key) const {
-  if (!has(key)) return std::nullopt;
-  return get_shape(key);
+  const std::string* text = present(*this, key);
+  if (text == nullptr) return std::nullopt;
+  return shape_value(key, *text);
 }
 
 DType Attrs::get_dtype(const std::string& key, DType fallback) const {
-  return has(key) ? parse_dtype(trim(*find(key))) : fallback;
+  const std::string* text = present(*this, key);
+  return text != nullptr ? parse_dtype(std::string(trimmed(*text))) : fallback;
 }
 
 #undef PMX_REQUIRE_ATTR_
@@ -169,11 +255,12 @@ DType parse_dtype(const std::string& name) {
 }
 
 Device parse_device(const std::string& raw) {
-  const std::string text = trim(raw);
+  const std::string text(trimmed(raw));
   const size_t open = text.find('(');
   int64_t id = -1;
   if (open != std::string::npos && text.back() == ')' &&
-      parse_int(text.substr(open + 1, text.size() - open - 2), &id) && id >= 0) {
+      parse_int(trimmed(std::string_view(text).substr(open + 1, text.size() - open - 2)), &id) &&
+      id >= 0) {
     const std::string kind = text.substr(0, open);
     if (kind == "cpu") return Device::cpu(static_cast<int32_t>(id));
     if (kind == "gpu") return Device::gpu(static_cast<int32_t>(id));

@@ -225,7 +225,8 @@ struct Graph::BufferPool {
   void begin_run(const std::vector<NDArray>& inputs, size_t num_values) {
     bool same_signature = input_shapes.size() == inputs.size();
     for (size_t i = 0; same_signature && i < inputs.size(); ++i)
-      same_signature = input_shapes[i] == inputs[i].shape() && input_dtypes[i] == inputs[i].dtype();
+      same_signature =
+          input_shapes[i] == inputs[i].shape() && input_dtypes[i] == inputs[i].dtype();
     if (!same_signature) {
       input_shapes.clear();
       input_dtypes.clear();
@@ -302,7 +303,8 @@ namespace {
 // (unknown op, wrong input count): invoke() then reports the problem in its own words.
 bool infer_outputs(const GraphNode& node, const std::vector<NDArray>& args,
                    std::vector<Shape>* out_shapes, std::vector<DType>* out_dtypes) {
-  if (!node.op->infer || (node.op->num_inputs >= 0 && static_cast<size_t>(node.op->num_inputs) != args.size()))
+  if (!node.op->infer ||
+      (node.op->num_inputs >= 0 && static_cast<size_t>(node.op->num_inputs) != args.size()))
     return false;
   std::vector<Shape> in_shapes;
   std::vector<DType> in_dtypes;
@@ -366,18 +368,19 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
         slot_of[first] = slot_of[value_index(node.inputs[0])];
     } else {
       const Device device = node.device == trace_device_ ? run_device : node.device;
-      if (pool && device == run_device && !pool->inferred[first] &&
-          infer_outputs(node, args, &out_shapes, &out_dtypes)) {
+      const bool pooled = pool && device == run_device && node.num_outputs > 0;
+      if (pooled && !pool->inferred[first] && infer_outputs(node, args, &out_shapes, &out_dtypes)) {
         for (int k = 0; k < node.num_outputs; ++k) {
           pool->out_shapes[first + k] = out_shapes[k];
           pool->out_dtypes[first + k] = out_dtypes[k];
           pool->inferred[first + k] = true;
         }
       }
-      if (pool && device == run_device && pool->inferred[first]) {
+      if (pooled && pool->inferred[first]) {
         for (int k = 0; k < node.num_outputs; ++k) {
           size_t slot = 0;
-          outs.push_back(pool->take(pool->out_shapes[first + k], pool->out_dtypes[first + k], &slot));
+          const size_t value = first + k;
+          outs.push_back(pool->take(pool->out_shapes[value], pool->out_dtypes[value], &slot));
           slot_of[first + k] = static_cast<int64_t>(slot);
         }
       }

@@ -169,7 +169,8 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
 int64_t parallel_parts(int64_t n, int64_t grain) {
   if (n <= 0) return 0;
   grain = std::max<int64_t>(grain, 1);
-  return std::max<int64_t>(1, std::min<int64_t>(parallel_max_threads(), n / grain));
+  const int64_t most = parallel_max_threads() == 1 ? 1 : kPartsPerThread * parallel_max_threads();
+  return std::max<int64_t>(1, std::min<int64_t>(most, n / grain));
 }
 
 void parallel_for_parts(int64_t n, int64_t grain,

@@ -33,9 +33,13 @@ int parallel_max_threads();
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
 
-// Splits [0, n) into at most parallel_max_threads() contiguous parts of at least `grain` items
-// and calls fn(part, lo, hi) for each, part in [0, parts). For kernels that give each part its
-// own scratch buffer (sized with parallel_parts) and combine the parts' results in order.
+// Splits [0, n) into at most kPartsPerThread * parallel_max_threads() contiguous parts of at
+// least `grain` items and calls fn(part, lo, hi) for each, part in [0, parts). For kernels that
+// give each part its own scratch buffer (sized with parallel_parts) and combine the parts'
+// results in order. Several parts per thread, claimed dynamically, keep a core that another
+// process is using from stalling the whole loop on its one part; the part count depends only on
+// n, grain and the core count, so results are reproducible on a machine.
+constexpr int kPartsPerThread = 4;
 int64_t parallel_parts(int64_t n, int64_t grain);
 void parallel_for_parts(int64_t n, int64_t grain,
                         const std::function<void(int64_t part, int64_t lo, int64_t hi)>& fn);

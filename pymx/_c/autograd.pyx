@@ -8,13 +8,22 @@ naive engine the ops run inline, and data-parallel threads may backward on other
 from libcpp.vector cimport vector
 
 from pymx._c.c_api cimport *
-from pymx._c.core cimport check, handle_of, wrap_handle
+from pymx._c.core cimport NDArrayBase, check, handle_of, wrap_handle
 
 
-cdef int _handles(object arrays, str what, vector[PmxArray*]* out) except -1:
+cdef int _handles(list arrays, str what, vector[PmxArray*]* out) except -1:
+    # A graph replay passes every parameter each call: take valid handles directly and build the
+    # message naming the entry only for a bad one.
+    cdef Py_ssize_t i
+    cdef object a
     out.clear()
-    for i, a in enumerate(arrays):
-        out.push_back(handle_of(a, f"{what}[{i}]"))
+    out.reserve(len(arrays))
+    for i in range(len(arrays)):
+        a = arrays[i]
+        if isinstance(a, NDArrayBase) and (<NDArrayBase>a).handle != NULL:
+            out.push_back((<NDArrayBase>a).handle)
+        else:
+            out.push_back(handle_of(a, f"{what}[{i}]"))
     return 0
 
 

@@ -126,3 +126,18 @@ def test_batch_norm_lane_sums_match_numpy():
                                 rtol=1e-4, atol=1e-3)
     onp.testing.assert_allclose(arrays[2].grad.asnumpy(), dyd.sum(axis=(0, 2)), rtol=1e-4,
                                 atol=1e-4)
+
+
+def test_convolution_single_image_column_split_matches_numpy():
+    # One image (fewer than the intra-op threads): the GEMM is split by output columns; two groups
+    # and a bias check that each column block gets its group's filters and bias.
+    x = RNG.standard_normal((1, 4, 40, 37)).astype("float32")
+    w = RNG.standard_normal((6, 2, 2, 3)).astype("float32")
+    b = RNG.standard_normal(6).astype("float32")
+    y = npx.convolution(from_numpy(x), from_numpy(w), from_numpy(b), kernel=(2, 3), num_filter=6,
+                        num_group=2).asnumpy()
+    windows = onp.lib.stride_tricks.sliding_window_view(x.astype("float64"), (2, 3), axis=(2, 3))
+    ref = onp.concatenate([
+        onp.einsum("ncyxij,fcij->nfyx", windows[:, 2 * grp:2 * grp + 2], w[3 * grp:3 * grp + 3])
+        for grp in range(2)], axis=1) + b[None, :, None, None]
+    onp.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)

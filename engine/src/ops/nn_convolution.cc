@@ -247,30 +247,44 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeom& g, const std::vect
   }
   const int64_t K = g.col_rows();
   const T* b = in.size() == 3 ? in[2].data<T>() : nullptr;
-  // Images are independent: each part of the batch runs on its own thread with its own col.
-  parallel_for_parts(g.batch, 1, [&](int64_t part, int64_t first, int64_t last) {
-    T* col = cols + part * col_size;
-    for (int64_t n = first; n < last; ++n) {
+  // Fills `colg` for image n, group grp (or points it at the image for a pointwise kernel).
+  auto image_col = [&](int64_t n, int64_t grp, T* col) -> const T* {
+    T* xg = const_cast<T*>(x) + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
+    if (pointwise) return xg;
+    im2col<T, false>(g, g.in_cg(), xg, col);
+    return col;
+  };
+  // Output columns [lo, hi) of image n, group grp: y = W . col, plus the bias.
+  auto image_columns = [&](int64_t n, int64_t grp, const T* colg, int64_t lo, int64_t hi) {
+    T* yg = y + (n * g.out_c + grp * g.out_cg()) * g.out_sp;
+    nn::gemm(false, false, g.out_cg(), hi - lo, K, A(1), w + grp * g.out_cg() * K, K, colg + lo,
+             g.out_sp, A(0), yg + lo, g.out_sp);
+    if (!b) return;
+    for (int64_t c = 0; c < g.out_cg(); ++c) {
+      T* yc = yg + c * g.out_sp;
+      const A bc = static_cast<A>(b[grp * g.out_cg() + c]);
+      for (int64_t i = lo; i < hi; ++i) yc[i] = static_cast<T>(static_cast<A>(yc[i]) + bc);
+    }
+  };
+  if (g.batch >= parallel_max_threads()) {
+    // Images are independent: each part of the batch runs on its own thread with its own col.
+    parallel_for_parts(g.batch, 1, [&](int64_t part, int64_t first, int64_t last) {
+      for (int64_t n = first; n < last; ++n)
+        for (int64_t grp = 0; grp < g.groups; ++grp)
+          image_columns(n, grp, image_col(n, grp, cols + part * col_size), 0, g.out_sp);
+    });
+  } else {
+    // Fewer images than threads (inference at batch 1): split each image's GEMM by output
+    // columns instead; the threads share one col.
+    for (int64_t n = 0; n < g.batch; ++n) {
       for (int64_t grp = 0; grp < g.groups; ++grp) {
-        T* xg = const_cast<T*>(x) + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
-        const T* colg = xg;
-        if (!pointwise) {
-          im2col<T, false>(g, g.in_cg(), xg, col);
-          colg = col;
-        }
-        T* yg = y + (n * g.out_c + grp * g.out_cg()) * g.out_sp;
-        nn::gemm(false, false, g.out_cg(), g.out_sp, K, A(1), w + grp * g.out_cg() * K, K, colg,
-                 g.out_sp, A(0), yg, g.out_sp);
-      }
-      if (b) {
-        for (int64_t c = 0; c < g.out_c; ++c) {
-          T* yc = y + (n * g.out_c + c) * g.out_sp;
-          const A bc = static_cast<A>(b[c]);
-          for (int64_t i = 0; i < g.out_sp; ++i) yc[i] = static_cast<T>(static_cast<A>(yc[i]) + bc);
-        }
+        const T* colg = image_col(n, grp, cols);
+        parallel_for(0, g.out_sp, 256, [&](int64_t lo, int64_t hi) {
+          image_columns(n, grp, colg, lo, hi);
+        });
       }
     }
-  });
+  }
   if (g.channel_last) transpose_last2<T>(y, out[0].data<T>(), g.batch, g.out_c, g.out_sp);
 }
 

@@ -272,12 +272,17 @@ void max_pool_2d_plane_backward(const PoolGeom& g, const T* dy, const T* x, cons
       if constexpr (kVectorWindow) {
         if (small_window && xs.lo + 4 <= W) {  // the 4-wide loads stay inside the row
           const __m128 mv = _mm_set1_ps(m);
-          const unsigned columns = (1u << (xs.hi - xs.lo)) - 1;
+          const float* corner = x + ys.lo * W + xs.lo;
+          auto row_bits = [&](int64_t r) {
+            return static_cast<unsigned>(
+                _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(corner + r * W), mv)));
+          };
           unsigned bits = 0;
-          for (int64_t r = 0; r < ys.hi - ys.lo; ++r) {
-            const __m128 v = _mm_loadu_ps(x + (ys.lo + r) * W + xs.lo);
-            const unsigned row_bits = _mm_movemask_ps(_mm_cmpeq_ps(v, mv));
-            bits |= (row_bits & columns) << (4 * r);
+          if (ys.hi - ys.lo == 4 && xs.hi - xs.lo == 4) {  // LeafNetwork's case, unrolled
+            bits = row_bits(0) | row_bits(1) << 4 | row_bits(2) << 8 | row_bits(3) << 12;
+          } else {
+            const unsigned columns = (1u << (xs.hi - xs.lo)) - 1;
+            for (int64_t r = 0; r < ys.hi - ys.lo; ++r) bits |= (row_bits(r) & columns) << (4 * r);
           }
           if (bits != 0) {  // no match only when the output is NaN
             const int first = __builtin_ctz(bits);
