@@ -89,10 +89,10 @@ std::vector<std::shared_ptr<Node>> topological_order(const std::vector<std::shar
 
 // Runs the backward pass and returns the total gradient reaching each variable node (keyed by
 // node). Frees the tape unless retain_graph.
-std::unordered_map<const Node*, NDArray> run_backward(const std::vector<NDArray>& heads,
-                                                      const std::vector<NDArray>& head_grads,
-                                                      bool retain_graph, bool is_train,
-                                                      bool create_graph) {
+std::unordered_map<Node*, NDArray> run_backward(const std::vector<NDArray>& heads,
+                                                const std::vector<NDArray>& head_grads,
+                                                bool retain_graph, bool is_train,
+                                                bool create_graph) {
   PMX_CHECK(!heads.empty(), "backward: no heads given");
   PMX_CHECK(head_grads.empty() || head_grads.size() == heads.size(), "backward: got ",
             heads.size(), " heads but ", head_grads.size(), " head gradients");
@@ -133,7 +133,7 @@ std::unordered_map<const Node*, NDArray> run_backward(const std::vector<NDArray>
     send(*roots[i], head.autograd_entry().index, head_grad);
   }
 
-  std::unordered_map<const Node*, NDArray> variable_grads;
+  std::unordered_map<Node*, NDArray> variable_grads;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node& node = **it;
     auto found = out_grads.find(&node);
@@ -149,8 +149,12 @@ std::unordered_map<const Node*, NDArray> run_backward(const std::vector<NDArray>
     for (size_t k = 0; k < ograds.size(); ++k)
       if (ograds[k].is_none()) ograds[k] = filled_like(node.outputs[k], "zeros");
 
-    GradContext ctx{*node.op, node.attrs, node.inputs, node.outputs, ograds, is_train};
+    // The gradient ops run in the mode the op ran in (batch_norm recorded in predict mode
+    // differentiates through its running statistics).
+    set_training(node.is_train);
+    GradContext ctx{*node.op, node.attrs, node.inputs, node.outputs, ograds, node.is_train};
     const std::vector<NDArray> igrads = node.op->gradient(ctx);
+    set_training(is_train);
     PMX_ASSERT(igrads.size() == node.inputs.size(), "gradient of '", node.op->name, "' returned ",
                igrads.size(), " arrays for ", node.inputs.size(), " inputs");
     for (size_t k = 0; k < igrads.size(); ++k) {
@@ -174,19 +178,20 @@ std::unordered_map<const Node*, NDArray> run_backward(const std::vector<NDArray>
   return variable_grads;
 }
 
-// Writes `grad` into a variable's buffer according to its grad_req.
-void store_grad(const Node& variable, const NDArray& grad) {
+// Writes `grad` into a variable's buffer according to its grad_req, marking it fresh.
+void store_grad(Node& variable, const NDArray& grad) {
   NDArray buffer = variable.grad;
   switch (variable.grad_req) {
     case GradReq::kNull:
       return;
     case GradReq::kWrite:
       grad.copy_to(buffer);
-      return;
+      break;
     case GradReq::kAdd:
       invoke(op_registry::get("add"), {buffer, grad}, {}, buffer.device(), {buffer});
-      return;
+      break;
   }
+  variable.fresh_grad = true;
 }
 
 }  // namespace
@@ -198,20 +203,23 @@ void store_grad(const Node& variable, const NDArray& grad) {
 // Instead a dying node hands the parents it solely owns to a thread-local list, which the
 // outermost destructor drains in a loop.
 Node::~Node() {
-  thread_local std::vector<std::shared_ptr<Node>> pending;
-  thread_local bool draining = false;
+  struct Teardown {
+    std::vector<std::shared_ptr<Node>> pending;
+    bool draining = false;
+  };
+  thread_local Teardown t;  // one thread-local lookup per node
   for (NDArray& input : inputs) {
     std::shared_ptr<Node>& parent = input.autograd_entry().node;
-    if (parent && parent.use_count() == 1) pending.push_back(std::move(parent));
+    if (parent && parent.use_count() == 1) t.pending.push_back(std::move(parent));
   }
-  if (draining) return;
-  draining = true;
-  while (!pending.empty()) {
-    std::shared_ptr<Node> last = std::move(pending.back());
-    pending.pop_back();
+  if (t.draining) return;
+  t.draining = true;
+  while (!t.pending.empty()) {
+    std::shared_ptr<Node> last = std::move(t.pending.back());
+    t.pending.pop_back();
     last.reset();  // may append to `pending`
   }
-  draining = false;
+  t.draining = false;
 }
 
 bool is_recording() { return t_recording; }
@@ -246,10 +254,23 @@ NDArray get_grad(const NDArray& variable) {
   return node->grad;
 }
 
-void record_op(const OpDef& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
-               std::vector<NDArray>* outputs, bool is_train) {
+bool fresh_grad(const NDArray& variable) {
+  const std::shared_ptr<Node>& node = variable.autograd_entry().node;
+  return node && node->is_variable() && node->fresh_grad;
+}
+
+void set_fresh_grad(const NDArray& variable, bool fresh) {
+  const std::shared_ptr<Node>& node = variable.autograd_entry().node;
+  PMX_CHECK(node && node->is_variable(),
+            "NDArray has not been marked as a variable and does not have gradient state "
+            "(call attach_grad first)");
+  node->fresh_grad = fresh;
+}
+
+void record_op(const OpDef& op, const Attrs& attrs, const NDArray* const* inputs,
+               int num_inputs, std::vector<NDArray>* outputs, bool is_train) {
   bool needs_grad = false;
-  for (const NDArray& input : inputs) needs_grad |= input.autograd_entry().node != nullptr;
+  for (int i = 0; i < num_inputs; ++i) needs_grad |= inputs[i]->autograd_entry().node != nullptr;
   if (!needs_grad) return;
   // Gradients flow through floating-point values only: comparisons, argmax and the like end the
   // path (MXNet gives them zero gradients; not recording them is the same and cheaper).
@@ -260,12 +281,15 @@ void record_op(const OpDef& op, const Attrs& attrs, const std::vector<NDArray>& 
   auto node = std::make_shared<Node>();
   node->op = &op;
   node->attrs = attrs;
-  node->inputs = inputs;
-  node->outputs = *outputs;
-  for (NDArray& out : node->outputs) out.autograd_entry() = AutogradEntry();
   node->is_train = is_train;
-  for (size_t i = 0; i < outputs->size(); ++i)
-    (*outputs)[i].autograd_entry() = AutogradEntry{node, static_cast<uint32_t>(i)};
+  node->inputs.reserve(num_inputs);
+  for (int i = 0; i < num_inputs; ++i) node->inputs.push_back(*inputs[i]);
+  // The node keeps its outputs without their entries (which would point back to itself).
+  node->outputs = *outputs;
+  for (NDArray& out : node->outputs) out.autograd_entry().node.reset();
+  const uint32_t last = static_cast<uint32_t>(outputs->size() - 1);
+  for (uint32_t i = 0; i < last; ++i) (*outputs)[i].autograd_entry() = AutogradEntry{node, i};
+  (*outputs)[last].autograd_entry() = AutogradEntry{std::move(node), last};
 }
 
 void backward(const std::vector<NDArray>& heads, const std::vector<NDArray>& head_grads,

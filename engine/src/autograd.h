@@ -21,13 +21,14 @@ struct Node {
   Attrs attrs;
   std::vector<NDArray> inputs;   // the edges to parent nodes live in their autograd entries
   std::vector<NDArray> outputs;  // entries cleared
-  bool is_train = false;
+  bool is_train = false;  // the train mode the op ran in, and its gradient runs in
   // Set by a backward without retain_graph: the saved arrays are gone.
   bool freed = false;
 
   // Variables only.
   NDArray grad;
   GradReq grad_req = GradReq::kNull;
+  bool fresh_grad = false;  // see autograd::fresh_grad
 
   bool is_variable() const { return op == nullptr; }
   ~Node();

@@ -172,8 +172,8 @@ void* OpContext::workspace(size_t bytes) const {
 
 namespace {
 
-// Runs the op. `inputs_vector`, when the caller has one, is `inputs` as a vector (autograd and
-// the tracer take vectors); otherwise one is built only when recording or tracing.
+// Runs the op. `inputs_vector`, when the caller has one, is `inputs` as a vector (the tracer
+// takes a vector); otherwise one is built only when tracing.
 void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
                  const std::vector<NDArray>* inputs_vector, const Attrs& attrs, Device device,
                  const NDArray* const* out, int num_out, std::vector<NDArray>* outputs) {
@@ -266,16 +266,16 @@ void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
           },
           device, s.reads, s.writes, FnProperty::kNormal, op.name.c_str());
 
-  const bool recording = autograd::is_recording(), tracing = graph::is_tracing();
-  if (!recording && !tracing) return;
+  if (autograd::is_recording())
+    autograd::record_op(op, attrs, inputs, num_inputs, outputs, is_train);
+  if (!graph::is_tracing()) return;
   std::vector<NDArray> built_inputs;
   if (inputs_vector == nullptr) {
     built_inputs.reserve(num_inputs);
     for (int i = 0; i < num_inputs; ++i) built_inputs.push_back(*inputs[i]);
     inputs_vector = &built_inputs;
   }
-  if (recording) autograd::record_op(op, attrs, *inputs_vector, outputs, is_train);
-  if (tracing) graph::trace_op(op, attrs, *inputs_vector, *outputs);
+  graph::trace_op(op, attrs, *inputs_vector, *outputs);
 }
 
 // Pointers to the arrays of a vector, inline for the usual handful.

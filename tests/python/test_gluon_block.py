@@ -122,7 +122,9 @@ def test_hybridized_child_in_plain_parent_and_train_mode():
         trained = net(x).asnumpy()
     assert len(net.body._cached_graphs) == 1
     assert not onp.allclose(trained, predicted)
-    onp.testing.assert_allclose(net.body[2].running_mean.data().asnumpy() != 0, True)
+    # Train mode updated the running statistics (a unit that dropout zeroed in every row keeps a
+    # zero mean, so "some", not "every").
+    assert (net.body[2].running_mean.data().asnumpy() != 0).any()
 
 
 def test_hybridize_sees_new_parameter_values(tmp_path):

@@ -23,13 +23,23 @@ void mark_variables(const std::vector<NDArray*>& variables, const std::vector<ND
 // The gradient buffer of a marked variable (none when unmarked).
 NDArray get_grad(const NDArray& variable);
 
+// Whether backward has written or added a gradient into this marked variable's buffer since it
+// was marked or the flag was last cleared (MXNet's fresh_out_grad, which Gluon's Trainer uses to
+// detect stale gradients). False for an unmarked array.
+bool fresh_grad(const NDArray& variable);
+// Throws Error(kInvalidArg) when the array is not a marked variable.
+void set_fresh_grad(const NDArray& variable, bool fresh);
+
 // Called by invoke() after pushing an op: records it when recording is on and any input needs a
-// gradient. Cheap when recording is off.
-void record_op(const OpDef& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
-               std::vector<NDArray>* outputs, bool is_train);
+// gradient. Cheap when recording is off. `is_train` is the train mode the op ran in; its
+// gradient is computed in the same mode.
+void record_op(const OpDef& op, const Attrs& attrs, const NDArray* const* inputs,
+               int num_inputs, std::vector<NDArray>* outputs, bool is_train);
 
 // Back-propagates from `heads` (head_grads[i] none: ones) into the marked variables' gradient
-// buffers (write or add per grad_req). Frees the tape unless retain_graph. Never waits: the
+// buffers (write or add per grad_req), marking them fresh. Frees the tape unless retain_graph.
+// Each op's gradient runs in the train mode the op was recorded in; `is_train` is the mode of
+// the rest (the ops that sum and store gradients). Never waits: the
 // gradient ops are pushed to the engine. Throws Error(kInvalidArg) with MXNet's message when a
 // head was not recorded or its graph was already freed, and naming the op when one on the path
 // has no gradient.
