@@ -1,11 +1,13 @@
 """Runs pymx and its peers side by side, alternating rounds, and reports medians and ratios.
 
-    python bench/run.py [--quick] [--rounds 3] [--cases tiny_op,leafnet]
+    python bench/run.py [--quick] [--rounds 3] [--cases tiny_op,leafnet,conv,ops,pipeline,engine]
                         [--torch-python PATH] [--mxnet-python PATH] [--device cpu|gpu]
                         [--json results.json] [--markdown results.md]
 
 Each measurement is a fresh process (bench/measure_pymx.py, bench/peers/*.py) printing one JSON
-line {"value", "unit"}. Peers live in their own virtual environments (MXNet 1.9.1 needs
+line {"value", "unit"} (conv: one line per layer). `ops`, `pipeline` and `engine` are suites that
+already compare with their peer inside one process (NumPy; Pillow + NumPy; the naive engine):
+their tables are copied through. Peers live in their own virtual environments (MXNet 1.9.1 needs
 numpy<1.24), hence the interpreter paths. A peer whose interpreter is missing is left out of the
 table rather than failing the run. Nothing here asserts on speed.
 """
@@ -61,7 +63,30 @@ def cases(args):
                            [mxnet, os.path.join(PEERS, "leafnet_mxnet.py"), *common,
                             "--hybridize", "static"])]
             out.append((f"leafnet {mode} batch {batch} ({dev})", "higher", impls))
+    if "conv" in args.cases:
+        batch = "8" if args.quick else "64"
+        conv = os.path.join(HERE, "conv_bench.py")
+        out.append((f"conv2d / max-pool, LeafNetwork shapes, batch {batch} (cpu)", "lower", [
+            ("pymx", [sys.executable, conv, "--impl", "pymx", "--batch", batch, "--jsonl"]),
+            ("torch", [torch, conv, "--impl", "torch", "--batch", batch, "--jsonl"])]))
     return out
+
+
+def copied_suites(args):
+    """(title, argv) of the suites that run their own side-by-side comparison."""
+    suites = []
+    quick = ["--quick"] if args.quick else []
+    if "ops" in args.cases:
+        suites.append(("matmul and elementwise vs NumPy (same process)",
+                       [sys.executable, os.path.join(HERE, "ops_bench.py"), *quick]))
+    if "pipeline" in args.cases:
+        suites.append(("input pipeline vs Pillow + NumPy (decode, transforms, batching)",
+                       [sys.executable, os.path.join(HERE, "pipeline_bench.py"),
+                        "--images", "64" if args.quick else "320"]))
+    if "engine" in args.cases and args.engine_micro and os.path.exists(args.engine_micro):
+        suites.append(("native engine, empty ops (bench/cpp/engine_micro.cc)",
+                       [args.engine_micro]))
+    return suites
 
 
 def measure(argv):
@@ -72,7 +97,8 @@ def measure(argv):
     if proc.returncode != 0 or not lines:
         sys.stderr.write(f"failed: {' '.join(argv)}\n{proc.stderr[-2000:]}\n")
         return None
-    return json.loads(lines[-1])
+    results = [json.loads(l) for l in lines]
+    return results[-1] if "value" in results[-1] else results
 
 
 def main():
@@ -83,6 +109,9 @@ def main():
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--torch-python", default="/work/venv-torch/bin/python")
     parser.add_argument("--mxnet-python", default="/work/venv-mxnet/bin/python")
+    parser.add_argument("--engine-micro", default=os.path.join(
+        os.path.dirname(HERE), "build-bench", "bench", "cpp", "engine_micro"),
+        help="the engine_micro binary (cmake -DPYMX_BUILD_BENCH=ON)")
     parser.add_argument("--json")
     parser.add_argument("--markdown")
     args = parser.parse_args()
@@ -90,28 +119,44 @@ def main():
 
     results, lines = {}, []
     for key, better, impls in cases(args):
-        samples = {name: [] for name, _ in impls}
-        unit = ""
+        # samples[row][impl] -> values; a row is the case itself or one key of a multi-line impl.
+        samples, unit = {}, ""
         for round_index in range(args.rounds):
             # Alternate the order so that drift in machine load hits every impl alike.
             order = impls if round_index % 2 == 0 else impls[::-1]
             for name, argv in order:
                 result = measure(argv)
-                if result:
-                    samples[name].append(result["value"])
-                    unit = result["unit"]
-        medians = {n: statistics.median(v) for n, v in samples.items() if v}
+                for row in (result if isinstance(result, list) else [result] if result else []):
+                    samples.setdefault(row.get("key", key), {}).setdefault(name, []).append(
+                        row["value"])
+                    unit = row["unit"]
+        names = [name for name, _ in impls]
+        medians = {row: {n: statistics.median(v[n]) for n in names if v.get(n)}
+                   for row, v in samples.items()}
         results[key] = {"unit": unit, "better": better, "median": medians}
-        base = medians.get(impls[0][0])
-        lines.append(f"\n**{key}** ({unit}, {better} is better; ratio = pymx advantage)\n")
-        lines.append("| impl | median | pymx ratio |")
-        lines.append("|---|---|---|")
-        for name, value in medians.items():
-            ratio = ""
-            if base and not name.startswith("pymx"):
-                ratio = f"{(value / base if better == 'lower' else base / value):.2f}×"
-            lines.append(f"| {name} | {value:.2f} | {ratio} |")
+        lines.append(f"\n**{key}** ({unit}, {better} is better; ratio = how many times pymx is "
+                     "better)\n")
+        lines.append("| | " + " | ".join(names) + " | " +
+                     " | ".join(f"ratio vs {n}" for n in names if not n.startswith("pymx")) + " |")
+        lines.append("|---" * (1 + len(names) + sum(not n.startswith("pymx") for n in names)) + "|")
+        for row, values in medians.items():
+            base = values.get(names[0])
+            cells = [f"{values[n]:.2f}" if n in values else "–" for n in names]
+            for n in names:
+                if n.startswith("pymx"):
+                    continue
+                if base and n in values:
+                    cells.append(f"{(values[n] / base if better == 'lower' else base / values[n]):.2f}×")
+                else:
+                    cells.append("–")
+            lines.append(f"| {row if row != key else ''} | " + " | ".join(cells) + " |")
         print("\n".join(lines[-len(medians) - 3:]), flush=True)
+    for title, argv in copied_suites(args):
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+        body = proc.stdout.strip() if proc.returncode == 0 else f"failed:\n{proc.stderr[-1500:]}"
+        lines.append(f"\n**{title}** (`{' '.join(os.path.relpath(a) if os.path.exists(a) else a for a in argv)}`)\n")
+        lines.append(body if body.lstrip().startswith("|") else "```\n" + body + "\n```")
+        print("\n".join(lines[-2:]), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2, sort_keys=True)

@@ -11,6 +11,7 @@
 
 #include "c_api_internal.h"
 #include "invoke.h"
+#include "pymx/autograd.h"
 #include "pymx/engine.h"
 #include "pymx/gpu.h"
 #include "pymx/ndarray.h"
@@ -463,5 +464,21 @@ int pmx_engine_dump(const char** out_text) {
   PMX_API_BEGIN();
   returned_text = Engine::get()->dump();
   *out_text = returned_text.c_str();
+  PMX_API_END();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Autograd gradient state
+// ---------------------------------------------------------------------------------------------
+
+int pmx_autograd_get_fresh_grad(const PmxArray* variable, int* out_fresh) {
+  PMX_API_BEGIN();
+  *out_fresh = autograd::fresh_grad(array_of(variable)) ? 1 : 0;
+  PMX_API_END();
+}
+
+int pmx_autograd_set_fresh_grad(PmxArray* variable, int fresh) {
+  PMX_API_BEGIN();
+  autograd::set_fresh_grad(array_of(variable), fresh != 0);
   PMX_API_END();
 }

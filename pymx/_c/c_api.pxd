@@ -109,6 +109,8 @@ cdef extern from "pymx/c_api.h" nogil:
                           PmxArray*** out_grads)
     int pmx_autograd_get_grad(const PmxArray* variable, PmxArray** out_grad)
     int pmx_autograd_detach(const PmxArray* array, PmxArray** out_array)
+    int pmx_autograd_get_fresh_grad(const PmxArray* variable, int* out_fresh)
+    int pmx_autograd_set_fresh_grad(PmxArray* variable, int fresh)
     int pmx_graph_trace_begin(int num_inputs, PmxArray* const* inputs)
     int pmx_graph_trace_end(int num_outputs, PmxArray* const* outputs, PmxGraph** out_graph)
     int pmx_graph_trace_abort()

@@ -183,6 +183,18 @@ cdef class NDArrayBase:
         check(pmx_array_device(self.handle, &device_type, &device_id))
         return _device_object(device_type, device_id)
 
+    @property
+    def _fresh_grad(self):
+        """Whether backward wrote this variable's gradient since attach_grad or since the flag
+        was last cleared (MXNet's stale-gradient check in Trainer.step); False when unmarked."""
+        cdef int fresh = 0
+        check(pmx_autograd_get_fresh_grad(self.handle, &fresh))
+        return bool(fresh)
+
+    @_fresh_grad.setter
+    def _fresh_grad(self, bint fresh):
+        check(pmx_autograd_set_fresh_grad(self.handle, fresh))
+
     def wait_to_read(self):
         """Blocks until pending writes to this array finish; raises an error they stored."""
         cdef int rc

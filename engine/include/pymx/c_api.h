@@ -27,7 +27,7 @@ extern "C" {
 
 #define PMX_API __attribute__((visibility("default")))
 #define PMX_API_VERSION_MAJOR 0
-#define PMX_API_VERSION_MINOR 1
+#define PMX_API_VERSION_MINOR 2
 
 /* Values equal pymx::Status. */
 enum PmxStatus {
@@ -242,6 +242,17 @@ PMX_API int pmx_graph_constants(const PmxGraph* graph, int* out_num, PmxArray***
 PMX_API int pmx_graph_to_json(const PmxGraph* graph, const char** out_json);
 /* A graph from pmx_graph_to_json's text; its constants become extra inputs after the data. */
 PMX_API int pmx_graph_from_json(const char* json, PmxGraph** out_graph);
+
+/* ---------------------------------------------------------------------------------------------
+ * Autograd gradient state (engine/src/c_api.cc).
+ * ------------------------------------------------------------------------------------------- */
+
+/* *out_fresh = 1 when backward has written or added a gradient into this marked variable's
+ * buffer since it was marked or the flag was cleared (MXNet's fresh_out_grad), else 0; 0 for an
+ * unmarked array. */
+PMX_API int pmx_autograd_get_fresh_grad(const PmxArray* variable, int* out_fresh);
+/* Sets that flag; PMX_ERR_INVALID_ARG when the array is not a marked variable. */
+PMX_API int pmx_autograd_set_fresh_grad(PmxArray* variable, int fresh);
 
 #ifdef __cplusplus
 } /* extern "C" */
