@@ -152,7 +152,9 @@ std::unordered_map<Node*, NDArray> run_backward(const std::vector<NDArray>& head
     // The gradient ops run in the mode the op ran in (batch_norm recorded in predict mode
     // differentiates through its running statistics).
     set_training(node.is_train);
-    GradContext ctx{*node.op, node.attrs, node.inputs, node.outputs, ograds, node.is_train};
+    const std::vector<NDArray> inputs = node.inputs.to_vector();
+    const std::vector<NDArray> outputs = node.outputs.to_vector();
+    GradContext ctx{*node.op, node.attrs, inputs, outputs, ograds, node.is_train};
     const std::vector<NDArray> igrads = node.op->gradient(ctx);
     set_training(is_train);
     PMX_ASSERT(igrads.size() == node.inputs.size(), "gradient of '", node.op->name, "' returned ",
@@ -195,6 +197,33 @@ void store_grad(Node& variable, const NDArray& grad) {
 }
 
 }  // namespace
+
+void NodeArrays::assign(const NDArray* const* arrays, size_t n) {
+  PMX_ASSERT(empty(), "NodeArrays::assign on a filled node");
+  if (n <= kInline) {
+    for (size_t i = 0; i < n; ++i) inline_[i] = *arrays[i];
+  } else {
+    heap_.reserve(n);
+    for (size_t i = 0; i < n; ++i) heap_.push_back(*arrays[i]);
+  }
+  size_ = n;
+}
+
+void NodeArrays::assign(const std::vector<NDArray>& arrays) {
+  PMX_ASSERT(empty(), "NodeArrays::assign on a filled node");
+  if (arrays.size() <= kInline) {
+    for (size_t i = 0; i < arrays.size(); ++i) inline_[i] = arrays[i];
+  } else {
+    heap_ = arrays;
+  }
+  size_ = arrays.size();
+}
+
+void NodeArrays::clear() {
+  for (NDArray& array : inline_) array = NDArray();
+  heap_.clear();
+  size_ = 0;
+}
 
 // Note [Iterative teardown]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -282,10 +311,9 @@ void record_op(const OpDef& op, const Attrs& attrs, const NDArray* const* inputs
   node->op = &op;
   node->attrs = attrs;
   node->is_train = is_train;
-  node->inputs.reserve(num_inputs);
-  for (int i = 0; i < num_inputs; ++i) node->inputs.push_back(*inputs[i]);
+  node->inputs.assign(inputs, num_inputs);
   // The node keeps its outputs without their entries (which would point back to itself).
-  node->outputs = *outputs;
+  node->outputs.assign(*outputs);
   for (NDArray& out : node->outputs) out.autograd_entry().node.reset();
   const uint32_t last = static_cast<uint32_t>(outputs->size() - 1);
   for (uint32_t i = 0; i < last; ++i) (*outputs)[i].autograd_entry() = AutogradEntry{node, i};

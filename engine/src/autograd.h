@@ -11,6 +11,36 @@
 namespace pymx {
 namespace autograd {
 
+// A node's input or output arrays. Most ops have at most two inputs and one output, and the
+// tape of a long loop holds many nodes, so up to kInline arrays live in the node itself instead
+// of a separate allocation (measured: each allocation kept alive by a growing tape costs ~250
+// instructions of malloc's slow path, about the cost of the rest of recording).
+class NodeArrays {
+ public:
+  // Fill an empty NodeArrays.
+  void assign(const NDArray* const* arrays, size_t n);
+  void assign(const std::vector<NDArray>& arrays);
+  void clear();
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  NDArray& operator[](size_t i) { return data()[i]; }
+  const NDArray& operator[](size_t i) const { return data()[i]; }
+  NDArray* begin() { return data(); }
+  NDArray* end() { return data() + size_; }
+  const NDArray* begin() const { return data(); }
+  const NDArray* end() const { return data() + size_; }
+  std::vector<NDArray> to_vector() const { return std::vector<NDArray>(begin(), end()); }
+
+ private:
+  static constexpr size_t kInline = 2;
+  NDArray* data() { return size_ <= kInline ? inline_ : heap_.data(); }
+  const NDArray* data() const { return size_ <= kInline ? inline_ : heap_.data(); }
+
+  NDArray inline_[kInline];
+  std::vector<NDArray> heap_;  // all of them, when more than kInline
+  size_t size_ = 0;
+};
+
 // One recorded op, or (op == nullptr) a variable marked with attach_grad.
 //
 // Ownership: an array's AutogradEntry holds its producing node; a node holds its inputs (whose
@@ -19,8 +49,8 @@ namespace autograd {
 struct Node {
   const OpDef* op = nullptr;
   Attrs attrs;
-  std::vector<NDArray> inputs;   // the edges to parent nodes live in their autograd entries
-  std::vector<NDArray> outputs;  // entries cleared
+  NodeArrays inputs;   // the edges to parent nodes live in their autograd entries
+  NodeArrays outputs;  // entries cleared
   bool is_train = false;  // the train mode the op ran in, and its gradient runs in
   // Set by a backward without retain_graph: the saved arrays are gone.
   bool freed = false;

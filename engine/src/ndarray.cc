@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "engine_impl.h"
 #include "ops/cast.h"
 #include "pymx/gpu.h"
 #include "pymx/op.h"
@@ -10,6 +11,9 @@
 namespace pymx {
 
 Chunk::Chunk(size_t bytes, Device dev, void* stream) : device(dev) {
+  // Checked first: a chunk on a device no engine serves could not be freed (~Chunk pushes the
+  // free to that device), and the throw would escape a destructor and abort the process.
+  check_engine_device(dev);
   storage = storage::alloc(bytes, dev, stream);
   var = Engine::get()->new_var();
 }
@@ -26,14 +30,34 @@ Chunk::~Chunk() {
       device, var);
 }
 
+namespace {
+
+// The bytes an array of `shape` and `dtype` needs, checked before anything is allocated: a
+// negative extent is the caller's error, and a product past 2^63 bytes must not wrap around to
+// a small allocation that kernels would then overrun.
+size_t checked_nbytes(const Shape& shape, DType dtype) {
+  for (int64_t d : shape) PMX_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
+  constexpr uint64_t kLimit = uint64_t{1} << 63;
+  uint64_t bytes = dtype_size(dtype);
+  for (int64_t d : shape) {
+    if (d != 0 && bytes > kLimit / static_cast<uint64_t>(d)) {
+      for (int64_t e : shape)
+        if (e == 0) return 0;  // an empty array needs no memory, however large its other extents
+      PMX_THROW(Status::kOutOfMemory, "cannot allocate an array of shape ", shape_str(shape),
+                " and dtype ", dtype_name(dtype), ": it needs more than 2^63 bytes");
+    }
+    bytes *= static_cast<uint64_t>(d);
+  }
+  return static_cast<size_t>(bytes);
+}
+
+}  // namespace
+
 NDArray::NDArray(const Shape& shape, Device device, DType dtype, void* stream)
-    : chunk_(std::make_shared<Chunk>(static_cast<size_t>(shape_size(shape)) * dtype_size(dtype),
-                                     device, stream)),
+    : chunk_(std::make_shared<Chunk>(checked_nbytes(shape, dtype), device, stream)),
       shape_(shape),
       dtype_(dtype),
-      device_(device) {
-  for (int64_t d : shape) PMX_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
-}
+      device_(device) {}
 
 TBlob NDArray::blob() const {
   PMX_ASSERT(chunk_ != nullptr, "blob() of a none array");

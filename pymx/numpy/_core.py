@@ -51,6 +51,8 @@ def _host_array(obj, dtype):
         values = _onp.asarray(obj) if dtype is None else _onp.asarray(obj).astype(dtype)
     else:
         values = _onp.asarray(obj, dtype=dtype)
+        if values.dtype.kind == "c":  # casting to float32 below would drop the imaginary part
+            raise TypeError(f"pymx does not support arrays of dtype {values.dtype}")
         if dtype is None and values.dtype != _onp.bool_:
             values = values.astype(DEFAULT_DTYPE)
     if values.dtype.name not in ("float32", "float64", "float16", "uint8", "int8", "int32",
@@ -84,9 +86,17 @@ def _axis_tuple(axis):
 
 
 def _shape_tuple(shape):
-    if isinstance(shape, (numbers.Integral, _onp.integer)):
+    """shape (an int or a sequence of ints) as a tuple; anything else is a TypeError naming it
+    (int() would accept 2.5 or "3" and silently build a different shape)."""
+    def is_int(value):
+        return isinstance(value, (numbers.Integral, _onp.integer)) and not isinstance(value, bool)
+
+    if is_int(shape):
         return (int(shape),)
-    return tuple(int(s) for s in shape)
+    # (this module defines np.all, so the builtin is spelled out)
+    if isinstance(shape, (tuple, list)) and builtins.all(is_int(s) for s in shape):
+        return tuple(int(s) for s in shape)
+    raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r}")
 
 
 # ---------------------------------------------------------------------------------------------

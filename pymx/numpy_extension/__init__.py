@@ -7,9 +7,11 @@ from pymx._op import invoke, waitall
 from pymx.device import (Device, cpu, cpu_pinned, current_device, gpu, gpu_memory_info,
                          num_gpus)
 from pymx.numpy_extension import image, random
+from pymx.numpy_extension._deconvolution import deconvolution
 
 __all__ = ["relu", "sigmoid", "activation", "leaky_relu", "softmax", "log_softmax", "pick",
-           "one_hot", "topk", "batch_flatten", "fully_connected", "convolution", "pooling",
+           "one_hot", "topk", "batch_flatten", "fully_connected", "convolution", "deconvolution",
+           "pooling",
            "batch_norm", "dropout", "layer_norm", "embedding", "sequence_mask",
            "set_np", "reset_np", "is_np_array", "is_np_shape", "use_np", "use_np_array",
            "use_np_shape", "image", "random", "cpu", "gpu", "cpu_pinned", "num_gpus",

@@ -296,3 +296,82 @@ def test_training_flag_reaches_dropout():
         predict_out = pymx.npx.dropout(x, p=0.5)
     assert (train_out.asnumpy() == 0).sum() > 300
     onp.testing.assert_array_equal(predict_out.asnumpy(), onp.ones(1000))
+
+
+def _batch_norm_data_gradient(record_train_mode, backward_train_mode):
+    """d(sum(w * batch_norm(x)))/dx for a (4, 2) batch, and the batch_norm inputs."""
+    x_values = onp.array([[1.0, -2.0], [3.0, 0.5], [-1.0, 4.0], [2.0, 1.0]])
+    x = _variable(x_values)
+    gamma, beta = _array([1.5, 0.5]), _array([0.0, 0.0])
+    running_mean, running_var = _array([0.5, -0.5]), _array([4.0, 0.25])
+    weights = onp.array([[1.0, 2.0], [-1.0, 0.5], [3.0, 1.0], [0.5, -2.0]])
+    with autograd.record(train_mode=record_train_mode):
+        y = pymx.npx.batch_norm(x, gamma, beta, running_mean, running_var, eps=1e-3,
+                                fix_gamma=False)
+        loss = (y * _array(weights)).sum()
+    loss.backward(train_mode=backward_train_mode)
+    return x.grad.asnumpy(), x_values, weights
+
+
+def test_gradient_uses_the_train_mode_the_op_was_recorded_in():
+    # Recorded in predict mode: y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta,
+    # so dy/dx is constant, whatever mode backward is called in.
+    expected = onp.array([1.5, 0.5]) / onp.sqrt(onp.array([4.0, 0.25]) + 1e-3)
+    for backward_mode in (True, False):
+        grad, _, weights = _batch_norm_data_gradient(False, backward_mode)
+        onp.testing.assert_allclose(grad, weights * expected, rtol=1e-10)
+    # Recorded in train mode: the batch statistics depend on x too (closed form of batch norm's
+    # input gradient), again whatever mode backward is called in.
+    for backward_mode in (True, False):
+        grad, x_values, weights = _batch_norm_data_gradient(True, backward_mode)
+        mean, var = x_values.mean(axis=0), x_values.var(axis=0)
+        invstd = 1.0 / onp.sqrt(var + 1e-3)
+        xhat = (x_values - mean) * invstd
+        dy = weights * onp.array([1.5, 0.5])
+        expected_train = invstd * (dy - dy.mean(axis=0) - xhat * (dy * xhat).mean(axis=0))
+        onp.testing.assert_allclose(grad, expected_train, rtol=1e-8)
+
+
+def test_dropout_recorded_in_predict_mode_passes_the_gradient_through():
+    x = _variable(onp.ones(1000))
+    with autograd.record(train_mode=False):
+        y = pymx.npx.dropout(x, p=0.5)
+    y.backward(train_mode=True)
+    onp.testing.assert_array_equal(x.grad.asnumpy(), onp.ones(1000))
+
+
+def test_fresh_grad_is_set_by_backward_and_cleared_by_the_caller():
+    x = _variable([1.0, 2.0])
+    assert x._fresh_grad is False  # marked, nothing computed yet
+    with autograd.record():
+        y = (x * x).sum()
+    y.backward()
+    assert x._fresh_grad is True
+    x._fresh_grad = False  # what Trainer.step does after updating
+    assert x._fresh_grad is False
+    x.attach_grad()  # a new mark starts stale
+    assert x._fresh_grad is False
+
+
+def test_fresh_grad_with_grad_req_add_null_and_autograd_grad():
+    a, b = _variable([1.0], grad_req="add"), _variable([2.0], grad_req="null")
+    c = _variable([3.0])
+    with autograd.record():
+        y = a * b * c
+    autograd.grad(y, [a], retain_graph=True)  # returns the gradient, writes no buffer
+    assert not a._fresh_grad
+    y.backward()
+    assert a._fresh_grad and c._fresh_grad
+    assert not b._fresh_grad  # grad_req null: no buffer written
+    unused = _variable([5.0])
+    with autograd.record():
+        z = a * 2.0
+    z.backward()
+    assert a._fresh_grad and not unused._fresh_grad
+
+
+def test_fresh_grad_of_an_unmarked_array():
+    plain = _array([1.0])
+    assert plain._fresh_grad is False
+    with pytest.raises(ValueError, match="has not been marked as a variable"):
+        plain._fresh_grad = True

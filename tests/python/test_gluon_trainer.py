@@ -148,6 +148,8 @@ def _two_device_param(values0, values1, grads0, grads1):
     p.data(cpu(1))[:] = np.array(values1, device=cpu(1))
     p.grad(cpu(0))[:] = np.array(grads0)
     p.grad(cpu(1))[:] = np.array(grads1, device=cpu(1))
+    for data in p.list_data():  # the gradients stand in for a backward pass
+        data._fresh_grad = True
     return p
 
 
@@ -210,18 +212,63 @@ def test_trainer_on_a_net_with_deferred_params_and_state_round_trip(tmp_path):
     net.initialize()
     trainer = Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.1, 'momentum': 0.9})
     x = np.ones((4, 3))
-    for _ in range(2):
+
+    def train_step():  # the gradient of sum(W x + b) does not depend on W and b
         with autograd.record():
             loss = net(x).sum()
         loss.backward()
         trainer.step(4)
+
+    for _ in range(2):
+        train_step()
     path = str(tmp_path / 'trainer.states')
     trainer.save_states(path)
     saved_momentum = trainer._updaters[0].states[1].asnumpy()
-    trainer.step(4)
+    train_step()
     trainer.load_states(path)
     assert trainer.learning_rate == 0.1
-    trainer.step(4)  # restored states move to the weight's device on use
+    train_step()  # restored states move to the weight's device on use
     restored = trainer._updaters[0].states[1].asnumpy()
     grad = net.weight.grad().asnumpy()
     onp.testing.assert_allclose(restored, 0.9 * saved_momentum - 0.1 * grad / 4, rtol=1e-5)
+
+
+def _stale_message(name, device):
+    return (f"Gradient of Parameter `{name}` on device {device} has not been updated by backward "
+            f"since last `step`. This could mean a bug in your model that made it only use a "
+            f"subset of the Parameters (Blocks) for this iteration. If you are intentionally "
+            f"only using a subset, call step with ignore_stale_grad=True to suppress this "
+            f"warning and skip updating of Parameters with stale gradient")
+
+
+@pytest.mark.parametrize('hybridize', [False, True])
+def test_step_raises_on_stale_gradients_unless_ignored(hybridize):
+    used, unused = nn.Dense(2, in_units=3), nn.Dense(2, in_units=3)
+    for block in (used, unused):
+        block.initialize()
+        if hybridize:
+            block.hybridize()
+    params = list(used.collect_params().values()) + list(unused.collect_params().values())
+    trainer = Trainer(params, 'sgd', {'learning_rate': 0.1})
+    x = np.ones((4, 3))
+
+    def forward_backward():
+        with autograd.record():
+            loss = used(x).sum()
+        loss.backward()
+
+    forward_backward()
+    with pytest.raises(UserWarning) as raised:
+        trainer.step(4)
+    assert str(raised.value) == _stale_message(unused.weight.name, 'cpu(0)')
+    # ignore_stale_grad: the fresh parameters are updated, the stale ones are left alone.
+    forward_backward()
+    used_before = used.weight.data().asnumpy()
+    unused_before = unused.weight.data().asnumpy()
+    trainer.step(4, ignore_stale_grad=True)
+    assert not onp.allclose(used.weight.data().asnumpy(), used_before)
+    onp.testing.assert_array_equal(unused.weight.data().asnumpy(), unused_before)
+    # step consumed the gradients: a second step without backward finds them all stale.
+    assert not used.weight.data()._fresh_grad
+    with pytest.raises(UserWarning, match="has not been updated by backward since last `step`"):
+        trainer.step(4)

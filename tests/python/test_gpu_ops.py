@@ -345,6 +345,48 @@ def test_convolution(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_deconvolution(dtype):
+    rtol = {"float16": 2e-2, "float32": 1e-4, "float64": 1e-10}[dtype]
+    cases = [  # data, weight (C_in, num_filter/num_group, kernel...), attrs
+        ((2, 3, 5, 4), (3, 4, 3, 2), {"kernel": (3, 2), "stride": (2, 1), "pad": (1, 0), "adj": (1, 0), "num_filter": 4}),
+        ((2, 4, 4, 4), (4, 3, 3, 3), {"kernel": (3, 3), "stride": (2, 2), "dilate": (2, 1), "num_group": 2, "num_filter": 6}),
+        ((3, 5, 6, 6), (5, 4, 1, 1), {"kernel": (1, 1), "num_filter": 4}),
+        ((2, 3, 7), (3, 2, 4), {"kernel": (4,), "stride": (3,), "pad": (2,), "adj": (2,), "num_filter": 2}),
+        ((1, 2, 3, 3, 2), (2, 3, 2, 2, 3), {"kernel": (2, 2, 3), "stride": (2, 1, 2), "pad": (1, 0, 1), "num_filter": 3}),
+        ((2, 2, 4, 3), (2, 3, 3, 3), {"kernel": (3, 3), "stride": (2, 2), "target_shape": (8, 6), "num_filter": 3}),
+    ]
+    for data, weight, attrs in cases:
+        x, w = sample(data, dtype, -1, 1), sample(weight, dtype, -1, 1)
+        b = sample((attrs["num_filter"],), dtype)
+        check("deconvolution", [x, w, b], attrs, rtol=rtol, atol=rtol)
+        check("deconvolution", [x, w], dict(attrs, no_bias=True), rtol=rtol, atol=rtol)
+        y = run("deconvolution", [x, w, b], attrs, cpu(0))[0]
+        dy = sample(y.shape, dtype, -1, 1)
+        check("deconvolution_backward", [dy, x, w], attrs, rtol=rtol, atol=rtol)
+        check("deconvolution_backward", [dy, x, w], dict(attrs, no_bias=True), rtol=rtol, atol=rtol)
+
+
+def test_conv2d_transpose_layer_on_gpu():
+    from pymx import np
+    from pymx.gluon import nn
+    layer = nn.Conv2DTranspose(4, kernel_size=3, strides=2, padding=1, output_padding=1, groups=2,
+                               in_channels=2)
+    layer.initialize(device=[cpu(0), gpu(0)])
+    x = sample((2, 2, 5, 4), "float32")
+    outs, grads = [], []
+    for device in (cpu(0), gpu(0)):
+        xs = np.array(x, device=device)
+        xs.attach_grad()
+        with autograd.record():
+            y = layer(xs)
+        y.backward()
+        outs.append(y.asnumpy())
+        grads.append(xs.grad.asnumpy())
+    onp.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-5)
+    onp.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_pooling(dtype):
     x = sample((2, 3, 9, 10), dtype)
     cases = [
@@ -415,3 +457,67 @@ OPTIMIZERS = [
 def test_optimizer_updates(name, inputs, attrs, dtype):
     arrays = [sample((5, 7), dtype)] + [sample((5, 7), dtype, 0.1, 1) for _ in range(inputs - 1)]
     check(name, arrays, attrs, mutated=[0] + list(range(2, inputs)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "uint8", "bool"])
+def test_topk(dtype):
+    # Few distinct values, so ties are everywhere: both devices keep the lower index first.
+    data = sample((4, 6, 5), dtype, -2, 2)
+    if onp.dtype(dtype).kind == "f":
+        data = onp.round(data)
+    for attrs in ({"axis": 1, "k": 3}, {"axis": -1, "k": 2, "is_ascend": True}, {"axis": 0, "k": 0},
+                  {"axis": "None", "k": 7}):
+        for ret_typ in ("indices", "value", "both", "mask"):
+            for index_dtype in ("float32", "int64"):
+                check("topk", [data], dict(attrs, ret_typ=ret_typ, dtype=index_dtype))
+    if dtype in FLOATS:
+        attrs = {"axis": 1, "k": 3, "dtype": "int64"}
+        indices = run("topk", [data], dict(attrs, ret_typ="indices"), cpu(0))[0]
+        check("topk_backward", [sample((4, 3, 5), dtype), data, indices], attrs)
+        check("topk_backward", [sample((4, 3, 5), dtype), data, indices.astype("float32")], attrs)
+
+
+def test_topk_long_rows():
+    data = sample((3, 5000), "float32")
+    for ascend in (False, True):
+        check("topk", [data], {"k": 50, "ret_typ": "both", "is_ascend": ascend, "dtype": "int32"})
+    check("topk", [sample((70000,), "float16")], {"k": 5, "ret_typ": "both"})
+
+
+IMAGE_DTYPES = ("uint8", "float32")
+
+
+@pytest.mark.parametrize("dtype", IMAGE_DTYPES)
+def test_image_to_tensor_normalize_and_moves(dtype):
+    image = sample((7, 9, 3), dtype, 0, 255)
+    batch = sample((2, 7, 9, 3), dtype, 0, 255)
+    for data in (image, batch):
+        check("image_to_tensor", [data])
+        check("image_crop", [data], {"x": 2, "y": 1, "width": 5, "height": 4})
+        check("image_flip_left_right", [data])
+        check("image_flip_top_bottom", [data])
+    tensor = sample((2, 3, 7, 9), "float32", 0, 1)
+    check("image_normalize", [tensor], {"mean": (0.485, 0.456, 0.406), "std": (0.229, 0.224, 0.225)})
+    check("image_normalize", [tensor[0]], {"mean": (0.5,), "std": (0.25,)})
+    check("image_normalize", [tensor.astype("float16")], {"mean": (0.1, 0.2, 0.3)})
+
+
+@pytest.mark.parametrize("dtype", IMAGE_DTYPES + ("float16",))
+def test_image_resize(dtype):
+    image = sample((13, 10, 3), dtype, 0, 255)
+    batch = sample((2, 6, 8, 1), dtype, 0, 255)
+    for interp in (0, 1):
+        for size, keep_ratio in (((5, 7), False), ((25, 31), False), ((6,), True), ((20,), True),
+                                 ((9,), False)):
+            attrs = {"size": size, "keep_ratio": keep_ratio, "interp": interp}
+            check("image_resize", [image], attrs, rtol=1e-6, atol=1e-6)
+            check("image_resize", [batch], attrs, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", IMAGE_DTYPES)
+@pytest.mark.parametrize("name", ["image_adjust_brightness", "image_adjust_contrast",
+                                  "image_adjust_saturation"])
+def test_image_adjust(name, dtype):
+    for factor in (0.3, 1.7):
+        check(name, [sample((9, 11, 3), dtype, 0, 255)], {"factor": factor}, rtol=1e-6, atol=1e-6)
+        check(name, [sample((2, 5, 4, 3), dtype, 0, 255)], {"factor": factor}, rtol=1e-6, atol=1e-6)

@@ -168,6 +168,9 @@ void resize_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::v
   const int64_t interp = attrs.get_int("interp", 1);
   PMX_CHECK(interp == 0 || interp == 1, "image_resize: interp ", interp,
             " is not supported (0 nearest, 1 bilinear)");
+  // An empty batch resizes to an empty batch; an image without pixels has nothing to sample.
+  PMX_CHECK(g.n == 0 || (g.h > 0 && g.w > 0), "image_resize: cannot resize an empty image ", g.h,
+            "x", g.w, " (input shape ", shape_str(in[0]), ")");
   int64_t h, w;
   resize_target(attrs, g, &h, &w);
   *out = {hwc_shape(g, h, w)};
@@ -213,7 +216,6 @@ void resize(const OpContext& ctx, const std::vector<TBlob>& in, const std::vecto
   const Hwc g = hwc_of(in[0].shape, "image_resize");
   const Hwc o = hwc_of(out[0].shape, "image_resize");
   if (o.h == 0 || o.w == 0 || g.n == 0) return;
-  PMX_CHECK(g.h > 0 && g.w > 0, "image_resize: cannot resize an empty image ", g.h, "x", g.w);
   const bool nearest = ctx.attrs->get_int("interp", 1) == 0;
   const std::vector<Tap> ys = nearest ? nearest_taps(g.h, o.h) : linear_taps(g.h, o.h);
   const std::vector<Tap> xs = nearest ? nearest_taps(g.w, o.w) : linear_taps(g.w, o.w);

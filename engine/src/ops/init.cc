@@ -64,7 +64,15 @@ Range arange_range(const Attrs& attrs) {
 }
 
 int64_t arange_length(const Range& r) {
-  return std::max<int64_t>(0, static_cast<int64_t>(std::ceil((r.stop - r.start) / r.step)));
+  const double length = std::ceil((r.stop - r.start) / r.step);
+  // NaN or infinite bounds have no length; converting such a double (or one past 2^63) to an
+  // integer is undefined behaviour, so both are refused before the cast.
+  PMX_CHECK(std::isfinite(length), "arange: cannot compute the length of the range (start=",
+            r.start, ", stop=", r.stop, ", step=", r.step, ")");
+  if (length >= 9.2e18)
+    PMX_THROW(Status::kOutOfMemory, "arange: the range (start=", r.start, ", stop=", r.stop,
+              ", step=", r.step, ") has ", length, " elements, too many to allocate");
+  return std::max<int64_t>(0, static_cast<int64_t>(length));
 }
 
 }  // namespace
@@ -75,7 +83,14 @@ PMX_REGISTER_OP(zeros).set_num_inputs(0).set_infer(infer_from_shape("zeros"))
 PMX_REGISTER_OP(ones).set_num_inputs(0).set_infer(infer_from_shape("ones"))
     .set_cpu([](const OpContext&, const std::vector<TBlob>&, const std::vector<TBlob>& out) { fill(out[0], 1.0); });
 
-PMX_REGISTER_OP(full).set_num_inputs(0).set_infer(infer_from_shape("full"))
+PMX_REGISTER_OP(full)
+    .set_num_inputs(0)
+    .set_infer([](const Attrs& attrs, const std::vector<Shape>&, const std::vector<DType>&,
+                  std::vector<Shape>* out, std::vector<DType>* odt) {
+      fill_value(attrs);  // a missing or unparseable value is refused here, not in the kernel
+      (*out)[0] = checked_shape(attrs, "full");
+      (*odt)[0] = attrs.get_dtype("dtype", DType::kFloat32);
+    })
     .set_cpu([](const OpContext& ctx, const std::vector<TBlob>&, const std::vector<TBlob>& out) {
       fill(out[0], fill_value(*ctx.attrs));
     });
@@ -104,6 +119,8 @@ PMX_REGISTER_OP(linspace)
     .set_num_inputs(0)
     .set_infer([](const Attrs& attrs, const std::vector<Shape>&, const std::vector<DType>&,
                   std::vector<Shape>* out, std::vector<DType>* odt) {
+      attrs.get_float("start");  // both bounds are required: refused here, not in the kernel
+      attrs.get_float("stop");
       const int64_t num = attrs.get_int("num", 50);
       PMX_CHECK(num >= 0, "linspace: number of samples, ", num, ", must be non-negative");
       (*out)[0] = {num};
@@ -131,6 +148,7 @@ PMX_REGISTER_OP(eye)
       const int64_t n = attrs.get_int("N");
       const int64_t m = attrs.get_int("M", n);
       PMX_CHECK(n >= 0 && m >= 0, "eye: N and M must be non-negative, got N=", n, ", M=", m);
+      attrs.get_int("k", 0);  // an unparseable diagonal offset is refused here, not in the kernel
       (*out)[0] = {n, m};
       (*odt)[0] = attrs.get_dtype("dtype", DType::kFloat32);
     })

@@ -9,6 +9,7 @@
 //   permutation  n, dtype (int64)                        a random permutation of 0..n-1
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "ops/elemwise.h"
 
@@ -44,6 +45,21 @@ InferFn infer_random(const char* op, DType default_dtype) {
   };
 }
 
+// randint draws from [low, high); every value in it must be representable in the output dtype,
+// or the cast would silently wrap.
+void check_randint_bounds(int64_t low, int64_t high, DType dtype) {
+  int64_t lo = 0, hi = 0;  // representable values [lo, hi]
+  switch (dtype) {
+    case DType::kBool: lo = 0; hi = 1; break;
+    case DType::kUint8: lo = 0; hi = 255; break;
+    case DType::kInt8: lo = -128; hi = 127; break;
+    case DType::kInt32: lo = INT32_MIN; hi = INT32_MAX; break;
+    default: return;  // int64 holds any int64 bound; floats hold every value, if inexactly
+  }
+  PMX_CHECK(low >= lo && high - 1 <= hi, "randint: the range [", low, ", ", high,
+            ") does not fit dtype ", dtype_name(dtype), " (values ", lo, " to ", hi, ")");
+}
+
 template <typename F>
 void generate(const TBlob& out, F sample) {
   const int64_t n = out.size();
@@ -58,7 +74,12 @@ void generate(const TBlob& out, F sample) {
 PMX_REGISTER_OP(uniform)
     .set_num_inputs(0)
     .set_uses_rng()
-    .set_infer(infer_random("uniform", DType::kFloat32))
+    .set_infer([](const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                  std::vector<Shape>* out, std::vector<DType>* odt) {
+      attrs.get_float("low", 0.0);  // unparseable bounds are refused here, not in the kernel
+      attrs.get_float("high", 1.0);
+      infer_random("uniform", DType::kFloat32)(attrs, in, dt, out, odt);
+    })
     .set_cpu([](const OpContext& ctx, const std::vector<TBlob>&, const std::vector<TBlob>& out) {
       const double low = ctx.attrs->get_float("low", 0.0), high = ctx.attrs->get_float("high", 1.0);
       const uint64_t seed = ctx.seed;
@@ -72,6 +93,7 @@ PMX_REGISTER_OP(normal)
                   std::vector<Shape>* out, std::vector<DType>* odt) {
       PMX_CHECK(attrs.get_float("scale", 1.0) >= 0, "normal: scale must be non-negative, got ",
                 attrs.get_float("scale", 1.0));
+      attrs.get_float("loc", 0.0);  // an unparseable mean is refused here, not in the kernel
       infer_random("normal", DType::kFloat32)(attrs, in, dt, out, odt);
     })
     .set_cpu([](const OpContext& ctx, const std::vector<TBlob>&, const std::vector<TBlob>& out) {
@@ -93,14 +115,16 @@ PMX_REGISTER_OP(randint)
       const int64_t high = attrs.has("high") ? attrs.get_int("high") : attrs.get_int("low");
       PMX_CHECK(low < high, "randint: low >= high (low=", low, ", high=", high, ")");
       infer_random("randint", DType::kInt64)(attrs, in, dt, out, odt);
+      check_randint_bounds(low, high, (*odt)[0]);
     })
     .set_cpu([](const OpContext& ctx, const std::vector<TBlob>&, const std::vector<TBlob>& out) {
       const bool has_high = ctx.attrs->has("high");
       const int64_t low = has_high ? ctx.attrs->get_int("low", 0) : 0;
       const int64_t high = has_high ? ctx.attrs->get_int("high") : ctx.attrs->get_int("low");
-      const uint64_t span = static_cast<uint64_t>(high - low), seed = ctx.seed;
+      // Unsigned subtraction: high - low may exceed INT64_MAX (e.g. [-2^62, 2^62 + 1)).
+      const uint64_t span = static_cast<uint64_t>(high) - static_cast<uint64_t>(low), seed = ctx.seed;
       // The modulo bias is below span / 2^64: negligible for any array we can hold.
-      generate(out[0], [&](int64_t i) { return static_cast<double>(low + static_cast<int64_t>(bits(seed, i) % span)); });
+      generate(out[0], [&](int64_t i) { return static_cast<double>(static_cast<int64_t>(static_cast<uint64_t>(low) + bits(seed, i) % span)); });
     });
 
 PMX_REGISTER_OP(permutation)

@@ -58,6 +58,8 @@ class Dense(HybridBlock):
     def __init__(self, units, activation=None, use_bias=True, flatten=True, dtype='float32',
                  weight_initializer=None, bias_initializer='zeros', in_units=0):
         super().__init__()
+        if not isinstance(units, int) or units <= 0:  # else deferred init fails, far from here
+            raise ValueError(f"Dense: units must be a positive int, got {units!r}")
         self._units = units
         self._in_units = in_units
         self._flatten = flatten

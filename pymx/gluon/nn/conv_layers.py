@@ -5,7 +5,8 @@ from ..block import HybridBlock
 from ..parameter import Parameter
 from .basic_layers import _activation
 
-__all__ = ['Conv1D', 'Conv2D', 'Conv3D', 'Conv2DTranspose', 'MaxPool1D', 'MaxPool2D',
+__all__ = ['Conv1D', 'Conv2D', 'Conv3D', 'Conv1DTranspose', 'Conv2DTranspose',
+           'Conv3DTranspose', 'MaxPool1D', 'MaxPool2D',
            'MaxPool3D', 'AvgPool1D', 'AvgPool2D', 'AvgPool3D', 'GlobalMaxPool1D',
            'GlobalMaxPool2D', 'GlobalMaxPool3D', 'GlobalAvgPool1D', 'GlobalAvgPool2D',
            'GlobalAvgPool3D']
@@ -29,8 +30,8 @@ def _check_layout(layout, ndim, cls):
 
 
 class _Conv(HybridBlock):
-    """Shared by Conv1D/2D/3D and Conv2DTranspose. The weight's in-channel dim is deferred when
-    in_channels=0 and filled in from the first input."""
+    """Shared by Conv1D/2D/3D and Conv1D/2D/3DTranspose. The weight's in-channel dim is deferred
+    when in_channels=0 and filled in from the first input."""
 
     _ndim = 2
     _transpose = False
@@ -40,6 +41,8 @@ class _Conv(HybridBlock):
                  output_padding=0):
         super().__init__()
         ndim, cls = self._ndim, self.__class__.__name__
+        if not isinstance(channels, int) or channels <= 0:  # else deferred init fails later
+            raise ValueError(f"{cls}: channels must be a positive int, got {channels!r}")
         self._channels = channels
         self._in_channels = in_channels
         self._groups = groups
@@ -131,16 +134,53 @@ class Conv3D(_Conv):
                          in_channels, activation, use_bias, weight_initializer, bias_initializer)
 
 
-class Conv2DTranspose(_Conv):
-    """Transposed 2-D convolution (the gradient of Conv2D with respect to its input).
+class _ConvTranspose(_Conv):
+    """Shared by Conv1DTranspose/2D/3D: the transposed convolution (the gradient of a
+    convolution with respect to its input) through the native `deconvolution` operator.
 
     Output size per spatial dim: (in-1)*stride - 2*pad + dilation*(kernel-1) + output_padding + 1.
-    The weight is (in_channels, channels/groups, kH, kW) for 'NCHW' and (in_channels, kH, kW,
-    channels/groups) for 'NHWC'.
+    The weight is (in_channels, channels/groups, k...) channel-first and (in_channels, k...,
+    channels/groups) channel-last. The operator works channel-first; channel-last inputs and
+    weights are transposed around it.
     """
 
-    _ndim = 2
     _transpose = True
+
+    def forward(self, x):
+        device = x.device
+        weight = self.weight.data(device)
+        bias = self.bias.data(device) if self.bias is not None else None
+        k = self._kwargs
+        kwargs = dict(kernel=k['kernel'], stride=k['stride'], dilate=k['dilate'], pad=k['pad'],
+                      adj=self._output_padding, num_filter=self._channels,
+                      num_group=self._groups, no_bias=bias is None)
+        if self._channel_axis == 1:
+            out = npx.deconvolution(x, weight, bias, **kwargs)
+        else:
+            to_first, to_last = _layout_perms(x.ndim)
+            out = npx.deconvolution(np.transpose(x, to_first), np.transpose(weight, to_first),
+                                    bias, **kwargs)
+            out = np.transpose(out, to_last)
+        return _activation(out, self._activation)
+
+
+class Conv1DTranspose(_ConvTranspose):
+    """Transposed 1-D convolution over (N, C, W) ('NCW') or (N, W, C) ('NWC') inputs."""
+
+    _ndim = 1
+
+    def __init__(self, channels, kernel_size, strides=1, padding=0, output_padding=0,
+                 dilation=1, groups=1, layout='NCW', activation=None, use_bias=True,
+                 weight_initializer=None, bias_initializer='zeros', in_channels=0):
+        super().__init__(channels, kernel_size, strides, padding, dilation, groups, layout,
+                         in_channels, activation, use_bias, weight_initializer, bias_initializer,
+                         output_padding)
+
+
+class Conv2DTranspose(_ConvTranspose):
+    """Transposed 2-D convolution over (N, C, H, W) ('NCHW') or (N, H, W, C) ('NHWC') inputs."""
+
+    _ndim = 2
 
     def __init__(self, channels, kernel_size, strides=(1, 1), padding=(0, 0),
                  output_padding=(0, 0), dilation=(1, 1), groups=1, layout='NCHW',
@@ -150,42 +190,20 @@ class Conv2DTranspose(_Conv):
                          in_channels, activation, use_bias, weight_initializer, bias_initializer,
                          output_padding)
 
-    def forward(self, x):
-        device = x.device
-        bias = self.bias.data(device) if self.bias is not None else None
-        if self._channel_axis == 1:
-            out = self._conv_transpose(x, self.weight.data(device), bias)
-        else:
-            to_first, to_last = _layout_perms(x.ndim)
-            weight = np.transpose(self.weight.data(device), to_first)
-            out = np.transpose(self._conv_transpose(np.transpose(x, to_first), weight, bias),
-                               to_last)
-        return _activation(out, self._activation)
 
-    def _conv_transpose(self, x, weight, bias):
-        """Channel-first transposed convolution as a stride-1 convolution of the input with
-        stride-1 zeros inserted between elements (and output_padding zeros appended), padded
-        by dilation*(kernel-1) - padding, with the kernel flipped and its in/out channels
-        swapped."""
-        k = self._kwargs
-        groups, nd = self._groups, len(self._kernel)
-        for axis, step, extra in zip(range(2, 2 + nd), k['stride'], self._output_padding):
-            x = _insert_zeros(x, axis, step, extra)
-        # (in, out/g, k...) -> (out, in/g, k...), spatially flipped.
-        c_in, c_out_g = weight.shape[0], weight.shape[1]
-        w = weight.reshape((groups, c_in // groups, c_out_g) + self._kernel)
-        w = np.swapaxes(w, 1, 2).reshape((groups * c_out_g, c_in // groups) + self._kernel)
-        w = np.flip(w, axis=tuple(range(2, 2 + nd)))
-        pads = [d * (kk - 1) - p for d, kk, p in zip(k['dilate'], self._kernel, k['pad'])]
-        out = npx.convolution(x, w, bias, kernel=self._kernel, stride=(1,) * nd,
-                              dilate=k['dilate'], pad=tuple(max(p, 0) for p in pads),
-                              num_filter=self._channels, num_group=groups,
-                              no_bias=bias is None)
-        if any(p < 0 for p in pads):  # padding beyond the kernel's reach crops the output
-            out = out[(slice(None), slice(None)) +
-                      tuple(slice(-p, out.shape[2 + i] + p) if p < 0 else slice(None)
-                            for i, p in enumerate(pads))]
-        return out
+class Conv3DTranspose(_ConvTranspose):
+    """Transposed 3-D convolution over (N, C, D, H, W) ('NCDHW') or (N, D, H, W, C) ('NDHWC')
+    inputs."""
+
+    _ndim = 3
+
+    def __init__(self, channels, kernel_size, strides=(1, 1, 1), padding=(0, 0, 0),
+                 output_padding=(0, 0, 0), dilation=(1, 1, 1), groups=1, layout='NCDHW',
+                 activation=None, use_bias=True, weight_initializer=None,
+                 bias_initializer='zeros', in_channels=0):
+        super().__init__(channels, kernel_size, strides, padding, dilation, groups, layout,
+                         in_channels, activation, use_bias, weight_initializer, bias_initializer,
+                         output_padding)
 
 
 def _layout_perms(ndim):
@@ -193,22 +211,6 @@ def _layout_perms(ndim):
     to_first = (0, ndim - 1) + tuple(range(1, ndim - 1))
     to_last = (0,) + tuple(range(2, ndim)) + (1,)
     return to_first, to_last
-
-
-def _insert_zeros(x, axis, step, extra):
-    """Puts step-1 zeros between consecutive elements along `axis` and `extra` zeros after."""
-    size = x.shape[axis]
-    if step > 1:
-        filler = np.zeros(x.shape[:axis + 1] + (step - 1,) + x.shape[axis + 1:], dtype=x.dtype,
-                          device=x.device)
-        x = np.concatenate([np.expand_dims(x, axis + 1), filler], axis=axis + 1)
-        x = x.reshape(x.shape[:axis] + (size * step,) + x.shape[axis + 2:])
-        x = x[(slice(None),) * axis + (slice(0, (size - 1) * step + 1),)]
-    if extra:
-        tail = np.zeros(x.shape[:axis] + (extra,) + x.shape[axis + 1:], dtype=x.dtype,
-                        device=x.device)
-        x = np.concatenate([x, tail], axis=axis)
-    return x
 
 
 class _Pooling(HybridBlock):

@@ -1,0 +1,212 @@
+// Transposed convolution on the GPU, forward and backward, by cuBLAS GEMMs and im2col / col2im
+// (CPU definition: engine/src/ops/nn_deconvolution.cc; the shared geometry and the maths:
+// Note [Transposed convolution as the adjoint of a convolution] in engine/src/ops/conv_geometry.h).
+// Channel-first layouts; float dtypes.
+//
+// | op                      | inputs                  | outputs                             | attrs |
+// |-------------------------|-------------------------|-------------------------------------|-------|
+// | deconvolution           | data, weight, [bias]    | out                                 | kernel stride dilate pad adj target_shape num_filter num_group no_bias layout |
+// | deconvolution_backward  | out_grad, data, weight  | data_grad, weight_grad, [bias_grad] | same |
+//
+// In ConvGeometry terms `in` is the deconvolution output (F = num_filter channels, in_sp
+// positions) and `out` its input (C = C_in channels, out_sp positions). As in conv_pool.cu the
+// batch is processed in chunks of B images laid side by side in the columns, so each product is
+// one GEMM per group and chunk; x is first transposed to xt (C, B * out_sp):
+//   forward   col_g (K, B*out_sp) = W_g^T . xt_g, then y = col2im(col) + bias
+//             (K = F/groups * prod(kernel); col2im gathers: a thread per output element);
+//   backward  col = im2col(dy); dxt_g = W_g . col_g; dW_g += xt_g . col_g^T; db = sums of dy.
+#include <algorithm>
+
+#include "kernel_util.cuh"
+#include "launch.h"
+#include "ops/conv_geometry.h"
+
+namespace pymx {
+namespace gpu {
+namespace {
+
+using nn::ConvGeometry;
+
+constexpr size_t kWorkspaceBudget = size_t(512) << 20;  // bytes of scratch per op
+
+// col[row][b * out_sp + o] = y[b][c][position read by (row, o)] (0 in the padding), for
+// row = c * k_sp + kernel offset, over `images` images of y (channels g.in_c, extents g.in).
+template <typename T>
+__global__ void im2col_kernel(const T* y, T* col, ConvGeometry g, int64_t images) {
+  const int64_t width = images * g.out_sp;
+  PMX_GRID_STRIDE_LOOP(e, g.in_c * g.k_sp * width) {
+    const int64_t row = e / width, column = e % width;
+    const int64_t b = column / g.out_sp, o = column % g.out_sp;
+    const int64_t c = row / g.k_sp, kk = row % g.k_sp;
+    const int64_t kx = kk % g.k[2], ky = (kk / g.k[2]) % g.k[1], kz = kk / (g.k[2] * g.k[1]);
+    const int64_t ox = o % g.out[2], oy = (o / g.out[2]) % g.out[1], oz = o / (g.out[2] * g.out[1]);
+    const int64_t iz = oz * g.s[0] - g.p[0] + kz * g.d[0];
+    const int64_t iy = oy * g.s[1] - g.p[1] + ky * g.d[1];
+    const int64_t ix = ox * g.s[2] - g.p[2] + kx * g.d[2];
+    const bool inside =
+        iz >= 0 && iz < g.in[0] && iy >= 0 && iy < g.in[1] && ix >= 0 && ix < g.in[2];
+    col[e] = inside ? y[(b * g.in_c + c) * g.in_sp + (iz * g.in[1] + iy) * g.in[2] + ix]
+                    : convert<T>(0.0f);
+  }
+}
+
+// y[b][c][i] = sum of the col entries whose (row, column) reads position i, plus bias[c] (bias
+// may be null): the adjoint of im2col_kernel, one thread per element of y, no atomics.
+template <typename T>
+__global__ void col2im_bias_kernel(const T* col, const T* bias, T* y, ConvGeometry g,
+                                   int64_t images) {
+  using A = AccT<T>;
+  const int64_t width = images * g.out_sp;
+  PMX_GRID_STRIDE_LOOP(e, images * g.in_c * g.in_sp) {
+    const int64_t i = e % g.in_sp, c = (e / g.in_sp) % g.in_c, b = e / (g.in_sp * g.in_c);
+    const int64_t ix = i % g.in[2], iy = (i / g.in[2]) % g.in[1], iz = i / (g.in[2] * g.in[1]);
+    A acc = bias ? convert<A>(bias[c]) : A(0);
+    for (int64_t kz = 0; kz < g.k[0]; ++kz) {
+      const int64_t tz = iz + g.p[0] - kz * g.d[0];
+      if (tz < 0 || tz % g.s[0] != 0 || tz / g.s[0] >= g.out[0]) continue;
+      for (int64_t ky = 0; ky < g.k[1]; ++ky) {
+        const int64_t ty = iy + g.p[1] - ky * g.d[1];
+        if (ty < 0 || ty % g.s[1] != 0 || ty / g.s[1] >= g.out[1]) continue;
+        for (int64_t kx = 0; kx < g.k[2]; ++kx) {
+          const int64_t tx = ix + g.p[2] - kx * g.d[2];
+          if (tx < 0 || tx % g.s[2] != 0 || tx / g.s[2] >= g.out[2]) continue;
+          const int64_t row = c * g.k_sp + (kz * g.k[1] + ky) * g.k[2] + kx;
+          const int64_t o = ((tz / g.s[0]) * g.out[1] + ty / g.s[1]) * g.out[2] + tx / g.s[2];
+          acc += convert<A>(col[row * width + b * g.out_sp + o]);
+        }
+      }
+    }
+    y[e] = convert<T>(acc);
+  }
+}
+
+// Between (images, channels, positions) and (channels, images * positions): t[c][b * n + i]
+// is a[b][c][i]; to_channel_major picks the direction.
+template <typename T>
+__global__ void swap_batch_channel_kernel(const T* src, T* dst, int64_t images, int64_t channels,
+                                          int64_t positions, bool to_channel_major) {
+  PMX_GRID_STRIDE_LOOP(e, images * channels * positions) {
+    const int64_t i = e % positions, c = (e / positions) % channels, b = e / (positions * channels);
+    const int64_t t = (c * images + b) * positions + i;
+    if (to_channel_major) {
+      dst[t] = src[e];
+    } else {
+      dst[e] = src[t];
+    }
+  }
+}
+
+// out[c] = sum over images b and positions i of m[b][c][i]: a block per channel.
+template <typename T>
+__global__ void channel_sum_kernel(const T* m, T* out, int64_t images, int64_t channels,
+                                   int64_t positions) {
+  for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j < images * positions; j += kBlock) {
+      const int64_t b = j / positions, i = j % positions;
+      sum += convert<double>(m[(b * channels + c) * positions + i]);
+    }
+    sum = group_reduce(sum, kBlock, [](double a, double b) { return a + b; });
+    if (threadIdx.x == 0) out[c] = convert<T>(sum);
+  }
+}
+
+// Images per chunk so that `per_image` bytes of scratch each stay within the budget.
+int64_t chunk_images(int64_t batch, size_t per_image) {
+  return std::max<int64_t>(
+      1, std::min<int64_t>(batch, kWorkspaceBudget / std::max<size_t>(per_image, 1)));
+}
+
+template <typename T>
+void deconv_forward_typed(const OpContext& ctx, const ConvGeometry& g,
+                          const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
+  const int64_t K = g.col_rows();
+  const size_t per_image = (g.out_c + g.in_c * g.k_sp) * g.out_sp * sizeof(T);
+  const int64_t chunk = chunk_images(g.batch, per_image);
+  T* xt = static_cast<T*>(ctx.workspace(chunk * per_image));
+  T* col = xt + g.out_c * chunk * g.out_sp;
+  const T* bias = in.size() == 3 ? in[2].data<T>() : nullptr;
+  cudaStream_t s = stream_of(ctx);
+  for (int64_t b0 = 0; b0 < g.batch; b0 += chunk) {
+    const int64_t B = std::min(chunk, g.batch - b0), width = B * g.out_sp;
+    swap_batch_channel_kernel<T><<<grid_for(B * g.out_c * g.out_sp), kBlock, 0, s>>>(
+        in[0].data<T>() + b0 * g.out_c * g.out_sp, xt, B, g.out_c, g.out_sp, true);
+    PMX_KERNEL_LAUNCH_CHECK();
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      gemm(ctx, in[0].dtype, true, false, K, width, g.out_cg(), 1.0,
+           in[1].data<T>() + grp * g.out_cg() * K, K, xt + grp * g.out_cg() * width, width, 0.0,
+           col + grp * K * width, width);
+    }
+    col2im_bias_kernel<T><<<grid_for(B * g.in_c * g.in_sp), kBlock, 0, s>>>(
+        col, bias, out[0].data<T>() + b0 * g.in_c * g.in_sp, g, B);
+    PMX_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+template <typename T>
+void deconv_backward_typed(const OpContext& ctx, const ConvGeometry& g,
+                           const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
+  const int64_t K = g.col_rows();
+  const size_t per_image = (2 * g.out_c + g.in_c * g.k_sp) * g.out_sp * sizeof(T);
+  const int64_t chunk = chunk_images(g.batch, per_image);
+  T* xt = static_cast<T*>(ctx.workspace(chunk * per_image));
+  T* dxt = xt + g.out_c * chunk * g.out_sp;
+  T* col = dxt + g.out_c * chunk * g.out_sp;
+  cudaStream_t s = stream_of(ctx);
+  if (g.batch == 0) {
+    fill_blob(out[1], 0.0, s);
+    if (out.size() == 3) fill_blob(out[2], 0.0, s);
+    return;
+  }
+  for (int64_t b0 = 0; b0 < g.batch; b0 += chunk) {
+    const int64_t B = std::min(chunk, g.batch - b0), width = B * g.out_sp;
+    const double beta = b0 == 0 ? 0.0 : 1.0;  // the weight grad accumulates over chunks
+    im2col_kernel<T><<<grid_for(g.in_c * g.k_sp * width), kBlock, 0, s>>>(
+        in[0].data<T>() + b0 * g.in_c * g.in_sp, col, g, B);
+    PMX_KERNEL_LAUNCH_CHECK();
+    swap_batch_channel_kernel<T><<<grid_for(B * g.out_c * g.out_sp), kBlock, 0, s>>>(
+        in[1].data<T>() + b0 * g.out_c * g.out_sp, xt, B, g.out_c, g.out_sp, true);
+    PMX_KERNEL_LAUNCH_CHECK();
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      const T* w_g = in[2].data<T>() + grp * g.out_cg() * K;
+      const T* col_g = col + grp * K * width;
+      const int64_t x_rows = grp * g.out_cg() * width;
+      gemm(ctx, in[1].dtype, false, false, g.out_cg(), width, K, 1.0, w_g, K, col_g, width, 0.0,
+           dxt + x_rows, width);
+      gemm(ctx, in[1].dtype, false, true, g.out_cg(), K, width, 1.0, xt + x_rows, width, col_g,
+           width, beta, out[1].data<T>() + grp * g.out_cg() * K, K);
+    }
+    swap_batch_channel_kernel<T><<<grid_for(B * g.out_c * g.out_sp), kBlock, 0, s>>>(
+        dxt, out[0].data<T>() + b0 * g.out_c * g.out_sp, B, g.out_c, g.out_sp, false);
+    PMX_KERNEL_LAUNCH_CHECK();
+  }
+  if (out.size() == 3) {
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(g.in_c, 65535));
+    channel_sum_kernel<T><<<blocks, kBlock, 0, s>>>(in[0].data<T>(), out[2].data<T>(), g.batch,
+                                                    g.in_c, g.in_sp);
+    PMX_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+void deconv_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+                    const std::vector<TBlob>& out) {
+  const ConvGeometry g = nn::deconv_geometry(*ctx.attrs, in[0].shape, in[1].shape);
+  if (out[0].size() == 0) return;
+  PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, { deconv_forward_typed<T>(ctx, g, in, out); });
+}
+
+void deconv_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+                             const std::vector<TBlob>& out) {
+  const ConvGeometry g = nn::deconv_geometry(*ctx.attrs, in[1].shape, in[2].shape);
+  PMX_GPU_FLOAT_SWITCH(in[1].dtype, T, { deconv_backward_typed<T>(ctx, g, in, out); });
+}
+
+const bool registered = [] {
+  op_registry::get_or_create("deconvolution").set_gpu(deconv_compute);
+  op_registry::get_or_create("deconvolution_backward").set_gpu(deconv_backward_compute);
+  return true;
+}();
+
+}  // namespace
+}  // namespace gpu
+}  // namespace pymx

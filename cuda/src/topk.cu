@@ -1,0 +1,209 @@
+// topk on the GPU (CPU definition, whose attribute parsing and output shapes are mirrored here:
+// engine/src/ops/nn_indexing.cc).
+//
+// | op            | inputs                  | outputs               | attrs |
+// |---------------|-------------------------|-----------------------|-------|
+// | topk          | data                    | 1 or 2 (ret_typ both) | axis (-1 or None), k (1), ret_typ (indices | value | both | mask), is_ascend (False), dtype (float32: of indices) |
+// | topk_backward | out_grad, data, indices | data_grad             | axis, k |
+//
+// Note [GPU topk by a stable segmented sort]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The CPU op stable-sorts each row's positions by value (largest first, or smallest with
+// is_ascend), so ties keep the lower index first. CUB's segmented radix sort is stable in both
+// directions and treats -0.0 and +0.0 as equal, so sorting (value, position) pairs row by row and
+// keeping the first k positions gives the same indices bit for bit. Rows run along `axis` with
+// stride `inner`; they are first gathered into contiguous segments. bool keys sort as uint8.
+#include <cub/device/device_segmented_radix_sort.cuh>
+
+#include <string>
+
+#include "kernel_util.cuh"
+#include "launch.h"
+#include "ops/nn_common.h"
+
+namespace pymx {
+namespace gpu {
+namespace {
+
+enum class RetTyp { kIndices, kValue, kBoth, kMask };
+
+RetTyp parse_ret_typ(const Attrs& attrs) {
+  const std::string t = attrs.get_str("ret_typ", "indices");
+  if (t == "indices") return RetTyp::kIndices;
+  if (t == "value") return RetTyp::kValue;
+  if (t == "both") return RetTyp::kBoth;
+  if (t == "mask") return RetTyp::kMask;
+  PMX_THROW(Status::kInvalidArg, "topk: ret_typ '", t,
+            "' is not one of indices, value, both, mask");
+}
+
+// Rows are `outer * inner` runs of n elements, element j of row (o, i) at (o * n + j) * inner + i.
+struct TopkGeom {
+  int64_t outer = 1, n = 1, inner = 1, k = 1;
+};
+
+TopkGeom topk_geom(const Attrs& attrs, const Shape& data) {
+  TopkGeom g;
+  const std::string* axis_text = attrs.find("axis");
+  Shape s = data;
+  int axis = 0;
+  if ((axis_text && *axis_text == "None") || s.empty()) {
+    s = {shape_size(data)};
+  } else {
+    axis = nn::normalize_axis(attrs.get_int("axis", -1), static_cast<int>(s.size()), "topk");
+  }
+  g.outer = nn::prod(s, 0, axis);
+  g.n = s[axis];
+  g.inner = nn::prod(s, axis + 1, static_cast<int>(s.size()));
+  g.k = attrs.get_int("k", 1);
+  if (g.k <= 0) g.k = g.n;
+  PMX_CHECK(g.k <= g.n, "topk: k=", g.k, " is larger than the ", g.n, " elements along axis ",
+            axis, " of data ", shape_str(data));
+  return g;
+}
+
+template <typename T> struct SortKey { using type = T; };
+template <> struct SortKey<bool> { using type = uint8_t; };
+
+// keys[r * n + j] = x[(o * n + j) * inner + i] for row r = o * inner + i; positions[r * n + j] = j.
+template <typename K>
+__global__ void gather_rows_kernel(const K* x, K* keys, int32_t* positions, TopkGeom g) {
+  PMX_GRID_STRIDE_LOOP(e, g.outer * g.inner * g.n) {
+    const int64_t j = e % g.n, r = e / g.n, o = r / g.inner, i = r % g.inner;
+    keys[e] = x[(o * g.n + j) * g.inner + i];
+    positions[e] = static_cast<int32_t>(j);
+  }
+}
+
+__global__ void segment_offsets_kernel(int32_t* offsets, int64_t rows, int64_t n) {
+  PMX_GRID_STRIDE_LOOP(r, rows + 1) offsets[r] = static_cast<int32_t>(r * n);
+}
+
+// Writes the first k sorted entries of every row: values (may be null) and indices (may be
+// null) at (o * k + j) * inner + i, or 1 into `mask` at the source position.
+template <typename T, typename I>
+__global__ void write_topk_kernel(const T* x, const int32_t* sorted, TopkGeom g, T* values,
+                                  I* indices, T* mask) {
+  PMX_GRID_STRIDE_LOOP(e, g.outer * g.inner * g.k) {
+    const int64_t j = e % g.k, r = e / g.k, o = r / g.inner, i = r % g.inner;
+    const int64_t src = sorted[r * g.n + j];
+    const int64_t dst = (o * g.k + j) * g.inner + i;
+    if (values) values[dst] = x[(o * g.n + src) * g.inner + i];
+    if (indices) indices[dst] = convert<I>(src);
+    if (mask) mask[(o * g.n + src) * g.inner + i] = convert<T>(1.0f);
+  }
+}
+
+size_t aligned(size_t bytes) { return (bytes + 255) & ~size_t(255); }
+
+template <typename T>
+void topk_typed(const OpContext& ctx, const TopkGeom& g, RetTyp ret, bool ascend,
+                const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
+  using K = typename SortKey<T>::type;
+  const int64_t rows = g.outer * g.inner, items = rows * g.n;
+  PMX_CHECK(items < (int64_t(1) << 31), "topk: ", items,
+            " elements exceed the GPU sort's limit of 2^31");
+  cudaStream_t s = stream_of(ctx);
+  // One call shape for both passes of CUB (size query with null buffers, then the sort).
+  auto sort = [&](void* tmp, size_t& bytes, const K* keys_in, K* keys_out, const int32_t* pos_in,
+                  int32_t* pos_out, const int32_t* offsets) {
+    if (ascend) {
+      PMX_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(
+          tmp, bytes, keys_in, keys_out, pos_in, pos_out, int(items), int(rows), offsets,
+          offsets + 1, 0, int(sizeof(K) * 8), s));
+    } else {
+      PMX_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
+          tmp, bytes, keys_in, keys_out, pos_in, pos_out, int(items), int(rows), offsets,
+          offsets + 1, 0, int(sizeof(K) * 8), s));
+    }
+  };
+  size_t sort_bytes = 0;
+  sort(nullptr, sort_bytes, nullptr, nullptr, nullptr, nullptr, nullptr);
+  const size_t key_bytes = aligned(items * sizeof(K)), pos_bytes = aligned(items * sizeof(int32_t));
+  char* ws = static_cast<char*>(ctx.workspace(2 * key_bytes + 2 * pos_bytes +
+                                              aligned((rows + 1) * sizeof(int32_t)) + sort_bytes));
+  K* keys = reinterpret_cast<K*>(ws);
+  K* sorted_keys = reinterpret_cast<K*>(ws + key_bytes);
+  int32_t* positions = reinterpret_cast<int32_t*>(ws + 2 * key_bytes);
+  int32_t* sorted = reinterpret_cast<int32_t*>(ws + 2 * key_bytes + pos_bytes);
+  int32_t* offsets = reinterpret_cast<int32_t*>(ws + 2 * key_bytes + 2 * pos_bytes);
+  void* sort_tmp = ws + 2 * key_bytes + 2 * pos_bytes + aligned((rows + 1) * sizeof(int32_t));
+
+  const K* x_keys = reinterpret_cast<const K*>(in[0].data<T>());
+  gather_rows_kernel<K><<<grid_for(items), kBlock, 0, s>>>(x_keys, keys, positions, g);
+  PMX_KERNEL_LAUNCH_CHECK();
+  segment_offsets_kernel<<<grid_for(rows + 1), kBlock, 0, s>>>(offsets, rows, g.n);
+  PMX_KERNEL_LAUNCH_CHECK();
+  sort(sort_tmp, sort_bytes, keys, sorted_keys, positions, sorted, offsets);
+
+  const T* x = in[0].data<T>();
+  const unsigned grid = grid_for(rows * g.k);
+  switch (ret) {
+    case RetTyp::kValue:
+      write_topk_kernel<T, int32_t><<<grid, kBlock, 0, s>>>(x, sorted, g, out[0].data<T>(),
+                                                            nullptr, nullptr);
+      break;
+    case RetTyp::kMask:
+      fill_blob(out[0], 0.0, s);
+      write_topk_kernel<T, int32_t><<<grid, kBlock, 0, s>>>(x, sorted, g, nullptr, nullptr,
+                                                            out[0].data<T>());
+      break;
+    case RetTyp::kIndices:
+      PMX_GPU_TYPE_SWITCH(out[0].dtype, I, {
+        write_topk_kernel<T, I><<<grid, kBlock, 0, s>>>(x, sorted, g, nullptr, out[0].data<I>(),
+                                                        nullptr);
+      });
+      break;
+    case RetTyp::kBoth:
+      PMX_GPU_TYPE_SWITCH(out[1].dtype, I, {
+        write_topk_kernel<T, I><<<grid, kBlock, 0, s>>>(x, sorted, g, out[0].data<T>(),
+                                                        out[1].data<I>(), nullptr);
+      });
+      break;
+  }
+  PMX_KERNEL_LAUNCH_CHECK();
+}
+
+void topk_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+                  const std::vector<TBlob>& out) {
+  const TopkGeom g = topk_geom(*ctx.attrs, in[0].shape);
+  const RetTyp ret = parse_ret_typ(*ctx.attrs);
+  if (in[0].size() == 0) return;  // every output is empty too
+  const bool ascend = ctx.attrs->get_bool("is_ascend", false);
+  PMX_GPU_TYPE_SWITCH(in[0].dtype, T, { topk_typed<T>(ctx, g, ret, ascend, in, out); });
+}
+
+// dx[(o * n + indices[pos]) * inner + i] = dy[pos] for every output position pos.
+template <typename T, typename I>
+__global__ void topk_scatter_kernel(const T* dy, const I* indices, T* dx, TopkGeom g) {
+  PMX_GRID_STRIDE_LOOP(pos, g.outer * g.k * g.inner) {
+    const int64_t i = pos % g.inner, o = pos / (g.k * g.inner);
+    dx[(o * g.n + convert<int64_t>(indices[pos])) * g.inner + i] = dy[pos];
+  }
+}
+
+void topk_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+                           const std::vector<TBlob>& out) {
+  const TopkGeom g = topk_geom(*ctx.attrs, in[1].shape);
+  cudaStream_t s = stream_of(ctx);
+  fill_blob(out[0], 0.0, s);
+  const int64_t n = in[0].size();
+  if (n == 0) return;
+  PMX_GPU_FLOAT_SWITCH(in[1].dtype, T, {
+    PMX_GPU_TYPE_SWITCH(in[2].dtype, I, {
+      topk_scatter_kernel<T, I><<<grid_for(n), kBlock, 0, s>>>(in[0].data<T>(), in[2].data<I>(),
+                                                              out[0].data<T>(), g);
+    });
+  });
+  PMX_KERNEL_LAUNCH_CHECK();
+}
+
+const bool registered = [] {
+  op_registry::get_or_create("topk").set_gpu(topk_compute);
+  op_registry::get_or_create("topk_backward").set_gpu(topk_backward_compute);
+  return true;
+}();
+
+}  // namespace
+}  // namespace gpu
+}  // namespace pymx
