@@ -11,6 +11,8 @@
 // run asynchronously on the heads' devices; backward itself never waits.
 #include "autograd.h"
 
+#include <array>
+#include <cstdint>
 #include <unordered_map>
 #include <utility>
 
@@ -43,6 +45,25 @@ class FlagScope {
   bool old_recording_;
   bool old_training_;
 };
+
+// Note [Shared attributes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// Nodes of one op usually carry equal attributes (every `x + 1` of a loop, every batch_norm of a
+// net), so a per-thread cache keeps the last attribute set recorded per op (a few dozen ops,
+// direct-mapped by address) and equal sets share one copy instead of one allocation per node.
+std::shared_ptr<const Attrs> shared_attrs(const OpDef& op, const Attrs& attrs) {
+  struct Slot {
+    const OpDef* op = nullptr;
+    std::shared_ptr<const Attrs> attrs;
+  };
+  thread_local std::array<Slot, 64> cache;
+  Slot& slot = cache[(reinterpret_cast<uintptr_t>(&op) / alignof(OpDef)) % cache.size()];
+  if (slot.op != &op || slot.attrs->items() != attrs.items()) {
+    slot.op = &op;
+    slot.attrs = std::make_shared<const Attrs>(attrs);
+  }
+  return slot.attrs;
+}
 
 NDArray filled_like(const NDArray& like, const char* op_name) {
   Attrs attrs{{"shape", shape_str(like.shape())}, {"dtype", dtype_name(like.dtype())}};
@@ -154,7 +175,7 @@ std::unordered_map<Node*, NDArray> run_backward(const std::vector<NDArray>& head
     set_training(node.is_train);
     const std::vector<NDArray> inputs = node.inputs.to_vector();
     const std::vector<NDArray> outputs = node.outputs.to_vector();
-    GradContext ctx{*node.op, node.attrs, inputs, outputs, ograds, node.is_train};
+    GradContext ctx{*node.op, *node.attrs, inputs, outputs, ograds, node.is_train};
     const std::vector<NDArray> igrads = node.op->gradient(ctx);
     set_training(is_train);
     PMX_ASSERT(igrads.size() == node.inputs.size(), "gradient of '", node.op->name, "' returned ",
@@ -309,7 +330,7 @@ void record_op(const OpDef& op, const Attrs& attrs, const NDArray* const* inputs
 
   auto node = std::make_shared<Node>();
   node->op = &op;
-  node->attrs = attrs;
+  node->attrs = shared_attrs(op, attrs);
   node->is_train = is_train;
   node->inputs.assign(inputs, num_inputs);
   // The node keeps its outputs without their entries (which would point back to itself).

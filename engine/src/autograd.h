@@ -48,7 +48,7 @@ class NodeArrays {
 // it. Outputs are kept with their entries cleared, so no node owns itself.
 struct Node {
   const OpDef* op = nullptr;
-  Attrs attrs;
+  std::shared_ptr<const Attrs> attrs;  // shared by nodes with equal attributes (ops only)
   NodeArrays inputs;   // the edges to parent nodes live in their autograd entries
   NodeArrays outputs;  // entries cleared
   bool is_train = false;  // the train mode the op ran in, and its gradient runs in

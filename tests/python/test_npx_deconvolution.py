@@ -144,6 +144,12 @@ def test_bad_arguments_raise_value_error():
         npx.deconvolution(x, w, target_shape=(9, 9))
     with pytest.raises(ValueError, match="bias"):
         npx.deconvolution(x, w, no_bias=False)
+    from pymx._op import invoke
+    with pytest.raises(ValueError, match="out_grad shape"):
+        invoke("deconvolution_backward", [arr(randn(1, 2, 4, 4)), x, w], {"kernel": (3, 3)})
+    with pytest.raises(ValueError, match="input 0 has dtype float32"):
+        invoke("deconvolution_backward", [arr(randn(1, 2, 5, 5), "float32"), x, w],
+               {"kernel": (3, 3)})
     # the process stays usable
     assert npx.deconvolution(x, w).shape == (1, 2, 5, 5)
 

@@ -102,6 +102,11 @@ void deconv_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
   PMX_CHECK(in[0] == nn::deconv_out_shape(g), "deconvolution_backward: out_grad shape ",
             shape_str(in[0]), " does not match the output shape ",
             shape_str(nn::deconv_out_shape(g)));
+  nn::check_float(dt[1], "deconvolution_backward", "data");
+  for (size_t i : {size_t(0), size_t(2)}) {
+    PMX_CHECK(dt[i] == dt[1], "deconvolution_backward: input ", i, " has dtype ",
+              dtype_name(dt[i]), " but data has ", dtype_name(dt[1]));
+  }
   *out = {in[1], in[2]};
   if (!attrs.get_bool("no_bias", false)) out->push_back({g.in_c});
   *out_dt = std::vector<DType>(out->size(), dt[1]);
