@@ -1,6 +1,7 @@
 """Convolution and max-pooling on LeafNetwork's shapes (CPU, float32): pymx vs PyTorch.
 
     python bench/conv_bench.py [--impl pymx|torch] [--batch 64] [--repeat 5] [--json out.json]
+                               [--jsonl]
 
 PyTorch lives in its own virtual environment, so each implementation runs under the interpreter
 that has it (`--impl torch` with /work/venv-torch/bin/python); bench/run.py puts the two side by
@@ -117,9 +118,15 @@ def main():
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", help="also write the timings to this file")
+    parser.add_argument("--jsonl", action="store_true",
+                        help="print one JSON line per operation instead (bench/run.py reads it)")
     args = parser.parse_args()
-    result = {f"{args.impl}/b{args.batch}/{k}": v
-              for k, v in timings(args.impl, args.batch, args.repeat).items()}
+    measured = timings(args.impl, args.batch, args.repeat)
+    if args.jsonl:
+        for key, ms in measured.items():
+            print(json.dumps({"key": key, "value": ms, "unit": "ms"}))
+        return
+    result = {f"{args.impl}/b{args.batch}/{k}": v for k, v in measured.items()}
     for key, ms in result.items():
         print(f"{key:32s} {ms:9.2f} ms")
     if args.json:

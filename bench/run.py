@@ -98,7 +98,7 @@ def measure(argv):
         sys.stderr.write(f"failed: {' '.join(argv)}\n{proc.stderr[-2000:]}\n")
         return None
     results = [json.loads(l) for l in lines]
-    return results[-1] if "value" in results[-1] else results
+    return results if "key" in results[-1] else results[-1]
 
 
 def main():
