@@ -112,7 +112,7 @@ __global__ void reduce_kernel(const T* in, T* out, int64_t num_out, int64_t k, S
 }
 
 // var / std: mean first, then the mean of squared deviations (two passes over the group's data,
-// which stays in cache), divided by k - ddof.
+// which stays in cache), divided by max(k - ddof, 0).
 template <typename T>
 __global__ void var_kernel(const T* in, T* out, int64_t num_out, int64_t k, StridedIndex outer,
                            StridedIndex inner, int group, double ddof, bool take_sqrt) {
@@ -135,7 +135,8 @@ __global__ void var_kernel(const T* in, T* out, int64_t num_out, int64_t k, Stri
         sq += d * d;
       }
     }
-    const Acc var = group_reduce(sq, group, add) / Acc(double(k) - ddof);
+    // NumPy divides by max(k - ddof, 0): ddof >= k gives inf (or nan for a zero sum).
+    const Acc var = group_reduce(sq, group, add) / Acc(fmax(double(k) - ddof, 0.0));
     if (o < num_out && lane == 0) out[o] = convert<T>(take_sqrt ? Acc(sqrt(var)) : var);
   }
 }

@@ -87,7 +87,9 @@ __global__ void clip_kernel(const T* in, T* out, int64_t n, double lo, double hi
   using C = AccT<T>;
   PMX_GRID_STRIDE_LOOP(i, n) {
     const double v = static_cast<double>(convert<C>(in[i]));
-    out[i] = v < lo ? convert<T>(static_cast<C>(lo)) : v > hi ? convert<T>(static_cast<C>(hi)) : in[i];
+    // NumPy: minimum(maximum(x, a_min), a_max), so a_min > a_max yields a_max everywhere.
+    out[i] = v < lo ? convert<T>(static_cast<C>(fmin(lo, hi)))
+                    : v > hi ? convert<T>(static_cast<C>(hi)) : in[i];
   }
 }
 

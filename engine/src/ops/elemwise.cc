@@ -12,6 +12,7 @@
 //
 // Gradients are written with other operators; ops that are piecewise constant (sign, floor, ...)
 // have a zero gradient.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/elemwise.h"
@@ -223,6 +224,9 @@ PMX_REGISTER_OP(clip)
     .set_cpu([](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
       const double lo = ctx.attrs->get_float("a_min", -INFINITY);
       const double hi = ctx.attrs->get_float("a_max", INFINITY);
+      // NumPy's clip is minimum(maximum(x, a_min), a_max): below a_min gives min(a_min, a_max),
+      // so a_min > a_max yields a_max everywhere.
+      const double floor_value = std::min(lo, hi);
       const int64_t n = in[0].size();
       PMX_TYPE_SWITCH(in[0].dtype, T, {
         using C = ops::compute_t<T>;
@@ -230,7 +234,7 @@ PMX_REGISTER_OP(clip)
         T* dst = out[0].data<T>();
         for (int64_t i = 0; i < n; ++i) {
           const double v = static_cast<double>(static_cast<C>(src[i]));
-          dst[i] = v < lo ? static_cast<T>(static_cast<C>(lo)) : v > hi ? static_cast<T>(static_cast<C>(hi)) : src[i];
+          dst[i] = v < lo ? static_cast<T>(static_cast<C>(floor_value)) : v > hi ? static_cast<T>(static_cast<C>(hi)) : src[i];
         }
       });
     })

@@ -67,12 +67,13 @@ void same_shape_infer(const Attrs&, const std::vector<Shape>& in, const std::vec
   *out_dt = {dt[0]};
 }
 
-// Backward ops: data_grad has the shape of out_grad, which must match data.
-void grad_infer(const Attrs&, const std::vector<Shape>& in, const std::vector<DType>& dt,
+// Backward ops: data_grad has the shape and dtype of out_grad, which every input must share.
+void grad_infer(const std::vector<Shape>& in, const std::vector<DType>& dt, const char* op,
                 std::vector<Shape>* out, std::vector<DType>* out_dt) {
   for (size_t i = 1; i < in.size(); ++i)
-    PMX_CHECK(in[i] == in[0], "activation backward: input ", i, " shape ", shape_str(in[i]),
+    PMX_CHECK(in[i] == in[0], op, ": input ", i, " shape ", shape_str(in[i]),
               " differs from out_grad ", shape_str(in[0]));
+  nn::check_same_float(dt, op);
   *out = {in[0]};
   *out_dt = {dt[0]};
 }
@@ -182,7 +183,11 @@ PMX_REGISTER_OP(sigmoid)
 
 PMX_REGISTER_OP(activation_backward)
     .set_num_inputs(3)
-    .set_infer(grad_infer)
+    .set_infer([](const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                  std::vector<Shape>* out, std::vector<DType>* out_dt) {
+      act_from_attrs(attrs);
+      grad_infer(in, dt, "activation_backward", out, out_dt);
+    })
     .set_cpu(act_backward);
 
 // ---------------------------------------------------------------------------------------------
@@ -233,6 +238,7 @@ PMX_REGISTER_OP(leaky_relu)
     .set_infer([](const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
                   std::vector<Shape>* out, std::vector<DType>* out_dt) {
       is_elu(attrs);
+      attrs.get_float("slope", 0.25);  // a bad slope fails at the call, not in the worker
       same_shape_infer(attrs, in, dt, out, out_dt);
     })
     .set_cpu(leaky_forward)
@@ -242,7 +248,12 @@ PMX_REGISTER_OP(leaky_relu)
 
 PMX_REGISTER_OP(leaky_relu_backward)
     .set_num_inputs(2)
-    .set_infer(grad_infer)
+    .set_infer([](const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                  std::vector<Shape>* out, std::vector<DType>* out_dt) {
+      is_elu(attrs);
+      attrs.get_float("slope", 0.25);
+      grad_infer(in, dt, "leaky_relu_backward", out, out_dt);
+    })
     .set_cpu(leaky_backward);
 
 }  // namespace

@@ -2,6 +2,7 @@
 // every float dtype, axis normalisation, small attribute helpers and the counter-based RNG.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -150,9 +151,23 @@ inline float uniform01(uint64_t seed, uint64_t index) {
   return static_cast<float>(mix64(seed ^ mix64(index)) >> 40) * (1.0f / 16777216.0f);
 }
 
-// Checks that a float op got a float dtype; the error names the op.
+// Checks that a float op got a float dtype; the error (a TypeError) names the op.
 inline void check_float(DType t, const char* op, const char* what = "input") {
-  PMX_CHECK(is_float(t), op, ": ", what, " must be a floating-point array, got ", dtype_name(t));
+  if (!is_float(t))
+    PMX_THROW(Status::kType, op, ": ", what, " must be a floating-point array, got ", dtype_name(t));
+}
+
+// Checks that inputs [begin, end) share input `begin`'s dtype and that it is a float: kernels
+// read them all through one pointer type, so a smaller dtype would be read past its end.
+inline void check_same_float(const std::vector<DType>& dt, const char* op, size_t begin = 0,
+                             size_t end = static_cast<size_t>(-1)) {
+  end = std::min(end, dt.size());
+  check_float(dt[begin], op);
+  for (size_t i = begin + 1; i < end; ++i) {
+    if (dt[i] != dt[begin])
+      PMX_THROW(Status::kType, op, ": input ", i, " has dtype ", dtype_name(dt[i]), " but input ",
+                begin, " has ", dtype_name(dt[begin]));
+  }
 }
 
 }  // namespace nn

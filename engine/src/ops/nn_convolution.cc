@@ -300,8 +300,12 @@ void conv_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
   PMX_CHECK(in.size() == 3, "convolution_backward: expected (out_grad, data, weight), got ",
             in.size(), " inputs");
   const ConvGeom g = make_geom(attrs, in[1], in[2]);
+  const Shape w = weight_shape(g, attrs.get_shape("kernel"));
+  PMX_CHECK(in[2] == w, "convolution_backward: weight shape ", shape_str(in[2]),
+            " does not match data ", shape_str(in[1]), " (expected ", shape_str(w), ")");
   PMX_CHECK(in[0] == out_shape(g), "convolution_backward: out_grad shape ", shape_str(in[0]),
             " does not match the output shape ", shape_str(out_shape(g)));
+  nn::check_same_float(dt, "convolution_backward");
   *out = {in[1], in[2]};
   if (!attrs.get_bool("no_bias", false)) out->push_back({g.out_c});
   *out_dt = std::vector<DType>(out->size(), dt[1]);

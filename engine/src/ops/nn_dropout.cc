@@ -86,6 +86,7 @@ void dropout_backward_infer(const Attrs&, const std::vector<Shape>& in,
                             std::vector<DType>* out_dt) {
   PMX_CHECK(in[0] == in[1], "dropout_backward: out_grad ", shape_str(in[0]), " and mask ",
             shape_str(in[1]), " differ");
+  nn::check_same_float(dt, "dropout_backward");
   *out = {in[0]};
   *out_dt = {dt[0]};
 }

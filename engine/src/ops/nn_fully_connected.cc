@@ -26,40 +26,45 @@ void fc_matrix_dims(const Shape& data, bool flatten, int64_t* rows, int64_t* in_
   }
 }
 
+// The output shape for `data` and `weight`; checks that they fit together and num_hidden.
+Shape fc_out_shape(const Attrs& attrs, const Shape& data, const Shape& w, const char* op) {
+  PMX_CHECK(!data.empty(), op, ": data must have at least one dimension");
+  const bool flatten = attrs.get_bool("flatten", true);
+  int64_t rows, in_units;
+  fc_matrix_dims(data, flatten, &rows, &in_units);
+  PMX_CHECK(w.size() == 2 && w[1] == in_units, op, ": weight shape ", shape_str(w),
+            " does not match data shape ", shape_str(data), " (expected (num_hidden, ", in_units,
+            "))");
+  const int64_t num_hidden = attrs.get_int("num_hidden", w[0]);
+  PMX_CHECK(num_hidden == w[0], op, ": num_hidden=", num_hidden, " but weight has shape ",
+            shape_str(w));
+  Shape o;
+  if (flatten) {
+    o = {data[0], num_hidden};
+  } else {
+    o = data;
+    o.back() = num_hidden;
+  }
+  return o;
+}
+
 void fc_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
               std::vector<Shape>* out, std::vector<DType>* out_dt) {
   const bool no_bias = attrs.get_bool("no_bias", false);
-  const bool flatten = attrs.get_bool("flatten", true);
   const size_t expected = no_bias ? 2 : 3;
   PMX_CHECK(in.size() == expected, "fully_connected: expected ", expected,
             " inputs (data, weight", no_bias ? "" : ", bias", ") with no_bias=", no_bias, ", got ",
             in.size());
-  PMX_CHECK(!in[0].empty(), "fully_connected: data must have at least one dimension");
-  int64_t rows, in_units;
-  fc_matrix_dims(in[0], flatten, &rows, &in_units);
-  const Shape& w = in[1];
-  PMX_CHECK(w.size() == 2 && w[1] == in_units, "fully_connected: weight shape ", shape_str(w),
-            " does not match data shape ", shape_str(in[0]), " (expected (num_hidden, ", in_units,
-            "))");
-  const int64_t num_hidden = attrs.get_int("num_hidden", w[0]);
-  PMX_CHECK(num_hidden == w[0], "fully_connected: num_hidden=", num_hidden,
-            " but weight has shape ", shape_str(w));
+  const Shape o = fc_out_shape(attrs, in[0], in[1], "fully_connected");
   if (!no_bias) {
-    PMX_CHECK(in[2] == Shape({num_hidden}), "fully_connected: bias shape ", shape_str(in[2]),
-              " does not match num_hidden=", num_hidden);
+    PMX_CHECK(in[2] == Shape({o.back()}), "fully_connected: bias shape ", shape_str(in[2]),
+              " does not match num_hidden=", o.back());
   }
   for (size_t i = 1; i < dt.size(); ++i) {
     PMX_CHECK(dt[i] == dt[0], "fully_connected: input ", i, " has dtype ", dtype_name(dt[i]),
               " but data has ", dtype_name(dt[0]));
   }
   nn::check_float(dt[0], "fully_connected", "data");
-  Shape o;
-  if (flatten) {
-    o = {in[0][0], num_hidden};
-  } else {
-    o = in[0];
-    o.back() = num_hidden;
-  }
   *out = {o};
   *out_dt = {dt[0]};
 }
@@ -91,6 +96,10 @@ void fc_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
                        std::vector<DType>* out_dt) {
   PMX_CHECK(in.size() == 3, "fully_connected_backward: expected (out_grad, data, weight), got ",
             in.size(), " inputs");
+  const Shape o = fc_out_shape(attrs, in[1], in[2], "fully_connected_backward");
+  PMX_CHECK(in[0] == o, "fully_connected_backward: out_grad shape ", shape_str(in[0]),
+            " does not match the output shape ", shape_str(o));
+  nn::check_same_float(dt, "fully_connected_backward");
   *out = {in[1], in[2]};
   if (!attrs.get_bool("no_bias", false)) out->push_back({in[2][0]});
   *out_dt = std::vector<DType>(out->size(), dt[1]);

@@ -46,11 +46,11 @@ struct PickGeom {
   bool wrap;
 };
 
-PickGeom pick_geom(const Attrs& attrs, const Shape& data) {
-  PMX_CHECK(!data.empty(), "pick: data must have at least one dimension");
-  const int axis = nn::normalize_axis(attrs.get_int("axis", -1), static_cast<int>(data.size()), "pick");
+PickGeom pick_geom(const Attrs& attrs, const Shape& data, const char* op = "pick") {
+  PMX_CHECK(!data.empty(), op, ": data must have at least one dimension");
+  const int axis = nn::normalize_axis(attrs.get_int("axis", -1), static_cast<int>(data.size()), op);
   const std::string mode = attrs.get_str("mode", "clip");
-  PMX_CHECK(mode == "clip" || mode == "wrap", "pick: mode '", mode, "' is not one of clip, wrap");
+  PMX_CHECK(mode == "clip" || mode == "wrap", op, ": mode '", mode, "' is not one of clip, wrap");
   return {axis, nn::prod(data, 0, axis), data[axis],
           nn::prod(data, axis + 1, static_cast<int>(data.size())), mode == "wrap"};
 }
@@ -60,18 +60,23 @@ int64_t pick_position(const PickGeom& g, int64_t idx) {
   return std::min(std::max<int64_t>(idx, 0), g.n - 1);
 }
 
-void pick_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
-                std::vector<Shape>* out, std::vector<DType>* out_dt) {
-  const PickGeom g = pick_geom(attrs, in[0]);
-  Shape reduced = in[0], kept = in[0];
+// The output shape of pick(data, index); checks the index shape and the axis.
+Shape pick_out_shape(const Attrs& attrs, const Shape& data, const Shape& index, const char* op) {
+  const PickGeom g = pick_geom(attrs, data, op);
+  Shape reduced = data, kept = data;
   reduced.erase(reduced.begin() + g.axis);
   kept[g.axis] = 1;
-  PMX_CHECK(in[1] == reduced || in[1] == kept, "pick: index shape ", shape_str(in[1]),
+  PMX_CHECK(index == reduced || index == kept, op, ": index shape ", shape_str(index),
             " must be ", shape_str(reduced), " or ", shape_str(kept), " for data ",
-            shape_str(in[0]), " and axis ", g.axis);
-  PMX_CHECK(g.n > 0 || shape_size(reduced) == 0, "pick: cannot pick from an empty axis ", g.axis,
-            " of data ", shape_str(in[0]));
-  *out = {attrs.get_bool("keepdims", false) ? kept : reduced};
+            shape_str(data), " and axis ", g.axis);
+  PMX_CHECK(g.n > 0 || shape_size(reduced) == 0, op, ": cannot pick from an empty axis ", g.axis,
+            " of data ", shape_str(data));
+  return attrs.get_bool("keepdims", false) ? kept : reduced;
+}
+
+void pick_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                std::vector<Shape>* out, std::vector<DType>* out_dt) {
+  *out = {pick_out_shape(attrs, in[0], in[1], "pick")};
   *out_dt = {dt[0]};
 }
 
@@ -89,8 +94,13 @@ void pick_forward(const OpContext& ctx, const std::vector<TBlob>& in,
   });
 }
 
-void pick_backward_infer(const Attrs&, const std::vector<Shape>& in, const std::vector<DType>& dt,
-                         std::vector<Shape>* out, std::vector<DType>* out_dt) {
+void pick_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
+                         const std::vector<DType>& dt, std::vector<Shape>* out,
+                         std::vector<DType>* out_dt) {
+  const Shape o = pick_out_shape(attrs, in[1], in[2], "pick_backward");
+  PMX_CHECK(in[0] == o, "pick_backward: out_grad shape ", shape_str(in[0]),
+            " does not match the output shape ", shape_str(o));
+  nn::check_same_float(dt, "pick_backward", 0, 2);
   *out = {in[1]};
   *out_dt = {dt[1]};
 }
@@ -176,7 +186,7 @@ struct TopkGeom {
 };
 
 // axis None flattens the data (the outputs are then 1-D).
-TopkGeom topk_geom(const Attrs& attrs, const Shape& data) {
+TopkGeom topk_geom(const Attrs& attrs, const Shape& data, const char* op = "topk") {
   TopkGeom g;
   const std::string* axis_text = attrs.find("axis");
   const bool flat = axis_text && *axis_text == "None";
@@ -186,14 +196,14 @@ TopkGeom topk_geom(const Attrs& attrs, const Shape& data) {
     s = {shape_size(data)};
     axis = 0;
   } else {
-    axis = nn::normalize_axis(attrs.get_int("axis", -1), static_cast<int>(s.size()), "topk");
+    axis = nn::normalize_axis(attrs.get_int("axis", -1), static_cast<int>(s.size()), op);
   }
   g.outer = nn::prod(s, 0, axis);
   g.n = s[axis];
   g.inner = nn::prod(s, axis + 1, static_cast<int>(s.size()));
   g.k = attrs.get_int("k", 1);
   if (g.k <= 0) g.k = g.n;  // MXNet: k < 1 selects the whole axis
-  PMX_CHECK(g.k <= g.n, "topk: k=", g.k, " is larger than the ", g.n, " elements along axis ",
+  PMX_CHECK(g.k <= g.n, op, ": k=", g.k, " is larger than the ", g.n, " elements along axis ",
             axis, " of data ", shape_str(data));
   g.out_shape = s;
   g.out_shape[axis] = g.k;
@@ -250,8 +260,14 @@ void topk_forward(const OpContext& ctx, const std::vector<TBlob>& in,
   });
 }
 
-void topk_backward_infer(const Attrs&, const std::vector<Shape>& in, const std::vector<DType>& dt,
-                         std::vector<Shape>* out, std::vector<DType>* out_dt) {
+void topk_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
+                         const std::vector<DType>& dt, std::vector<Shape>* out,
+                         std::vector<DType>* out_dt) {
+  const TopkGeom g = topk_geom(attrs, in[1], "topk_backward");
+  PMX_CHECK(in[0] == g.out_shape && in[2] == g.out_shape, "topk_backward: out_grad ",
+            shape_str(in[0]), " and indices ", shape_str(in[2]), " must both have shape ",
+            shape_str(g.out_shape), " for data ", shape_str(in[1]), " and k=", g.k);
+  nn::check_same_float(dt, "topk_backward", 0, 2);
   *out = {in[1]};
   *out_dt = {dt[1]};
 }
@@ -267,7 +283,11 @@ void topk_backward(const OpContext& ctx, const std::vector<TBlob>& in,
       for (int64_t j = 0; j < g.k; ++j)
         for (int64_t i = 0; i < g.inner; ++i) {
           const int64_t pos = (o * g.k + j) * g.inner + i;
-          dx[(o * g.n + read_index(in[2], pos)) * g.inner + i] = dy[pos];
+          // The indices are data, known only here; out of range they would write outside dx.
+          const int64_t k = read_index(in[2], pos);
+          PMX_CHECK(k >= 0 && k < g.n, "topk_backward: index ", k, " is out of range [0, ", g.n,
+                    ")");
+          dx[(o * g.n + k) * g.inner + i] = dy[pos];
         }
   });
 }
@@ -325,6 +345,16 @@ void embedding_forward(const OpContext&, const std::vector<TBlob>& in,
 void embedding_backward_infer(const Attrs&, const std::vector<Shape>& in,
                               const std::vector<DType>& dt, std::vector<Shape>* out,
                               std::vector<DType>* out_dt) {
+  PMX_CHECK(in[2].size() == 2 && in[2][0] > 0, "embedding_backward: weight shape ",
+            shape_str(in[2]), " must be (input_dim, output_dim) with input_dim > 0");
+  Shape o = in[1];
+  o.push_back(in[2][1]);
+  PMX_CHECK(in[0] == o, "embedding_backward: out_grad shape ", shape_str(in[0]),
+            " must be data.shape + (output_dim,) = ", shape_str(o));
+  nn::check_float(dt[2], "embedding_backward", "weight");
+  if (dt[0] != dt[2])
+    PMX_THROW(Status::kType, "embedding_backward: out_grad has dtype ", dtype_name(dt[0]),
+              " but weight has ", dtype_name(dt[2]));
   *out = {in[2]};
   *out_dt = {dt[2]};
 }

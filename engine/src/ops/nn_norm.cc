@@ -143,8 +143,20 @@ void bn_forward(const OpContext& ctx, const std::vector<TBlob>& in,
 void bn_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
                        const std::vector<DType>& dt, std::vector<Shape>* out,
                        std::vector<DType>* out_dt) {
-  PMX_CHECK(in[0] == in[1], "batch_norm_backward: out_grad ", shape_str(in[0]),
-            " and data ", shape_str(in[1]), " differ");
+  const char* op = "batch_norm_backward";
+  PMX_CHECK(in[0] == in[1], op, ": out_grad ", shape_str(in[0]), " and data ", shape_str(in[1]),
+            " differ");
+  PMX_CHECK(!in[1].empty(), op, ": data must have at least one dimension");
+  const int axis = nn::normalize_axis(attrs.get_int("axis", 1), static_cast<int>(in[1].size()), op);
+  const Shape c = {in[1][axis]};
+  PMX_CHECK(in[2] == c && in[3] == c && in[4] == c, op, ": gamma ", shape_str(in[2]), ", mean ",
+            shape_str(in[3]), " and var ", shape_str(in[4]), " must have shape ", shape_str(c),
+            " for data ", shape_str(in[1]), " and axis ", axis);
+  nn::check_same_float(dt, op, 0, 2);
+  nn::check_same_float(dt, op, 2, 5);
+  if (dt[2] != dt[1] && dt[2] != DType::kFloat32)
+    PMX_THROW(Status::kType, op, ": parameters have dtype ", dtype_name(dt[2]),
+              "; they must be float32 or match data (", dtype_name(dt[1]), ")");
   *out = {in[1], in[2], in[2]};
   *out_dt = {dt[1], dt[2], dt[2]};
 }
@@ -291,8 +303,18 @@ void ln_forward(const OpContext& ctx, const std::vector<TBlob>& in,
 void ln_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
                        const std::vector<DType>& dt, std::vector<Shape>* out,
                        std::vector<DType>* out_dt) {
-  PMX_CHECK(in[0] == in[1], "layer_norm_backward: out_grad ", shape_str(in[0]), " and data ",
-            shape_str(in[1]), " differ");
+  const char* op = "layer_norm_backward";
+  PMX_CHECK(in[0] == in[1], op, ": out_grad ", shape_str(in[0]), " and data ", shape_str(in[1]),
+            " differ");
+  PMX_CHECK(!in[1].empty(), op, ": data must have at least one dimension");
+  const int axis = nn::normalize_axis(attrs.get_int("axis", -1), static_cast<int>(in[1].size()), op);
+  Shape stat = in[1];
+  stat[axis] = 1;
+  PMX_CHECK(in[2] == Shape({in[1][axis]}) && in[3] == stat && in[4] == stat, op, ": gamma ",
+            shape_str(in[2]), ", mean ", shape_str(in[3]), " and std ", shape_str(in[4]),
+            " do not match data ", shape_str(in[1]), " and axis ", axis, " (expected (",
+            in[1][axis], ",), ", shape_str(stat), ", ", shape_str(stat), ")");
+  nn::check_same_float(dt, op);
   *out = {in[1], in[2], in[2]};
   *out_dt = {dt[1], dt[1], dt[1]};
 }

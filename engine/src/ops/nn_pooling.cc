@@ -242,6 +242,7 @@ void pool_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
   const Shape o = out_shape(in[1], g);
   PMX_CHECK(in[0] == o && in[2] == o, "pooling_backward: out_grad ", shape_str(in[0]), " and out ",
             shape_str(in[2]), " must have the output shape ", shape_str(o));
+  nn::check_same_float(dt, "pooling_backward");
   *out = {in[1]};
   *out_dt = {dt[1]};
 }

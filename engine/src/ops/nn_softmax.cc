@@ -47,6 +47,7 @@ void softmax_forward(const OpContext& ctx, const std::vector<TBlob>& in,
                      const std::vector<TBlob>& out) {
   const char* op = kLog ? "log_softmax" : "softmax";
   const AxisLayout L = layout_of(*ctx.attrs, in[0].shape, op);
+  if (L.n == 0) return;  // an empty axis: the output is empty too
   const double inv_t = 1.0 / temperature(*ctx.attrs, op);
   PMX_FLOAT_SWITCH(in[0].dtype, T, {
     using A = nn::acc_t<T>;
@@ -70,10 +71,15 @@ void softmax_forward(const OpContext& ctx, const std::vector<TBlob>& in,
   });
 }
 
-void backward_infer(const Attrs&, const std::vector<Shape>& in, const std::vector<DType>& dt,
+template <bool kLog>
+void backward_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
                     std::vector<Shape>* out, std::vector<DType>* out_dt) {
-  PMX_CHECK(in[0] == in[1], "softmax backward: out_grad ", shape_str(in[0]), " and out ",
-            shape_str(in[1]), " differ");
+  const char* op = kLog ? "log_softmax_backward" : "softmax_backward";
+  PMX_CHECK(in[0] == in[1], op, ": out_grad ", shape_str(in[0]), " and out ", shape_str(in[1]),
+            " differ");
+  layout_of(attrs, in[1], op);
+  temperature(attrs, op);
+  nn::check_same_float(dt, op);
   *out = {in[0]};
   *out_dt = {dt[0]};
 }
@@ -123,12 +129,12 @@ PMX_REGISTER_OP(log_softmax)
 
 PMX_REGISTER_OP(softmax_backward)
     .set_num_inputs(2)
-    .set_infer(backward_infer)
+    .set_infer(backward_infer<false>)
     .set_cpu(softmax_backward<false>);
 
 PMX_REGISTER_OP(log_softmax_backward)
     .set_num_inputs(2)
-    .set_infer(backward_infer)
+    .set_infer(backward_infer<true>)
     .set_cpu(softmax_backward<true>);
 
 }  // namespace

@@ -192,9 +192,10 @@ void reduce_kernel(Red r, const OpContext& ctx, const TBlob& in, const TBlob& ou
         }
         std::vector<double> sq(static_cast<size_t>(m), 0.0);
         reduce_loop(dev.data(), in.shape, ostrides, sq.data(), [](double a, double v) { return a + v; });
-        const double ddof = ctx.attrs->get_float("ddof", 0.0);
+        // NumPy divides by max(n - ddof, 0): ddof >= n gives inf (or nan for a zero sum).
+        const double divisor = std::max(static_cast<double>(count) - ctx.attrs->get_float("ddof", 0.0), 0.0);
         for (int64_t i = 0; i < m; ++i) {
-          const double v = sq[i] / (static_cast<double>(count) - ddof);
+          const double v = sq[i] / divisor;
           facc[i] = r == Red::kStd ? std::sqrt(v) : v;
         }
       }
@@ -248,7 +249,7 @@ GradFn reduce_grad(Red r) {
         mean_attrs.set("keepdims", "True");
         mean_attrs.set("ddof", "None");
         NDArray centered = call("subtract", {x, call("mean", {x}, mean_attrs)});
-        const double n = static_cast<double>(count) - g.attrs.get_float("ddof", 0.0);
+        const double n = std::max(static_cast<double>(count) - g.attrs.get_float("ddof", 0.0), 0.0);
         NDArray scale = r == Red::kVar ? ops::scalar_op("multiply_scalar", dy, 2.0 / n)
                                        : call("divide", {ops::scalar_op("multiply_scalar", dy, 1.0 / n), y});
         return {call("multiply", {centered, spread(g, scale)})};
