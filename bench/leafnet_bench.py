@@ -14,42 +14,11 @@ import time
 import numpy as onp
 
 from pymx import autograd, cpu, gluon, np, waitall
-from pymx.gluon import nn
+from pymx._train import LeafNetwork
 
 IMAGE_SIZE = 128
 TRAIN_BATCHES = (4, 64)
 INFER_BATCHES = (1, 4, 64)
-
-
-def _conv_block(filters):
-    block = nn.HybridSequential()
-    block.add(nn.Conv2D(channels=filters, kernel_size=2, activation='relu'),
-              nn.MaxPool2D(pool_size=4, strides=2), nn.BatchNorm())
-    return block
-
-
-def _dense_block(neurons):
-    block = nn.HybridSequential()
-    block.add(nn.Dense(neurons, activation='relu'), nn.Dropout(0.2))
-    return block
-
-
-class LeafNetwork(nn.HybridBlock):
-    """The tutorial's network, layer for layer."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = _conv_block(32)
-        self.conv2 = _conv_block(64)
-        self.conv3 = _conv_block(128)
-        self.flatten = nn.Flatten()
-        self.dense1 = _dense_block(100)
-        self.dense2 = _dense_block(10)
-        self.dense3 = nn.Dense(2)
-
-    def forward(self, batch):
-        batch = self.conv3(self.conv2(self.conv1(batch)))
-        return self.dense3(self.dense2(self.dense1(self.flatten(batch))))
 
 
 def _make_net(hybridize, device):

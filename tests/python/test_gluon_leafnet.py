@@ -4,46 +4,7 @@ summary; the tutorial's training loop."""
 import numpy as onp
 
 from pymx import autograd, cpu, gluon, np
-from pymx.gluon import nn
-
-
-def conv_block(filters, kernel_size=2, stride=2, batch_norm=True):
-    conv_block = nn.HybridSequential()
-    conv_block.add(nn.Conv2D(channels=filters, kernel_size=kernel_size, activation='relu'),
-                   nn.MaxPool2D(pool_size=4, strides=stride))
-    if batch_norm:
-        conv_block.add(nn.BatchNorm())
-    return conv_block
-
-
-def dense_block(neurons, activation='relu', dropout=0.2):
-    dense_block = nn.HybridSequential()
-    dense_block.add(nn.Dense(neurons, activation=activation))
-    if dropout:
-        dense_block.add(nn.Dropout(dropout))
-    return dense_block
-
-
-class LeafNetwork(nn.HybridBlock):
-    def __init__(self, dropout=0.2):
-        super(LeafNetwork, self).__init__()
-        self.conv1 = conv_block(32)
-        self.conv2 = conv_block(64)
-        self.conv3 = conv_block(128)
-        self.flatten = nn.Flatten()
-        self.dense1 = dense_block(100, dropout=dropout)
-        self.dense2 = dense_block(10, dropout=dropout)
-        self.dense3 = nn.Dense(2)
-
-    def forward(self, batch):
-        batch = self.conv1(batch)
-        batch = self.conv2(batch)
-        batch = self.conv3(batch)
-        batch = self.flatten(batch)
-        batch = self.dense1(batch)
-        batch = self.dense2(batch)
-        batch = self.dense3(batch)
-        return batch
+from pymx._train import LeafNetwork  # the tutorial's code (also run verbatim by test_examples.py)
 
 
 def _batches(num, batch_size, size=32, seed=0):
