@@ -41,6 +41,13 @@ class ndarray(_core.NDArrayBase):
     def T(self):
         return _mxnp.transpose(self)
 
+    def transpose(self, *axes):
+        """Same as pymx.np.transpose(self, axes). As in NumPy the axes may come one by one
+        (a.transpose(1, 0)), as one tuple (a.transpose((1, 0))) or not at all (reversed)."""
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return _mxnp.transpose(self, tuple(axes) if axes else None)
+
     @property
     def ctx(self):
         warnings.warn("ndarray.ctx is deprecated; use ndarray.device", DeprecationWarning,
@@ -300,7 +307,7 @@ def _delegate(name):
 
 # Methods that are plain calls of the pymx.np function of the same name.
 for _name in ("sum", "mean", "prod", "max", "min", "argmax", "argmin", "std", "var", "any",
-              "all", "cumsum", "clip", "round", "transpose", "swapaxes", "flatten", "ravel",
+              "all", "cumsum", "clip", "round", "swapaxes", "flatten", "ravel",
               "squeeze", "expand_dims", "repeat", "tile", "take", "sort", "argsort", "dot",
               "copy", "nonzero", "broadcast_to", "square", "sqrt", "exp", "log", "abs"):
     setattr(ndarray, _name, _delegate(_name))

@@ -372,3 +372,142 @@ def test_dataloader_bad_arguments_and_failing_items():
             list(gluon.data.DataLoader(Failing(), batch_size=1, num_workers=workers))
     batches = list(gluon.data.DataLoader(dataset, batch_size=3, num_workers=2))
     assert [b.shape for b in batches] == [(3, 2), (1, 2)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Backward operators: shapes, attributes and dtypes checked when invoked
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("shape", [(0,), (2, 0), (0, 3)])
+def test_softmax_of_an_empty_array(op, shape):
+    """An empty softmax axis once made the kernel read x[0] of an empty buffer (a segfault)."""
+    run_probes(f'''
+        out = invoke("{op}", [np.ones({shape!r})])[0]
+        assert out.shape == {shape!r} and out.asnumpy().size == 0
+        ''')
+
+
+def test_backward_ops_validate_their_input_shapes():
+    """Each *_backward op checks its inputs' shapes against each other before the kernel indexes
+    them (these probes once segfaulted or overran the heap). Run in a child: a regression
+    crashes."""
+    run_probes('''
+        def a(*shape, dtype="float32"):
+            return np.array(onp.ones(shape, dtype))
+        expect(ValueError, ["fully_connected_backward", "()"],
+               lambda: invoke("fully_connected_backward", [a(2, 3), a(2, 3), a()]))
+        expect(ValueError, ["fully_connected_backward", "out_grad shape (2, 3)", "(2, 5)"],
+               lambda: invoke("fully_connected_backward", [a(2, 3), a(2, 3), a(5, 3)]))
+        expect(ValueError, ["pick_backward", "(0,)"],
+               lambda: invoke("pick_backward", [a(2, 3), a(2, 3), a(0)]))
+        expect(ValueError, ["pick_backward", "out_grad shape (2, 3)", "(2,)"],
+               lambda: invoke("pick_backward", [a(2, 3), a(2, 3), a(2)]))
+        expect(ValueError, ["topk_backward", "(0,)", "(2, 1)"],
+               lambda: invoke("topk_backward", [a(2, 3), a(2, 3), a(0)]))
+        # Indices are data: out of range they are reported when the kernel reads them.
+        expect(ValueError, ["topk_backward", "index 7", "[0, 3)"],
+               lambda: invoke("topk_backward", [a(2, 1), a(2, 3), a(2, 1, dtype="int64") * 7]))
+        for _ in range(20):  # an overrun corrupts the heap; repeat so that it shows
+            expect(ValueError, ["embedding_backward", "(3,)"],
+                   lambda: invoke("embedding_backward", [a(2, 3), a(2, 3), a(3)]))
+        expect(ValueError, ["embedding_backward", "(2, 4)", "(2, 5)"],
+               lambda: invoke("embedding_backward", [a(2, 4), a(2), a(6, 5)]))
+        expect(ValueError, ["convolution_backward", "weight shape (4, 1, 1, 1)", "(4, 3, 3, 3)"],
+               lambda: invoke("convolution_backward", [a(1, 4, 3, 3), a(1, 3, 5, 5),
+                                                       a(4, 1, 1, 1)], {"kernel": (3, 3)}))
+        expect(ValueError, ["batch_norm_backward", "gamma (2,)", "(3,)"],
+               lambda: invoke("batch_norm_backward", [a(2, 3), a(2, 3), a(2), a(3), a(3)]))
+        expect(ValueError, ["batch_norm_backward", "axis 4"],
+               lambda: invoke("batch_norm_backward", [a(2, 3), a(2, 3), a(3), a(3), a(3)],
+                              {"axis": 4}))
+        expect(ValueError, ["layer_norm_backward", "mean (3, 1)", "(2, 1)"],
+               lambda: invoke("layer_norm_backward", [a(2, 3), a(2, 3), a(3), a(3, 1), a(2, 1)]))
+        ''')
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("activation_backward", {"act_type": "bogus"}),
+    ("leaky_relu_backward", {"act_type": "bogus"}),
+    ("leaky_relu_backward", {"slope": "steep"}),
+    ("log_softmax_backward", {"axis": "abc"}),
+    ("softmax_backward", {"axis": 5}),
+    ("softmax_backward", {"temperature": -2}),
+])
+def test_backward_ops_reject_bad_attributes_when_invoked(op, attrs):
+    """The infer function validates the attributes, so the error is raised at the call instead
+    of at the next wait (where it would also poison the output)."""
+    from pymx._op import invoke
+    inputs = [np.ones((2, 3)) for _ in range(3 if op == "activation_backward" else 2)]
+    with pytest.raises(ValueError, match=str(list(attrs.values())[0])):
+        invoke(op, inputs, attrs)
+
+
+_BACKWARD_OPS_OF_SAME_SHAPED_INPUTS = {
+    "activation_backward": 3, "leaky_relu_backward": 2, "dropout_backward": 2,
+    "softmax_backward": 2, "log_softmax_backward": 2}
+
+
+@pytest.mark.parametrize("op", sorted(_BACKWARD_OPS_OF_SAME_SHAPED_INPUTS))
+def test_backward_ops_reject_integer_dtypes_when_invoked(op):
+    from pymx._op import invoke
+    n = _BACKWARD_OPS_OF_SAME_SHAPED_INPUTS[op]
+    with pytest.raises(TypeError, match=f"{op}.*int32"):
+        invoke(op, [np.ones((2, 3), dtype="int32") for _ in range(n)])
+
+
+def test_backward_ops_reject_mixed_dtypes_when_invoked():
+    """The kernels read every input as the first one's type: a float32 input next to a float64
+    out_grad would be read past its end."""
+    run_probes('''
+        def a(*shape, dtype="float32"):
+            return np.array(onp.ones(shape, dtype))
+        for op, n in [("activation_backward", 3), ("leaky_relu_backward", 2),
+                      ("dropout_backward", 2), ("softmax_backward", 2)]:
+            expect(TypeError, [op, "float32", "float64"],
+                   lambda: invoke(op, [a(2, 3, dtype="float64")] + [a(2, 3)] * (n - 1)))
+        expect(TypeError, ["fully_connected_backward", "float64"],
+               lambda: invoke("fully_connected_backward",
+                              [a(2, 4, dtype="float64"), a(2, 3), a(4, 3)]))
+        expect(TypeError, ["pooling_backward", "float64"],
+               lambda: invoke("pooling_backward", [a(1, 1, 2, 2), a(1, 1, 4, 4, dtype="float64"),
+                                                   a(1, 1, 2, 2)], {"kernel": (2, 2),
+                                                                    "stride": (2, 2)}))
+        expect(TypeError, ["embedding_backward", "float64"],
+               lambda: invoke("embedding_backward", [a(2, 5, dtype="float64"), a(2), a(6, 5)]))
+        expect(TypeError, ["layer_norm_backward", "float64"],
+               lambda: invoke("layer_norm_backward", [a(2, 3), a(2, 3), a(3, dtype="float64"),
+                                                      a(2, 1), a(2, 1)]))
+        ''')
+
+
+# ---------------------------------------------------------------------------------------------
+# NumPy's answers at the edges
+# ---------------------------------------------------------------------------------------------
+
+def test_clip_with_min_above_max_matches_numpy():
+    """NumPy's clip is minimum(maximum(a, a_min), a_max): a_min > a_max gives a_max everywhere."""
+    x = onp.array([0.0, 2.0, 5.0, onp.nan], "float32")
+    onp.testing.assert_array_equal(np.clip(np.array(x), 3, 1).asnumpy(), onp.clip(x, 3, 1))
+    onp.testing.assert_array_equal(np.clip(np.array(x), 1, 3).asnumpy(), onp.clip(x, 1, 3))
+
+
+@pytest.mark.parametrize("op", ["var", "std"])
+@pytest.mark.parametrize("ddof", [2, 5])
+def test_var_std_with_ddof_at_least_n_matches_numpy(op, ddof):
+    """NumPy divides by max(n - ddof, 0): inf for a nonzero sum of squares, nan for a zero one."""
+    x = onp.array([[1.0, 3.0], [2.0, 2.0]], "float32")
+    with pytest.warns(RuntimeWarning), onp.errstate(divide="ignore", invalid="ignore"):
+        expected = getattr(onp, op)(x, axis=1, ddof=ddof)
+    onp.testing.assert_array_equal(getattr(np, op)(np.array(x), axis=1, ddof=ddof).asnumpy(),
+                                   expected)
+
+
+def test_transpose_method_takes_axes_like_numpy():
+    x = onp.arange(6.0).reshape(2, 3)
+    a = np.array(x)
+    for axes in [(1, 0), ((1, 0),), ([1, 0],), (), (None,)]:
+        onp.testing.assert_array_equal(a.transpose(*axes).asnumpy(), x.transpose(*axes))
+    for axes in [(0, 0), ((1, 1),)]:
+        with pytest.raises(ValueError, match=r"repeated axis in \((0, 0|1, 1)\)"):
+            a.transpose(*axes)

@@ -170,5 +170,36 @@ inline void check_same_float(const std::vector<DType>& dt, const char* op, size_
   }
 }
 
+// convolution's act_type: None, or "relu" applied to the output in the kernel (Note [Fused
+// convolution + relu] in nn_convolution.cc). Shared with the GPU kernel, which must agree.
+inline bool conv_fused_relu(const Attrs& attrs) {
+  const std::string act = attrs.get_str("act_type", "None");
+  PMX_CHECK(act == "None" || act == "relu", "convolution: act_type '", act,
+            "' is not supported (use None or 'relu')");
+  return act == "relu";
+}
+
+// need_data_grad=False on convolution_backward / deconvolution_backward: the gradient function
+// found that no gradient can flow through the data input, so the op has no data_grad output and
+// skips its GEMM (and col2im). Outputs are then (weight_grad, [bias_grad]).
+inline bool need_data_grad(const Attrs& attrs) { return attrs.get_bool("need_data_grad", true); }
+
+// The gradient of a (de)convolution through `backward_op`, whose inputs are `backward_inputs` and
+// outputs [data_grad], weight_grad, [bias_grad]; one gradient per forward input. A data input
+// whose autograd entry has no node is neither a marked variable nor a recorded result, so a
+// gradient sent to it could reach nothing (autograd drops it): its gradient is not computed
+// (need_data_grad=False) and is a none array. For the first layer that data is the images: a
+// third of the backward GEMMs plus col2im.
+inline std::vector<NDArray> backward_skipping_data_grad(const char* backward_op,
+                                                        const GradContext& ctx,
+                                                        const std::vector<NDArray>& backward_inputs) {
+  if (ctx.inputs[0].autograd_entry().node) return invoke(backward_op, backward_inputs, ctx.attrs);
+  Attrs attrs = ctx.attrs;
+  attrs.set("need_data_grad", "False");
+  std::vector<NDArray> grads = invoke(backward_op, backward_inputs, attrs);
+  grads.insert(grads.begin(), NDArray());
+  return grads;
+}
+
 }  // namespace nn
 }  // namespace pymx

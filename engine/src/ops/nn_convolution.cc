@@ -1,15 +1,18 @@
 // Convolution, 1-D/2-D/3-D, by im2col + GEMM (OpenBLAS for float32/float64).
 //
-// | op                    | inputs                  | outputs                               | attrs |
-// |-----------------------|-------------------------|---------------------------------------|-------|
-// | convolution           | data, weight, [bias]    | out                                   | kernel stride dilate pad num_filter num_group no_bias layout |
-// | convolution_backward  | out_grad, data, weight  | data_grad, weight_grad, [bias_grad]   | same as forward |
+// | op                    | inputs                        | outputs                             | attrs |
+// |-----------------------|-------------------------------|-------------------------------------|-------|
+// | convolution           | data, weight, [bias]          | out                                 | kernel stride dilate pad num_filter num_group no_bias layout act_type |
+// | convolution_backward  | out_grad, data, weight, [out] | [data_grad], weight_grad, [bias_grad] | same as forward, need_data_grad |
 //
 // layout: NCW / NCHW / NCDHW (the default for 1/2/3 spatial dims) or channel-last NWC / NHWC /
 // NDHWC. Channel-first weight is (num_filter, C/num_group, k...); channel-last weight is
 // (num_filter, k..., C/num_group), as in MXNet. bias is (num_filter,).
 // Output extent per spatial dim: (in + 2*pad - dilate*(kernel-1) - 1) / stride + 1.
 // stride and dilate default to 1, pad to 0; a single value is broadcast to every spatial dim.
+// act_type (not in MXNet's Convolution): None, or "relu" to return relu(conv + bias); then the
+// backward op also takes the forward output `out`. need_data_grad=False (set by the gradient
+// function, nn_common.h) drops the data_grad output.
 //
 // Note [Convolution by im2col]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -21,6 +24,15 @@
 // image per task keeps every GEMM as large as the image allows. Channel-last layouts are
 // transposed to channel-first in the workspace, computed, and transposed back: simple, and the
 // transposes cost far less than the GEMMs.
+//
+// Note [Fused convolution + relu]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Gluon's Conv2D(activation='relu') passes act_type='relu', so the relu runs on each image's
+// output block right after its GEMM and bias add, while it is still in cache, instead of as a
+// separate pass over the whole (large) output. The output is post-activation, so the backward op
+// recovers relu's mask from it: it uses out_grad * (out > 0) in place of out_grad, masking one
+// image at a time into a scratch block, again while hot. The bias gradient is summed per image
+// from that masked block, per part of the batch, and the parts are added in order.
 #include <algorithm>
 #include <cstring>
 
@@ -124,6 +136,7 @@ void conv_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vec
   const size_t expected = no_bias ? 2 : 3;
   PMX_CHECK(in.size() == expected, "convolution: expected ", expected, " inputs (data, weight",
             no_bias ? "" : ", bias", ") with no_bias=", no_bias, ", got ", in.size());
+  nn::conv_fused_relu(attrs);  // validates act_type
   const ConvGeom g = make_geom(attrs, in[0], in[1]);
   const Shape w = weight_shape(g, attrs.get_shape("kernel"));
   PMX_CHECK(in[1] == w, "convolution: weight shape ", shape_str(in[1]), " does not match data ",
@@ -247,6 +260,7 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeom& g, const std::vect
   }
   const int64_t K = g.col_rows();
   const T* b = in.size() == 3 ? in[2].data<T>() : nullptr;
+  const bool relu = nn::conv_fused_relu(*ctx.attrs);
   // Fills `colg` for image n, group grp (or points it at the image for a pointwise kernel).
   auto image_col = [&](int64_t n, int64_t grp, T* col) -> const T* {
     T* xg = const_cast<T*>(x) + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
@@ -254,16 +268,21 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeom& g, const std::vect
     im2col<T, false>(g, g.in_cg(), xg, col);
     return col;
   };
-  // Output columns [lo, hi) of image n, group grp: y = W . col, plus the bias.
+  // Output columns [lo, hi) of image n, group grp: y = W . col, plus the bias, then the relu.
   auto image_columns = [&](int64_t n, int64_t grp, const T* colg, int64_t lo, int64_t hi) {
     T* yg = y + (n * g.out_c + grp * g.out_cg()) * g.out_sp;
     nn::gemm(false, false, g.out_cg(), hi - lo, K, A(1), w + grp * g.out_cg() * K, K, colg + lo,
              g.out_sp, A(0), yg + lo, g.out_sp);
-    if (!b) return;
+    if (!b && !relu) return;
     for (int64_t c = 0; c < g.out_cg(); ++c) {
       T* yc = yg + c * g.out_sp;
-      const A bc = static_cast<A>(b[grp * g.out_cg() + c]);
-      for (int64_t i = lo; i < hi; ++i) yc[i] = static_cast<T>(static_cast<A>(yc[i]) + bc);
+      const A bc = b ? static_cast<A>(b[grp * g.out_cg() + c]) : A(0);
+      if (relu) {
+        for (int64_t i = lo; i < hi; ++i)
+          yc[i] = static_cast<T>(std::max(static_cast<A>(yc[i]) + bc, A(0)));
+      } else {
+        for (int64_t i = lo; i < hi; ++i) yc[i] = static_cast<T>(static_cast<A>(yc[i]) + bc);
+      }
     }
   };
   if (g.batch >= parallel_max_threads()) {
@@ -297,18 +316,39 @@ void conv_forward(const OpContext& ctx, const std::vector<TBlob>& in,
 void conv_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
                          const std::vector<DType>& dt, std::vector<Shape>* out,
                          std::vector<DType>* out_dt) {
-  PMX_CHECK(in.size() == 3, "convolution_backward: expected (out_grad, data, weight), got ",
-            in.size(), " inputs");
+  const bool relu = nn::conv_fused_relu(attrs);
+  const size_t expected = relu ? 4 : 3;
+  PMX_CHECK(in.size() == expected, "convolution_backward: expected ", expected,
+            " inputs (out_grad, data, weight", relu ? ", out" : "", ") with act_type=",
+            attrs.get_str("act_type", "None"), ", got ", in.size());
   const ConvGeom g = make_geom(attrs, in[1], in[2]);
   const Shape w = weight_shape(g, attrs.get_shape("kernel"));
   PMX_CHECK(in[2] == w, "convolution_backward: weight shape ", shape_str(in[2]),
             " does not match data ", shape_str(in[1]), " (expected ", shape_str(w), ")");
   PMX_CHECK(in[0] == out_shape(g), "convolution_backward: out_grad shape ", shape_str(in[0]),
             " does not match the output shape ", shape_str(out_shape(g)));
+  if (relu) {
+    PMX_CHECK(in[3] == in[0], "convolution_backward: out shape ", shape_str(in[3]),
+              " does not match out_grad shape ", shape_str(in[0]));
+  }
   nn::check_same_float(dt, "convolution_backward");
-  *out = {in[1], in[2]};
+  out->clear();
+  if (nn::need_data_grad(attrs)) out->push_back(in[1]);
+  out->push_back(in[2]);
   if (!attrs.get_bool("no_bias", false)) out->push_back({g.out_c});
   *out_dt = std::vector<DType>(out->size(), dt[1]);
+}
+
+// (n, a, b) -> (n, b, a) like transpose_last2, keeping src where `keep` (same layout as src) is
+// positive and writing 0 elsewhere: relu's gradient mask for channel-last layouts.
+template <typename T>
+void transpose_last2_relu_masked(const T* src, const T* keep, T* dst, int64_t n, int64_t a,
+                                 int64_t b) {
+  for (int64_t i = 0; i < n * a * b; i += a * b) {
+    for (int64_t r = 0; r < a; ++r)
+      for (int64_t c = 0; c < b; ++c)
+        dst[i + c * a + r] = keep[i + r * b + c] > T(0) ? src[i + r * b + c] : T(0);
+  }
 }
 
 template <typename T>
@@ -316,49 +356,84 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vec
                          const std::vector<TBlob>& out) {
   using A = nn::acc_t<T>;
   const bool pointwise = g.is_pointwise();
+  const bool relu = in.size() == 4;
+  const bool want_dx = nn::need_data_grad(*ctx.attrs);
+  const TBlob& dw_out = out[want_dx ? 1 : 0];
+  const bool want_db = out.size() == (want_dx ? 3u : 2u);
+  // Channel-first relu masks each image's out_grad into a per-part block (Note [Fused
+  // convolution + relu]); channel-last masks while transposing out_grad.
+  const bool mask_per_image = relu && !g.channel_last;
   const int64_t x_size = g.batch * g.in_c * g.in_sp, y_size = g.batch * g.out_c * g.out_sp;
   const int64_t w_size = in[2].size();
-  const int64_t col_size =
-      pointwise ? 0 : Carver::align(g.col_rows() * g.out_sp * sizeof(T)) / sizeof(T);
-  const int64_t w_pad = Carver::align(w_size * sizeof(T)) / sizeof(T);
+  auto padded = [](int64_t count) {
+    return static_cast<int64_t>(Carver::align(count * sizeof(T)) / sizeof(T));
+  };
+  const int64_t col_size = pointwise ? 0 : padded(g.col_rows() * g.out_sp);
+  const int64_t dy_block = mask_per_image ? padded(g.out_c * g.out_sp) : 0;
+  const int64_t w_pad = padded(w_size);
   const int64_t parts = parallel_parts(g.batch, 1);
-  size_t bytes = (parts * col_size + std::max<int64_t>(parts - 1, 0) * w_pad) * sizeof(T);
-  if (g.channel_last) bytes += 2 * Carver::align(x_size * sizeof(T)) + Carver::align(y_size * sizeof(T)) +
-                               2 * Carver::align(w_size * sizeof(T));
+  const int64_t extra_parts = std::max<int64_t>(parts - 1, 0);
+  size_t bytes = Carver::align(parts * col_size * sizeof(T)) +
+                 Carver::align(parts * dy_block * sizeof(T)) +
+                 Carver::align(extra_parts * w_pad * sizeof(T)) +
+                 Carver::align(std::max<int64_t>(parts, 1) * g.out_c * sizeof(A));
+  if (g.channel_last) {
+    bytes += Carver::align(x_size * sizeof(T)) * (want_dx ? 2 : 1) +
+             Carver::align(y_size * sizeof(T)) + 2 * Carver::align(w_size * sizeof(T));
+  }
   Carver ws(static_cast<char*>(ctx.workspace(bytes)));
   T* cols = ws.take<T>(parts * col_size);
-  T* dw_parts = ws.take<T>(std::max<int64_t>(parts - 1, 0) * w_pad);
+  T* dy_blocks = ws.take<T>(parts * dy_block);
+  T* dw_parts = ws.take<T>(extra_parts * w_pad);
+  A* db_parts = ws.take<A>(std::max<int64_t>(parts, 1) * g.out_c);
+  std::fill(db_parts, db_parts + std::max<int64_t>(parts, 1) * g.out_c, A(0));
   const T* dy = in[0].data<T>();
   const T* x = in[1].data<T>();
   const T* w = in[2].data<T>();
-  T* dx = out[0].data<T>();
-  T* dw = out[1].data<T>();
+  const T* y = relu ? in[3].data<T>() : nullptr;
+  T* dx = want_dx ? out[0].data<T>() : nullptr;
+  T* dw = dw_out.data<T>();
   if (g.channel_last) {
     T* dyt = ws.take<T>(y_size);
     T* xt = ws.take<T>(x_size);
     T* wt = ws.take<T>(w_size);
-    transpose_last2(dy, dyt, g.batch, g.out_sp, g.out_c);
+    if (relu) {
+      transpose_last2_relu_masked(dy, y, dyt, g.batch, g.out_sp, g.out_c);
+    } else {
+      transpose_last2(dy, dyt, g.batch, g.out_sp, g.out_c);
+    }
     transpose_last2(x, xt, g.batch, g.in_sp, g.in_c);
     transpose_last2(w, wt, g.out_c, g.k_sp, g.in_cg());
     dy = dyt;
     x = xt;
     w = wt;
-    dx = ws.take<T>(x_size);
+    if (want_dx) dx = ws.take<T>(x_size);
     dw = ws.take<T>(w_size);
   }
   const int64_t K = g.col_rows();
-  // Images run in parallel parts. data_grad rows are disjoint per image; weight_grad is summed
-  // per part into its own buffer and the parts are added in order afterwards, so the result does
-  // not depend on how the threads interleave.
+  // Images run in parallel parts. data_grad rows are disjoint per image; weight_grad and
+  // bias_grad are summed per part into their own buffers and the parts are added in order
+  // afterwards, so the result does not depend on how the threads interleave.
   parallel_for_parts(g.batch, 1, [&](int64_t part, int64_t first, int64_t last) {
     T* col = cols + part * col_size;
     T* dw_part = part == 0 ? dw : dw_parts + (part - 1) * w_pad;
-    std::fill(dx + first * g.in_c * g.in_sp, dx + last * g.in_c * g.in_sp, T(0));
+    A* db_part = db_parts + part * g.out_c;
+    if (dx) std::fill(dx + first * g.in_c * g.in_sp, dx + last * g.in_c * g.in_sp, T(0));
     for (int64_t n = first; n < last; ++n) {
+      const T* dyn = dy + n * g.out_c * g.out_sp;
+      if (mask_per_image) {
+        T* masked = dy_blocks + part * dy_block;
+        const T* yn = y + n * g.out_c * g.out_sp;
+        for (int64_t i = 0; i < g.out_c * g.out_sp; ++i) masked[i] = yn[i] > T(0) ? dyn[i] : T(0);
+        dyn = masked;
+      }
+      if (want_db) {
+        for (int64_t c = 0; c < g.out_c; ++c)
+          db_part[c] += nn::lane_sum<A>(dyn + c * g.out_sp, g.out_sp);
+      }
       for (int64_t grp = 0; grp < g.groups; ++grp) {
         T* xg = const_cast<T*>(x) + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
-        T* dxg = dx + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
-        const T* dyg = dy + (n * g.out_c + grp * g.out_cg()) * g.out_sp;
+        const T* dyg = dyn + grp * g.out_cg() * g.out_sp;
         const T* wg = w + grp * g.out_cg() * K;
         const T* colg = xg;
         if (!pointwise) {
@@ -368,6 +443,8 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vec
         // weight_grad_g (Mg x K) (+)= dy_g (Mg x out_sp) . col^T (out_sp x K)
         nn::gemm(false, true, g.out_cg(), K, g.out_sp, A(1), dyg, g.out_sp, colg, g.out_sp,
                  A(n == first ? 0 : 1), dw_part + grp * g.out_cg() * K, K);
+        if (!dx) continue;
+        T* dxg = dx + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
         if (pointwise) {
           // data_grad_g (K x out_sp) += W_g^T . dy_g directly: the image is its own col matrix.
           nn::gemm(true, false, K, g.out_sp, g.out_cg(), A(1), wg, K, dyg, g.out_sp, A(1), dxg,
@@ -386,20 +463,18 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vec
       dw[i] = static_cast<T>(static_cast<A>(dw[i]) + static_cast<A>(src[i]));
   }
   if (g.batch == 0) std::fill(dw, dw + w_size, T(0));
-  if (out.size() == 3) {
-    T* db = out[2].data<T>();
-    parallel_for(0, g.out_c, 8, [&](int64_t c_lo, int64_t c_hi) {
-      for (int64_t c = c_lo; c < c_hi; ++c) {
-        A sum = 0;
-        for (int64_t n = 0; n < g.batch; ++n)
-          sum += nn::lane_sum<A>(dy + (n * g.out_c + c) * g.out_sp, g.out_sp);
-        db[c] = static_cast<T>(sum);
-      }
-    });
+  if (want_db) {
+    T* db = out.back().data<T>();
+    for (int64_t c = 0; c < g.out_c; ++c) {
+      A sum = 0;
+      for (int64_t part = 0; part < std::max<int64_t>(parts, 1); ++part)
+        sum += db_parts[part * g.out_c + c];
+      db[c] = static_cast<T>(sum);
+    }
   }
   if (g.channel_last) {
-    transpose_last2<T>(dx, out[0].data<T>(), g.batch, g.in_c, g.in_sp);
-    transpose_last2<T>(dw, out[1].data<T>(), g.out_c, g.in_cg(), g.k_sp);
+    if (want_dx) transpose_last2<T>(dx, out[0].data<T>(), g.batch, g.in_c, g.in_sp);
+    transpose_last2<T>(dw, dw_out.data<T>(), g.out_c, g.in_cg(), g.k_sp);
   }
 }
 
@@ -410,8 +485,9 @@ void conv_backward(const OpContext& ctx, const std::vector<TBlob>& in,
 }
 
 std::vector<NDArray> conv_gradient(const GradContext& ctx) {
-  return invoke("convolution_backward", {ctx.out_grads[0], ctx.inputs[0], ctx.inputs[1]},
-                ctx.attrs);
+  std::vector<NDArray> inputs = {ctx.out_grads[0], ctx.inputs[0], ctx.inputs[1]};
+  if (nn::conv_fused_relu(ctx.attrs)) inputs.push_back(ctx.outputs[0]);  // relu's mask
+  return nn::backward_skipping_data_grad("convolution_backward", ctx, inputs);
 }
 
 PMX_REGISTER_OP(convolution)
@@ -421,8 +497,10 @@ PMX_REGISTER_OP(convolution)
     .set_gradient(conv_gradient);
 
 PMX_REGISTER_OP(convolution_backward)
-    .set_num_inputs(3)
-    .set_num_outputs([](const Attrs& a) { return a.get_bool("no_bias", false) ? 2 : 3; })
+    .set_num_inputs(-1)
+    .set_num_outputs([](const Attrs& a) {
+      return 1 + int(nn::need_data_grad(a)) + int(!a.get_bool("no_bias", false));
+    })
     .set_infer(conv_backward_infer)
     .set_cpu(conv_backward);
 

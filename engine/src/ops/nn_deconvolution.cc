@@ -3,7 +3,7 @@
 // | op                      | inputs                  | outputs                             | attrs |
 // |-------------------------|-------------------------|-------------------------------------|-------|
 // | deconvolution           | data, weight, [bias]    | out                                 | kernel stride dilate pad adj target_shape num_filter num_group no_bias layout |
-// | deconvolution_backward  | out_grad, data, weight  | data_grad, weight_grad, [bias_grad] | same as forward |
+// | deconvolution_backward  | out_grad, data, weight  | [data_grad], weight_grad, [bias_grad] | same as forward, need_data_grad |
 //
 // data is (N, C_in, in...), weight (C_in, num_filter/num_group, kernel...) as in MXNet, bias
 // (num_filter,); out is (N, num_filter, out...) with out = (in-1)*stride - 2*pad +
@@ -11,7 +11,8 @@
 // pad and adj are derived from it). layout: NCW / NCHW / NCDHW only. workspace / cudnn_* attributes
 // of MXNet are not parameters here. The maths is in Note [Transposed convolution as the adjoint
 // of a convolution] (conv_geometry.h); the backward op shares one im2col of out_grad between the
-// data and weight gradients.
+// data and weight gradients. need_data_grad=False (set by the gradient function when the data
+// needs no gradient, nn_common.h) drops the data_grad output and its GEMM.
 #include <algorithm>
 
 #include "ops/conv_geometry.h"
@@ -107,7 +108,9 @@ void deconv_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
     PMX_CHECK(dt[i] == dt[1], "deconvolution_backward: input ", i, " has dtype ",
               dtype_name(dt[i]), " but data has ", dtype_name(dt[1]));
   }
-  *out = {in[1], in[2]};
+  out->clear();
+  if (nn::need_data_grad(attrs)) out->push_back(in[1]);
+  out->push_back(in[2]);
   if (!attrs.get_bool("no_bias", false)) out->push_back({g.in_c});
   *out_dt = std::vector<DType>(out->size(), dt[1]);
 }
@@ -125,8 +128,9 @@ void deconv_backward_typed(const OpContext& ctx, const ConvGeometry& g,
   const T* dy = in[0].data<T>();
   const T* x = in[1].data<T>();
   const T* w = in[2].data<T>();
-  T* dx = out[0].data<T>();
-  T* dw = out[1].data<T>();
+  const bool want_dx = nn::need_data_grad(*ctx.attrs);
+  T* dx = want_dx ? out[0].data<T>() : nullptr;
+  T* dw = out[want_dx ? 1 : 0].data<T>();
   // data_grad rows are disjoint per image; weight_grad is summed per part into its own buffer and
   // the parts are added in order, so the result does not depend on the thread interleaving.
   parallel_for_parts(g.batch, 1, [&](int64_t part, int64_t first, int64_t last) {
@@ -138,8 +142,10 @@ void deconv_backward_typed(const OpContext& ctx, const ConvGeometry& g,
         const T* wg = w + grp * g.out_cg() * K;
         const int64_t x_off = (n * g.out_c + grp * g.out_cg()) * g.out_sp;
         // data_grad_g (C_in/g x in_sp of x) = W_g (C_in/g x K) . col (K x in_sp of x)
-        nn::gemm(false, false, g.out_cg(), g.out_sp, K, A(1), wg, K, col, g.out_sp, A(0),
-                 dx + x_off, g.out_sp);
+        if (dx) {
+          nn::gemm(false, false, g.out_cg(), g.out_sp, K, A(1), wg, K, col, g.out_sp, A(0),
+                   dx + x_off, g.out_sp);
+        }
         // weight_grad_g (C_in/g x K) (+)= x_g (C_in/g x in_sp of x) . col^T
         nn::gemm(false, true, g.out_cg(), K, g.out_sp, A(1), x + x_off, g.out_sp, col, g.out_sp,
                  A(n == first ? 0 : 1), dw_part + grp * g.out_cg() * K, K);
@@ -152,8 +158,8 @@ void deconv_backward_typed(const OpContext& ctx, const ConvGeometry& g,
       dw[i] = static_cast<T>(static_cast<A>(dw[i]) + static_cast<A>(src[i]));
   }
   if (g.batch == 0) std::fill(dw, dw + w_size, T(0));
-  if (out.size() == 3) {
-    T* db = out[2].data<T>();
+  if (out.size() == (want_dx ? 3u : 2u)) {
+    T* db = out.back().data<T>();
     for (int64_t c = 0; c < g.in_c; ++c) {
       A sum = 0;
       for (int64_t n = 0; n < g.batch; ++n)
@@ -170,8 +176,8 @@ void deconv_backward(const OpContext& ctx, const std::vector<TBlob>& in,
 }
 
 std::vector<NDArray> deconv_gradient(const GradContext& ctx) {
-  return invoke("deconvolution_backward", {ctx.out_grads[0], ctx.inputs[0], ctx.inputs[1]},
-                ctx.attrs);
+  return nn::backward_skipping_data_grad("deconvolution_backward", ctx,
+                                         {ctx.out_grads[0], ctx.inputs[0], ctx.inputs[1]});
 }
 
 PMX_REGISTER_OP(deconvolution)
@@ -182,7 +188,9 @@ PMX_REGISTER_OP(deconvolution)
 
 PMX_REGISTER_OP(deconvolution_backward)
     .set_num_inputs(3)
-    .set_num_outputs([](const Attrs& a) { return a.get_bool("no_bias", false) ? 2 : 3; })
+    .set_num_outputs([](const Attrs& a) {
+      return 1 + int(nn::need_data_grad(a)) + int(!a.get_bool("no_bias", false));
+    })
     .set_infer(deconv_backward_infer)
     .set_cpu(deconv_backward);
 
