@@ -349,18 +349,44 @@ def from_numpy(values, device=None, dtype=None):
     return out
 
 
-def from_dlpack(x, device=None):
-    """An array from a DLPack producer (NumPy, PyTorch, ...). A pymx array is returned as is;
-    host memory of another library is read without an intermediate copy and copied once into
-    a new pymx array on `device` (default: the current device)."""
+def from_dlpack(x, device=None, copy=None):
+    """An array sharing the memory of a DLPack producer: any object with __dlpack__ (NumPy,
+    PyTorch, CuPy, JAX arrays) or a DLPack capsule. A pymx array is returned as is.
+
+    Zero-copy for contiguous, writable tensors on the CPU or a CUDA device: writes through either
+    library show in the other (after a wait: the engine orders pymx's ops on the imported array
+    only), and the producer's memory lives until the pymx array dies. A
+    single copy is made for strided or misaligned host tensors, read-only tensors, and when
+    `device` differs from the producer's (any cpu(i) shares host memory). copy=True always
+    copies; copy=False raises BufferError instead of copying. See Note [Zero-copy DLPack import]
+    in pymx/_c/core.pyx.
+
+    CUDA producers are asked for their data on the legacy default stream (stream=1), which pymx
+    waits for before its own streams use the memory.
+    """
     if isinstance(x, ndarray):
-        return x
+        moved = device is not None and device != x.device
+        if moved and copy is False:
+            raise BufferError(f"from_dlpack(copy=False): the array is on {x.device}, not {device}")
+        return x._copy_to_device(device if moved else x.device) if copy or moved else x
+    capsule = x if type(x).__name__ == "PyCapsule" else _dlpack_capsule(x)
+    return _core.from_dlpack_capsule(capsule, device, copy)
+
+
+def _dlpack_capsule(x):
+    """x.__dlpack__() with the arguments of the DLPack protocol (versioned when offered)."""
+    dl_device = (1, 0)
     if hasattr(x, "__dlpack_device__"):
-        device_type, device_id = x.__dlpack_device__()
-        if int(device_type) not in (1, 3):  # kDLCPU, kDLCUDAHost
-            raise BufferError(f"from_dlpack reads host memory only; the producer's data is on "
-                              f"DLPack device ({int(device_type)}, {device_id})")
-    return from_numpy(_onp.from_dlpack(x), device=device)
+        dl_device = tuple(int(v) for v in x.__dlpack_device__())
+        _core.dlpack_device_of(*dl_device)  # BufferError before the export for unusable devices
+    if not hasattr(x, "__dlpack__"):
+        raise TypeError(f"from_dlpack expects an object with __dlpack__ (a NumPy, PyTorch, CuPy "
+                        f"or JAX array) or a DLPack capsule, got {type(x).__name__}")
+    stream = 1 if dl_device[0] == 2 else None  # CUDA: the legacy default stream
+    try:
+        return x.__dlpack__(stream=stream, max_version=(1, 0))
+    except TypeError:  # a producer older than DLPack 1.0: no max_version
+        return x.__dlpack__() if stream is None else x.__dlpack__(stream=stream)
 
 
 # Imported last: these modules import this one, so the class must exist first. pymx/__init__

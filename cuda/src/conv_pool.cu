@@ -5,8 +5,8 @@
 //
 // | op                        | inputs                 | outputs                             | attrs |
 // |---------------------------|------------------------|-------------------------------------|-------|
-// | convolution               | data, weight, [bias]   | out                                 | kernel stride dilate pad num_filter num_group no_bias layout |
-// | convolution_backward      | out_grad, data, weight | data_grad, weight_grad, [bias_grad] | same |
+// | convolution               | data, weight, [bias]   | out                                 | kernel stride dilate pad num_filter num_group no_bias layout act_type |
+// | convolution_backward      | out_grad, data, weight, [out] | [data_grad], weight_grad, [bias_grad] | same, need_data_grad |
 // | pooling                   | data                   | out                                 | kernel pool_type global_pool pooling_convention stride pad count_include_pad layout |
 // | pooling_backward          | out_grad, data, out    | data_grad                           | same |
 // | fully_connected           | data, weight, [bias]   | out                                 | num_hidden no_bias flatten |
@@ -22,6 +22,9 @@
 //   data grad      dcol_g = W_g^T . dYt_g, then col2im gathers dcol back into dx.
 // Chunks bound the workspace (kWorkspaceBudget); col2im gathers (one thread per input element
 // summing the columns that read it), so no atomics are needed.
+// act_type='relu' (Note [Fused convolution + relu] in nn_convolution.cc) applies the relu in the
+// untranspose + bias epilogue; the backward op masks out_grad by out > 0 while transposing it, so
+// the masked dyt feeds both GEMMs and the bias sum. need_data_grad=False skips dcol and col2im.
 #include <algorithm>
 
 #include "kernel_util.cuh"
@@ -132,25 +135,28 @@ __global__ void col2im_kernel(const T* dcol, T* dx, Geom g, int64_t channels, in
   }
 }
 
-// y[b][c][o] = yt[c][b * out_sp + o] + bias[c] (bias may be null).
+// y[b][c][o] = yt[c][b * out_sp + o] + bias[c] (bias may be null), then max(., 0) with relu.
 template <typename T>
 __global__ void untranspose_bias_kernel(const T* yt, const T* bias, T* y, int64_t channels,
-                                        int64_t images, int64_t out_sp) {
+                                        int64_t images, int64_t out_sp, bool relu) {
   using A = AccT<T>;
   PMX_GRID_STRIDE_LOOP(e, images * channels * out_sp) {
     const int64_t o = e % out_sp, c = (e / out_sp) % channels, b = e / (out_sp * channels);
-    const A v = convert<A>(yt[c * images * out_sp + b * out_sp + o]);
-    y[e] = convert<T>(bias ? v + convert<A>(bias[c]) : v);
+    A v = convert<A>(yt[c * images * out_sp + b * out_sp + o]);
+    if (bias) v += convert<A>(bias[c]);
+    if (relu && !(v > A(0))) v = A(0);
+    y[e] = convert<T>(v);
   }
 }
 
-// dyt[c][b * out_sp + o] = dy[b][c][o].
+// dyt[c][b * out_sp + o] = dy[b][c][o], or 0 where the relu output y (when given) is not positive.
 template <typename T>
-__global__ void transpose_dy_kernel(const T* dy, T* dyt, int64_t channels, int64_t images,
-                                    int64_t out_sp) {
+__global__ void transpose_dy_kernel(const T* dy, const T* y, T* dyt, int64_t channels,
+                                    int64_t images, int64_t out_sp) {
   PMX_GRID_STRIDE_LOOP(e, images * channels * out_sp) {
     const int64_t o = e % out_sp, c = (e / out_sp) % channels, b = e / (out_sp * channels);
-    dyt[c * images * out_sp + b * out_sp + o] = dy[e];
+    const bool keep = !y || convert<AccT<T>>(y[e]) > AccT<T>(0);
+    dyt[c * images * out_sp + b * out_sp + o] = keep ? dy[e] : convert<T>(0.0f);
   }
 }
 
@@ -182,6 +188,7 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeom& g, const std::vect
   T* col = static_cast<T*>(ctx.workspace(chunk * per_image));
   T* yt = col + g.in_c * sp.k_sp * chunk * sp.out_sp;
   const T* bias = in.size() == 3 ? in[2].data<T>() : nullptr;
+  const bool relu = nn::conv_fused_relu(*ctx.attrs);
   cudaStream_t s = stream_of(ctx);
   for (int64_t b0 = 0; b0 < g.batch; b0 += chunk) {
     const int64_t B = std::min(chunk, g.batch - b0), width = B * sp.out_sp;
@@ -194,7 +201,7 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeom& g, const std::vect
            yt + grp * g.out_cg() * width, width);
     }
     untranspose_bias_kernel<T><<<grid_for(B * g.out_c * sp.out_sp), kBlock, 0, s>>>(
-        yt, bias, out[0].data<T>() + b0 * g.out_c * sp.out_sp, g.out_c, B, sp.out_sp);
+        yt, bias, out[0].data<T>() + b0 * g.out_c * sp.out_sp, g.out_c, B, sp.out_sp, relu);
     PMX_KERNEL_LAUNCH_CHECK();
   }
 }
@@ -209,17 +216,23 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vec
   T* col = static_cast<T*>(ctx.workspace(chunk * per_image));
   T* dcol = col + g.in_c * sp.k_sp * chunk * sp.out_sp;
   T* dyt = dcol + g.in_c * sp.k_sp * chunk * sp.out_sp;
+  const T* relu_out = in.size() == 4 ? in[3].data<T>() : nullptr;
+  const bool want_dx = nn::need_data_grad(*ctx.attrs);
+  const TBlob& dw = out[want_dx ? 1 : 0];
+  const TBlob* db = out.size() == (want_dx ? 3u : 2u) ? &out.back() : nullptr;
   cudaStream_t s = stream_of(ctx);
   if (g.batch == 0) {
-    fill_blob(out[1], 0.0, s);
-    if (out.size() == 3) fill_blob(out[2], 0.0, s);
+    fill_blob(dw, 0.0, s);
+    if (db) fill_blob(*db, 0.0, s);
     return;
   }
   for (int64_t b0 = 0; b0 < g.batch; b0 += chunk) {
     const int64_t B = std::min(chunk, g.batch - b0), width = B * sp.out_sp;
     const double beta = b0 == 0 ? 0.0 : 1.0;  // weight/bias grads accumulate over chunks
+    const int64_t y_off = b0 * g.out_c * sp.out_sp;
     transpose_dy_kernel<T><<<grid_for(B * g.out_c * sp.out_sp), kBlock, 0, s>>>(
-        in[0].data<T>() + b0 * g.out_c * sp.out_sp, dyt, g.out_c, B, sp.out_sp);
+        in[0].data<T>() + y_off, relu_out ? relu_out + y_off : nullptr, dyt, g.out_c, B,
+        sp.out_sp);
     PMX_KERNEL_LAUNCH_CHECK();
     im2col_kernel<T><<<grid_for(g.in_c * sp.k_sp * width), kBlock, 0, s>>>(
         in[1].data<T>() + b0 * g.in_c * sp.in_sp, col, sp, g.in_c, B);
@@ -228,15 +241,19 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vec
       const T* w_g = in[2].data<T>() + grp * g.out_cg() * K;
       const T* dyt_g = dyt + grp * g.out_cg() * width;
       gemm(ctx, in[1].dtype, false, true, g.out_cg(), K, width, 1.0, dyt_g, width,
-           col + grp * K * width, width, beta, out[1].data<T>() + grp * g.out_cg() * K, K);
-      gemm(ctx, in[1].dtype, true, false, K, width, g.out_cg(), 1.0, w_g, K, dyt_g, width, 0.0,
-           dcol + grp * K * width, width);
+           col + grp * K * width, width, beta, dw.data<T>() + grp * g.out_cg() * K, K);
+      if (want_dx) {
+        gemm(ctx, in[1].dtype, true, false, K, width, g.out_cg(), 1.0, w_g, K, dyt_g, width, 0.0,
+             dcol + grp * K * width, width);
+      }
     }
-    col2im_kernel<T><<<grid_for(B * g.in_c * sp.in_sp), kBlock, 0, s>>>(
-        dcol, out[0].data<T>() + b0 * g.in_c * sp.in_sp, sp, g.in_c, B);
-    PMX_KERNEL_LAUNCH_CHECK();
-    if (out.size() == 3) {
-      row_sum_kernel<T><<<rows_grid(g.out_c), kBlock, 0, s>>>(dyt, out[2].data<T>(), g.out_c,
+    if (want_dx) {
+      col2im_kernel<T><<<grid_for(B * g.in_c * sp.in_sp), kBlock, 0, s>>>(
+          dcol, out[0].data<T>() + b0 * g.in_c * sp.in_sp, sp, g.in_c, B);
+      PMX_KERNEL_LAUNCH_CHECK();
+    }
+    if (db) {
+      row_sum_kernel<T><<<rows_grid(g.out_c), kBlock, 0, s>>>(dyt, db->data<T>(), g.out_c,
                                                               width, b0 != 0);
       PMX_KERNEL_LAUNCH_CHECK();
     }

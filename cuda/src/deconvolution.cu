@@ -6,7 +6,7 @@
 // | op                      | inputs                  | outputs                             | attrs |
 // |-------------------------|-------------------------|-------------------------------------|-------|
 // | deconvolution           | data, weight, [bias]    | out                                 | kernel stride dilate pad adj target_shape num_filter num_group no_bias layout |
-// | deconvolution_backward  | out_grad, data, weight  | data_grad, weight_grad, [bias_grad] | same |
+// | deconvolution_backward  | out_grad, data, weight  | [data_grad], weight_grad, [bias_grad] | same, need_data_grad |
 //
 // In ConvGeometry terms `in` is the deconvolution output (F = num_filter channels, in_sp
 // positions) and `out` its input (C = C_in channels, out_sp positions). As in conv_pool.cu the
@@ -152,10 +152,13 @@ void deconv_backward_typed(const OpContext& ctx, const ConvGeometry& g,
   T* xt = static_cast<T*>(ctx.workspace(chunk * per_image));
   T* dxt = xt + g.out_c * chunk * g.out_sp;
   T* col = dxt + g.out_c * chunk * g.out_sp;
+  const bool want_dx = nn::need_data_grad(*ctx.attrs);  // false: no data_grad output
+  const TBlob& dw = out[want_dx ? 1 : 0];
+  const TBlob* db = out.size() == (want_dx ? 3u : 2u) ? &out.back() : nullptr;
   cudaStream_t s = stream_of(ctx);
   if (g.batch == 0) {
-    fill_blob(out[1], 0.0, s);
-    if (out.size() == 3) fill_blob(out[2], 0.0, s);
+    fill_blob(dw, 0.0, s);
+    if (db) fill_blob(*db, 0.0, s);
     return;
   }
   for (int64_t b0 = 0; b0 < g.batch; b0 += chunk) {
@@ -171,18 +174,22 @@ void deconv_backward_typed(const OpContext& ctx, const ConvGeometry& g,
       const T* w_g = in[2].data<T>() + grp * g.out_cg() * K;
       const T* col_g = col + grp * K * width;
       const int64_t x_rows = grp * g.out_cg() * width;
-      gemm(ctx, in[1].dtype, false, false, g.out_cg(), width, K, 1.0, w_g, K, col_g, width, 0.0,
-           dxt + x_rows, width);
+      if (want_dx) {
+        gemm(ctx, in[1].dtype, false, false, g.out_cg(), width, K, 1.0, w_g, K, col_g, width,
+             0.0, dxt + x_rows, width);
+      }
       gemm(ctx, in[1].dtype, false, true, g.out_cg(), K, width, 1.0, xt + x_rows, width, col_g,
-           width, beta, out[1].data<T>() + grp * g.out_cg() * K, K);
+           width, beta, dw.data<T>() + grp * g.out_cg() * K, K);
     }
-    swap_batch_channel_kernel<T><<<grid_for(B * g.out_c * g.out_sp), kBlock, 0, s>>>(
-        dxt, out[0].data<T>() + b0 * g.out_c * g.out_sp, B, g.out_c, g.out_sp, false);
-    PMX_KERNEL_LAUNCH_CHECK();
+    if (want_dx) {
+      swap_batch_channel_kernel<T><<<grid_for(B * g.out_c * g.out_sp), kBlock, 0, s>>>(
+          dxt, out[0].data<T>() + b0 * g.out_c * g.out_sp, B, g.out_c, g.out_sp, false);
+      PMX_KERNEL_LAUNCH_CHECK();
+    }
   }
-  if (out.size() == 3) {
+  if (db) {
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(g.in_c, 65535));
-    channel_sum_kernel<T><<<blocks, kBlock, 0, s>>>(in[0].data<T>(), out[2].data<T>(), g.batch,
+    channel_sum_kernel<T><<<blocks, kBlock, 0, s>>>(in[0].data<T>(), db->data<T>(), g.batch,
                                                     g.in_c, g.in_sp);
     PMX_KERNEL_LAUNCH_CHECK();
   }

@@ -65,9 +65,13 @@ std::shared_ptr<const Attrs> shared_attrs(const OpDef& op, const Attrs& attrs) {
   return slot.attrs;
 }
 
+NDArray filled(const char* op_name, const Shape& shape, DType dtype, Device device) {
+  Attrs attrs{{"shape", shape_str(shape)}, {"dtype", dtype_name(dtype)}};
+  return invoke(op_registry::get(op_name), {}, attrs, device)[0];
+}
+
 NDArray filled_like(const NDArray& like, const char* op_name) {
-  Attrs attrs{{"shape", shape_str(like.shape())}, {"dtype", dtype_name(like.dtype())}};
-  return invoke(op_registry::get(op_name), {}, attrs, like.device())[0];
+  return filled(op_name, like.shape(), like.dtype(), like.device());
 }
 
 // Adds `grad` to the gradient arriving at an output of shape `shape`. A consumer that read the
@@ -93,7 +97,7 @@ std::vector<std::shared_ptr<Node>> topological_order(const std::vector<std::shar
     while (!stack.empty()) {
       auto& [node, next] = stack.back();
       if (next < node->inputs.size()) {
-        const std::shared_ptr<Node>& parent = node->inputs[next++].autograd_entry().node;
+        const std::shared_ptr<Node>& parent = node->inputs[next++].entry().node;
         if (parent && !done.count(parent.get())) {
           done[parent.get()] = false;
           stack.emplace_back(parent, 0);
@@ -167,21 +171,40 @@ std::unordered_map<Node*, NDArray> run_backward(const std::vector<NDArray>& head
     }
     PMX_CHECK(node.op->gradient, "operator '", node.op->name,
               "' is not differentiable, but a gradient was requested through it");
-    for (size_t k = 0; k < ograds.size(); ++k)
-      if (ograds[k].is_none()) ograds[k] = filled_like(node.outputs[k], "zeros");
+    for (size_t k = 0; k < ograds.size(); ++k) {
+      const SavedArray& out = node.outputs[k];
+      if (ograds[k].is_none()) ograds[k] = filled("zeros", out.shape(), out.dtype(), out.device());
+    }
 
     // The gradient ops run in the mode the op ran in (batch_norm recorded in predict mode
     // differentiates through its running statistics).
     set_training(node.is_train);
-    const std::vector<NDArray> inputs = node.inputs.to_vector();
-    const std::vector<NDArray> outputs = node.outputs.to_vector();
-    GradContext ctx{*node.op, *node.attrs, inputs, outputs, ograds, node.is_train};
+    std::vector<NDArray> inputs, outputs;
+    std::vector<Shape> input_shapes, output_shapes;
+    std::vector<DType> input_dtypes, output_dtypes;
+    for (const SavedArray& in : node.inputs) {
+      inputs.push_back(in.for_gradient());
+      input_shapes.push_back(in.shape());
+      input_dtypes.push_back(in.dtype());
+    }
+    for (uint32_t k = 0; k < node.outputs.size(); ++k) {
+      const SavedArray& out = node.outputs[k];
+      outputs.push_back(out.for_gradient());
+      // With create_graph a gradient reading an output (exp's reads y) must differentiate
+      // through it: give it back its entry for the duration of this gradient.
+      if (create_graph && !outputs.back().is_none())
+        outputs.back().autograd_entry() = AutogradEntry{*it, k};
+      output_shapes.push_back(out.shape());
+      output_dtypes.push_back(out.dtype());
+    }
+    GradContext ctx{*node.op,     *node.attrs,   inputs,        outputs,      ograds,
+                    node.is_train, input_shapes, input_dtypes, output_shapes, output_dtypes};
     const std::vector<NDArray> igrads = node.op->gradient(ctx);
     set_training(is_train);
     PMX_ASSERT(igrads.size() == node.inputs.size(), "gradient of '", node.op->name, "' returned ",
                igrads.size(), " arrays for ", node.inputs.size(), " inputs");
     for (size_t k = 0; k < igrads.size(); ++k) {
-      const AutogradEntry& entry = node.inputs[k].autograd_entry();
+      const AutogradEntry& entry = node.inputs[k].entry();
       if (!entry.node || igrads[k].is_none()) continue;
       PMX_ASSERT(igrads[k].shape() == node.inputs[k].shape(), "gradient of '", node.op->name,
                  "' for input ", k, " has shape ", shape_str(igrads[k].shape()),
@@ -219,29 +242,58 @@ void store_grad(Node& variable, const NDArray& grad) {
 
 }  // namespace
 
-void NodeArrays::assign(const NDArray* const* arrays, size_t n) {
-  PMX_ASSERT(empty(), "NodeArrays::assign on a filled node");
-  if (n <= kInline) {
-    for (size_t i = 0; i < n; ++i) inline_[i] = *arrays[i];
+void SavedArray::save(const NDArray& array, bool keep_value, bool keep_entry) {
+  dtype_ = array.dtype();
+  device_ = array.device();
+  if (keep_value) {
+    value_ = array;
+    // Moved out, so that the node holds one reference to the parent.
+    if (keep_entry) entry_ = std::move(value_.autograd_entry());
+    else value_.autograd_entry().node.reset();
   } else {
-    heap_.reserve(n);
-    for (size_t i = 0; i < n; ++i) heap_.push_back(*arrays[i]);
+    shape_ = array.shape();
+    if (keep_entry) entry_ = array.autograd_entry();
   }
-  size_ = n;
 }
 
-void NodeArrays::assign(const std::vector<NDArray>& arrays) {
+NDArray SavedArray::for_gradient() const {
+  if (!has_value()) return NDArray();
+  NDArray array = value_;
+  array.autograd_entry() = entry_;
+  return array;
+}
+
+namespace {
+bool is_kept(const std::optional<std::vector<int>>& kept, size_t i) {
+  if (!kept) return true;
+  for (int k : *kept)
+    if (static_cast<size_t>(k) == i) return true;
+  return false;
+}
+}  // namespace
+
+template <typename Get>
+void NodeArrays::fill(Get get, size_t n, const std::optional<std::vector<int>>& kept,
+                      bool keep_entries) {
   PMX_ASSERT(empty(), "NodeArrays::assign on a filled node");
-  if (arrays.size() <= kInline) {
-    for (size_t i = 0; i < arrays.size(); ++i) inline_[i] = arrays[i];
-  } else {
-    heap_ = arrays;
-  }
-  size_ = arrays.size();
+  if (n > kInline) heap_.resize(n);
+  size_ = n;
+  for (size_t i = 0; i < n; ++i) data()[i].save(get(i), is_kept(kept, i), keep_entries);
+}
+
+void NodeArrays::assign(const NDArray* const* arrays, size_t n,
+                        const std::optional<std::vector<int>>& kept, bool keep_entries) {
+  fill([arrays](size_t i) -> const NDArray& { return *arrays[i]; }, n, kept, keep_entries);
+}
+
+void NodeArrays::assign(const std::vector<NDArray>& arrays,
+                        const std::optional<std::vector<int>>& kept, bool keep_entries) {
+  fill([&arrays](size_t i) -> const NDArray& { return arrays[i]; }, arrays.size(), kept,
+       keep_entries);
 }
 
 void NodeArrays::clear() {
-  for (NDArray& array : inline_) array = NDArray();
+  for (SavedArray& saved : inline_) saved = SavedArray();
   heap_.clear();
   size_ = 0;
 }
@@ -258,8 +310,8 @@ Node::~Node() {
     bool draining = false;
   };
   thread_local Teardown t;  // one thread-local lookup per node
-  for (NDArray& input : inputs) {
-    std::shared_ptr<Node>& parent = input.autograd_entry().node;
+  for (SavedArray& input : inputs) {
+    std::shared_ptr<Node>& parent = input.entry().node;
     if (parent && parent.use_count() == 1) t.pending.push_back(std::move(parent));
   }
   if (t.draining) return;
@@ -332,10 +384,9 @@ void record_op(const OpDef& op, const Attrs& attrs, const NDArray* const* inputs
   node->op = &op;
   node->attrs = shared_attrs(op, attrs);
   node->is_train = is_train;
-  node->inputs.assign(inputs, num_inputs);
+  node->inputs.assign(inputs, num_inputs, op.grad_uses_inputs, /*keep_entries=*/true);
   // The node keeps its outputs without their entries (which would point back to itself).
-  node->outputs.assign(*outputs);
-  for (NDArray& out : node->outputs) out.autograd_entry().node.reset();
+  node->outputs.assign(*outputs, op.grad_uses_outputs, /*keep_entries=*/false);
   const uint32_t last = static_cast<uint32_t>(outputs->size() - 1);
   for (uint32_t i = 0; i < last; ++i) (*outputs)[i].autograd_entry() = AutogradEntry{node, i};
   (*outputs)[last].autograd_entry() = AutogradEntry{std::move(node), last};

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "pymx/autograd.h"
@@ -11,33 +12,65 @@
 namespace pymx {
 namespace autograd {
 
-// A node's input or output arrays. Most ops have at most two inputs and one output, and the
-// tape of a long loop holds many nodes, so up to kInline arrays live in the node itself instead
-// of a separate allocation (measured: each allocation kept alive by a growing tape costs ~250
+// One input or output of a recorded op as its node keeps it: always its shape, dtype, device and
+// (inputs) the autograd entry that links to the producing node; the array itself only when the
+// op's gradient reads it (OpDef::grad_uses_inputs / grad_uses_outputs). An array not kept is
+// freed as soon as the user drops it, so its memory and engine var are reused before backward.
+class SavedArray {
+ public:
+  // `keep_value`: hold the array itself. `keep_entry`: hold its autograd entry (inputs; an
+  // output's entry points back to its own node).
+  void save(const NDArray& array, bool keep_value, bool keep_entry);
+  // The kept array with its entry restored (so that gradients recorded with create_graph link to
+  // its producer), or a none array when not kept.
+  NDArray for_gradient() const;
+  bool has_value() const { return !value_.is_none(); }
+  AutogradEntry& entry() { return entry_; }
+  const AutogradEntry& entry() const { return entry_; }
+  const Shape& shape() const { return has_value() ? value_.shape() : shape_; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+
+ private:
+  // Its own entry is always empty: the node holds exactly one reference to each parent (entry_),
+  // which Node's iterative teardown relies on.
+  NDArray value_;
+  AutogradEntry entry_;
+  Shape shape_;  // only when the value is not kept (the value has it otherwise)
+  DType dtype_ = DType::kFloat32;
+  Device device_;
+};
+
+// A node's inputs or outputs. Most ops have at most two inputs and one output, and the tape of a
+// long loop holds many nodes, so up to kInline entries live in the node itself instead of a
+// separate allocation (measured: each allocation kept alive by a growing tape costs ~250
 // instructions of malloc's slow path, about the cost of the rest of recording).
 class NodeArrays {
  public:
-  // Fill an empty NodeArrays.
-  void assign(const NDArray* const* arrays, size_t n);
-  void assign(const std::vector<NDArray>& arrays);
+  // Fill an empty NodeArrays; `kept`: indices of the arrays whose values to keep (nullopt: all).
+  void assign(const NDArray* const* arrays, size_t n, const std::optional<std::vector<int>>& kept,
+              bool keep_entries);
+  void assign(const std::vector<NDArray>& arrays, const std::optional<std::vector<int>>& kept,
+              bool keep_entries);
   void clear();
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  NDArray& operator[](size_t i) { return data()[i]; }
-  const NDArray& operator[](size_t i) const { return data()[i]; }
-  NDArray* begin() { return data(); }
-  NDArray* end() { return data() + size_; }
-  const NDArray* begin() const { return data(); }
-  const NDArray* end() const { return data() + size_; }
-  std::vector<NDArray> to_vector() const { return std::vector<NDArray>(begin(), end()); }
+  SavedArray& operator[](size_t i) { return data()[i]; }
+  const SavedArray& operator[](size_t i) const { return data()[i]; }
+  SavedArray* begin() { return data(); }
+  SavedArray* end() { return data() + size_; }
+  const SavedArray* begin() const { return data(); }
+  const SavedArray* end() const { return data() + size_; }
 
  private:
   static constexpr size_t kInline = 2;
-  NDArray* data() { return size_ <= kInline ? inline_ : heap_.data(); }
-  const NDArray* data() const { return size_ <= kInline ? inline_ : heap_.data(); }
+  SavedArray* data() { return size_ <= kInline ? inline_ : heap_.data(); }
+  const SavedArray* data() const { return size_ <= kInline ? inline_ : heap_.data(); }
+  template <typename Get>
+  void fill(Get get, size_t n, const std::optional<std::vector<int>>& kept, bool keep_entries);
 
-  NDArray inline_[kInline];
-  std::vector<NDArray> heap_;  // all of them, when more than kInline
+  SavedArray inline_[kInline];
+  std::vector<SavedArray> heap_;  // all of them, when more than kInline
   size_t size_ = 0;
 };
 
@@ -49,8 +82,8 @@ class NodeArrays {
 struct Node {
   const OpDef* op = nullptr;
   std::shared_ptr<const Attrs> attrs;  // shared by nodes with equal attributes (ops only)
-  NodeArrays inputs;   // the edges to parent nodes live in their autograd entries
-  NodeArrays outputs;  // entries cleared
+  NodeArrays inputs;   // the edges to parent nodes are their autograd entries
+  NodeArrays outputs;  // without entries
   bool is_train = false;  // the train mode the op ran in, and its gradient runs in
   // Set by a backward without retain_graph: the saved arrays are gone.
   bool freed = false;

@@ -102,8 +102,12 @@ struct CCallback {
         name(op_name != nullptr ? op_name : "c_callback") {}
   CCallback(const CCallback&) = delete;
   CCallback& operator=(const CCallback&) = delete;
-  ~CCallback() {
+  ~CCallback() { release(); }
+  // Frees user_data once. Called right after fn, so that it happens before the op completes and
+  // a pmx_var_wait on its writes returns only afterwards; the destructor covers skipped ops.
+  void release() {
     if (user_data_free != nullptr) user_data_free(user_data);
+    user_data_free = nullptr;
   }
 };
 
@@ -435,6 +439,7 @@ int pmx_engine_push(PmxEngineFn fn, void* user_data, PmxUserDataFree user_data_f
         last_error.clear();
         const int status = callback->fn(callback->user_data, static_cast<int>(rc.device.type),
                                         rc.device.id, rc.stream);
+        callback->release();
         if (status == PMX_OK) return;
         const bool known = status > PMX_OK && status <= PMX_ERR_TYPE;
         std::string message = last_error.empty()
@@ -464,6 +469,36 @@ int pmx_engine_dump(const char** out_text) {
   PMX_API_BEGIN();
   returned_text = Engine::get()->dump();
   *out_text = returned_text.c_str();
+  PMX_API_END();
+}
+
+// ---------------------------------------------------------------------------------------------
+// External memory
+// ---------------------------------------------------------------------------------------------
+
+int pmx_array_from_external(void* data, const int64_t* shape, int ndim, int dtype,
+                            int device_type, int device_id, PmxUserDataFree release,
+                            void* user_data, PmxArray** out_array) {
+  PMX_API_BEGIN();
+  const Device device = make_device(device_type, device_id);
+  check_device_exists(device);
+  const Shape dims = shape_of(shape, ndim);
+  const DType type = make_dtype(dtype);
+  // Allocated first: once the array exists, a failure would release the caller's memory.
+  auto handle = std::make_unique<PmxArray>();
+  if (device.is_gpu()) {
+    // pymx's kernels run on their own streams; the producer's work is on the default stream.
+    gpu::set_device(device.id);
+    gpu::stream_synchronize(nullptr);
+  }
+  ExternalMemory memory;
+  memory.dptr = data;
+  memory.bytes = shape_size(dims) * dtype_size(type);
+  memory.device = device;
+  memory.release = release;
+  memory.context = user_data;
+  handle->array = NDArray::from_external(memory, dims, type);
+  *out_array = handle.release();
   PMX_API_END();
 }
 

@@ -18,9 +18,34 @@ Chunk::Chunk(size_t bytes, Device dev, void* stream) : device(dev) {
   var = Engine::get()->new_var();
 }
 
+Chunk::Chunk(const ExternalMemory& memory)
+    : device(memory.device),
+      external_release(memory.release),
+      external_context(memory.context),
+      external(true) {
+  check_engine_device(memory.device);
+  storage.dptr = memory.dptr;
+  storage.size = memory.bytes;
+  storage.device = memory.device;
+  var = Engine::get()->new_var();
+}
+
 Chunk::~Chunk() {
   // The engine runs the deletion after every op queued on `var` has finished, so the memory
   // outlives all kernels that may still use it.
+  if (external) {
+    void (*release)(void*) = external_release;
+    void* context = external_context;
+    Engine::get()->delete_var(
+        [release, context](RunContext ctx) {
+          // On a GPU the deletion runs once its stream has waited for the var's ops, which may
+          // still be executing: the owner may reuse the memory as soon as it gets it back.
+          if (ctx.stream != nullptr) gpu::stream_synchronize(ctx.stream);
+          if (release != nullptr) release(context);
+        },
+        device, var);
+    return;
+  }
   StorageHandle handle = storage;
   Engine::get()->delete_var(
       [handle](RunContext ctx) mutable {
@@ -58,6 +83,24 @@ NDArray::NDArray(const Shape& shape, Device device, DType dtype, void* stream)
       shape_(shape),
       dtype_(dtype),
       device_(device) {}
+
+NDArray NDArray::from_external(const ExternalMemory& memory, const Shape& shape, DType dtype) {
+  const size_t bytes = checked_nbytes(shape, dtype);
+  PMX_CHECK(memory.bytes >= bytes, "external memory of ", memory.bytes,
+            " bytes is too small for an array of shape ", shape_str(shape), " and dtype ",
+            dtype_name(dtype), " (", bytes, " bytes)");
+  PMX_CHECK(bytes == 0 || memory.dptr != nullptr, "external memory of ", memory.bytes,
+            " bytes at a null address");
+  PMX_CHECK(bytes == 0 || reinterpret_cast<uintptr_t>(memory.dptr) % dtype_size(dtype) == 0,
+            "external memory at address ", memory.dptr, " is not aligned to the ",
+            dtype_size(dtype), "-byte elements of dtype ", dtype_name(dtype));
+  NDArray out;
+  out.chunk_ = std::make_shared<Chunk>(memory);
+  out.shape_ = shape;
+  out.dtype_ = dtype;
+  out.device_ = memory.device;
+  return out;
+}
 
 TBlob NDArray::blob() const {
   PMX_ASSERT(chunk_ != nullptr, "blob() of a none array");

@@ -92,6 +92,11 @@ cdef extern from "pymx/c_api.h" nogil:
     int pmx_engine_wait_all()
     int pmx_engine_dump(const char** out_text)
 
+    # External memory
+    int pmx_array_from_external(void* data, const int64_t* shape, int ndim, int dtype,
+                                int device_type, int device_id, PmxUserDataFree release,
+                                void* user_data, PmxArray** out_array)
+
     # Autograd and graph: AUTOGRAD's section (mirrors the header's section of that name).
     ctypedef struct PmxGraph:
         pass

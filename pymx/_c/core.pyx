@@ -10,15 +10,18 @@ cimport cython
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.buffer cimport (PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
                              PyObject_GetBuffer)
-from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New
+from cpython.pycapsule cimport (PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_GetPointer,
+                                PyCapsule_IsValid, PyCapsule_New, PyCapsule_SetName)
 from cpython.unicode cimport PyUnicode_AsUTF8
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport strdup
 from libcpp.vector cimport vector
 
 from pymx._c.c_api cimport *
 
+import atexit
+import ctypes
 import numbers
 
 import numpy as _onp
@@ -276,15 +279,17 @@ cdef class NDArrayBase:
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Exports the array as a DLPack capsule that shares its memory (a copy when
-        copy=True). Waits for pending ops on the array first, so the consumer sees final values
-        and `stream` is not needed."""
+        copy=True): DLPack 1.0 when max_version allows it, else the legacy ABI. Waits for
+        pending ops on the array first, so the consumer sees final values and `stream` is not
+        needed."""
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"cannot export an array on {self.device} to DLPack device "
                               f"{tuple(dl_device)} without a copy to that device")
         source = self
         if copy:
             source = self._copy_to_device(self.device)
-        return _to_dlpack_capsule(source)
+        versioned = max_version is not None and max_version[0] >= 1
+        return _to_dlpack_capsule(source, versioned, bool(copy))
 
     def _data_address(self):
         """The address of the first element (0 when empty); read only after a wait."""
@@ -319,7 +324,7 @@ cdef class NDArrayBase:
 
 
 # ---------------------------------------------------------------------------------------------
-# DLPack (https://dmlc.github.io/dlpack): the legacy unversioned ABI, which every consumer takes.
+# DLPack (https://dmlc.github.io/dlpack): export (ndarray.__dlpack__) and import (from_dlpack).
 # ---------------------------------------------------------------------------------------------
 
 ctypedef struct DLDevice:
@@ -345,6 +350,23 @@ ctypedef struct DLManagedTensor:
     void* manager_ctx
     void (*deleter)(DLManagedTensor*) noexcept nogil
 
+# DLPack 1.x: what a consumer gets when it passes max_version=(1, ...).
+ctypedef struct DLPackVersion:
+    uint32_t major
+    uint32_t minor
+
+ctypedef struct DLManagedTensorVersioned:
+    DLPackVersion version
+    void* manager_ctx
+    void (*deleter)(DLManagedTensorVersioned*) noexcept nogil
+    uint64_t flags
+    DLTensor dl_tensor
+
+cdef enum:
+    DLPACK_FLAG_READ_ONLY = 1
+    DLPACK_FLAG_IS_COPIED = 2
+    DLPACK_MAX_MAJOR = 1
+
 # PmxDeviceType -> DLDeviceType, and dtype flag -> (DLDataTypeCode, bits).
 _DLPACK_DEVICE = {PMX_DEVICE_CPU: 1, PMX_DEVICE_GPU: 2, PMX_DEVICE_CPU_PINNED: 3}
 cdef uint8_t[8] _DL_CODES = [2, 2, 2, 1, 0, 0, 0, 6]   # float, float, float, uint, int x3, bool
@@ -357,6 +379,11 @@ cdef void _dlpack_deleter(DLManagedTensor* tensor) noexcept nogil:
     free(tensor)
 
 
+cdef void _dlpack_versioned_deleter(DLManagedTensorVersioned* tensor) noexcept nogil:
+    pmx_array_free(<PmxArray*>tensor.manager_ctx)
+    free(tensor)
+
+
 cdef void _dlpack_capsule_destructor(object capsule) noexcept:
     # A consumer renames the capsule to "used_dltensor" and then owns the tensor.
     if PyCapsule_IsValid(capsule, b"dltensor"):
@@ -364,7 +391,15 @@ cdef void _dlpack_capsule_destructor(object capsule) noexcept:
         tensor.deleter(tensor)
 
 
-cdef object _to_dlpack_capsule(NDArrayBase array):
+cdef void _dlpack_versioned_capsule_destructor(object capsule) noexcept:
+    if PyCapsule_IsValid(capsule, b"dltensor_versioned"):
+        tensor = <DLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, b"dltensor_versioned")
+        tensor.deleter(tensor)
+
+
+cdef object _to_dlpack_capsule(NDArrayBase array, bint versioned, bint copied):
+    """A capsule sharing `array`'s memory: DLPack 1.0 (`versioned`; `copied` sets the flag
+    IS_COPIED) or the legacy unversioned ABI."""
     cdef int ndim, dtype, device_type, device_id, rc
     cdef const int64_t* shape
     cdef void* data
@@ -378,23 +413,313 @@ cdef object _to_dlpack_capsule(NDArrayBase array):
     check(pmx_array_dtype(keep_alive, &dtype))
     check(pmx_array_device(keep_alive, &device_type, &device_id))
     check(pmx_array_data(keep_alive, &data))
-    cdef DLManagedTensor* tensor = <DLManagedTensor*>malloc(sizeof(DLManagedTensor))
+    cdef DLManagedTensor* legacy = NULL
+    cdef DLManagedTensorVersioned* managed = NULL
+    cdef DLTensor* tensor
+    if versioned:
+        managed = <DLManagedTensorVersioned*>malloc(sizeof(DLManagedTensorVersioned))
+        tensor = &managed.dl_tensor if managed != NULL else NULL
+    else:
+        legacy = <DLManagedTensor*>malloc(sizeof(DLManagedTensor))
+        tensor = &legacy.dl_tensor if legacy != NULL else NULL
     if tensor == NULL:
         pmx_array_free(keep_alive)
         raise MemoryError("out of host memory for a DLPack tensor")
-    tensor.dl_tensor.data = data
-    tensor.dl_tensor.device.device_type = _DLPACK_DEVICE[device_type]
-    tensor.dl_tensor.device.device_id = device_id
-    tensor.dl_tensor.ndim = ndim
-    tensor.dl_tensor.dtype.code = _DL_CODES[dtype]
-    tensor.dl_tensor.dtype.bits = _DL_BITS[dtype]
-    tensor.dl_tensor.dtype.lanes = 1
-    tensor.dl_tensor.shape = shape
-    tensor.dl_tensor.strides = NULL  # compact row-major
-    tensor.dl_tensor.byte_offset = 0
-    tensor.manager_ctx = keep_alive
-    tensor.deleter = _dlpack_deleter
-    return PyCapsule_New(tensor, b"dltensor", _dlpack_capsule_destructor)
+    tensor.data = data
+    tensor.device.device_type = _DLPACK_DEVICE[device_type]
+    tensor.device.device_id = device_id
+    tensor.ndim = ndim
+    tensor.dtype.code = _DL_CODES[dtype]
+    tensor.dtype.bits = _DL_BITS[dtype]
+    tensor.dtype.lanes = 1
+    tensor.shape = shape
+    tensor.strides = NULL  # compact row-major
+    tensor.byte_offset = 0
+    if versioned:
+        managed.version.major = 1
+        managed.version.minor = 0
+        managed.manager_ctx = keep_alive
+        managed.deleter = _dlpack_versioned_deleter
+        managed.flags = DLPACK_FLAG_IS_COPIED if copied else 0
+        return PyCapsule_New(managed, b"dltensor_versioned", _dlpack_versioned_capsule_destructor)
+    legacy.manager_ctx = keep_alive
+    legacy.deleter = _dlpack_deleter
+    return PyCapsule_New(legacy, b"dltensor", _dlpack_capsule_destructor)
+
+
+# ---- Import (pymx.np.from_dlpack) ------------------------------------------------------------
+#
+# Note [Zero-copy DLPack import]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A contiguous, element-aligned, writable tensor on a device pymx serves becomes an array over
+# the producer's memory (pmx_array_from_external); the capsule is renamed "used_dltensor"
+# ("used_dltensor_versioned") and the producer's deleter runs when the pymx array dies, after
+# every op queued on it. Anything else is copied once: strided or misaligned host tensors
+# through NumPy, and read-only tensors or another target device with a pymx copy of the
+# wrapped memory; strided or misaligned CUDA tensors are refused (make them contiguous first).
+#
+# The release runs on an engine worker without the GIL, but a producer's deleter may need the
+# interpreter (NumPy's takes the GIL). A worker blocking on the GIL could deadlock with a thread
+# that holds the GIL while it waits for the engine (os.fork waits for pending work in
+# pthread_atfork), so a worker only queues the release and schedules Py_AddPendingCall; the main
+# thread runs the deleters at its next bytecode boundary, and from_dlpack and exit run them
+# too. A thread that holds the GIL (the naive engine frees at once) calls the deleter directly.
+# After the interpreter began exiting (our atexit handler has drained the queue), releases are
+# skipped: a deleter could not run safely any more and the process frees its memory anyway.
+
+cdef extern from "Python.h":
+    int Py_AddPendingCall(int (*func)(void*) noexcept, void* arg) nogil
+    int PyGILState_Check() nogil
+
+cdef extern from "<mutex>" nogil:
+    cppclass _Mutex "std::mutex":
+        void lock()
+        void unlock()
+
+ctypedef void (*_ReleaseFn)(void* tensor) noexcept nogil
+
+cdef struct _PendingRelease:
+    _ReleaseFn release
+    void* tensor
+
+cdef _Mutex _release_mutex
+cdef vector[_PendingRelease] _pending_releases  # guarded by _release_mutex
+cdef bint _release_scheduled = False             # guarded by _release_mutex
+cdef bint _interpreter_exiting = False           # guarded by _release_mutex
+
+# (DLDataTypeCode, bits) -> pymx dtype flag; names of the codes for error messages.
+_DL_TO_FLAG = {(2, 32): 0, (2, 64): 1, (2, 16): 2, (1, 8): 3, (0, 32): 4, (0, 8): 5, (0, 64): 6,
+               (6, 8): 7}
+_DL_CODE_NAMES = {0: "int", 1: "uint", 2: "float", 3: "opaque_handle", 4: "bfloat",
+                  5: "complex", 6: "bool", 7: "float8", 8: "float6", 9: "float4"}
+_DL_DEVICE_NAMES = {1: "kDLCPU", 2: "kDLCUDA", 3: "kDLCUDAHost", 4: "kDLOpenCL", 7: "kDLVulkan",
+                    8: "kDLMetal", 9: "kDLVPI", 10: "kDLROCM", 11: "kDLROCMHost", 12: "kDLExtDev",
+                    13: "kDLCUDAManaged", 14: "kDLOneAPI", 15: "kDLWebGPU", 16: "kDLHexagon",
+                    17: "kDLMAIA"}
+
+
+cdef void _call_legacy_deleter(void* tensor) noexcept nogil:
+    cdef DLManagedTensor* managed = <DLManagedTensor*>tensor
+    if managed.deleter != NULL:
+        managed.deleter(managed)
+
+
+cdef void _call_versioned_deleter(void* tensor) noexcept nogil:
+    cdef DLManagedTensorVersioned* managed = <DLManagedTensorVersioned*>tensor
+    if managed.deleter != NULL:
+        managed.deleter(managed)
+
+
+cdef int _run_pending_releases(void* unused) noexcept:
+    """Calls the queued deleters; runs with the GIL (a pending call, from_dlpack, exit)."""
+    global _release_scheduled
+    cdef vector[_PendingRelease] batch
+    _release_mutex.lock()
+    batch.swap(_pending_releases)
+    _release_scheduled = False
+    _release_mutex.unlock()
+    for item in batch:
+        item.release(item.tensor)
+    return 0
+
+
+cdef void _release_soon(_ReleaseFn release, void* tensor) noexcept nogil:
+    """Runs `release(tensor)` now if this thread holds the GIL, else queues it (see the Note)."""
+    global _release_scheduled
+    cdef bint schedule
+    _release_mutex.lock()
+    if _interpreter_exiting:
+        _release_mutex.unlock()
+        return
+    if PyGILState_Check():
+        _release_mutex.unlock()
+        release(tensor)
+        return
+    _pending_releases.push_back(_PendingRelease(release, tensor))
+    schedule = not _release_scheduled
+    _release_scheduled = True
+    _release_mutex.unlock()
+    if schedule and Py_AddPendingCall(_run_pending_releases, NULL) != 0:
+        # The interpreter's queue is full: the next release or from_dlpack tries again.
+        _release_mutex.lock()
+        _release_scheduled = False
+        _release_mutex.unlock()
+
+
+cdef void _release_legacy(void* tensor) noexcept nogil:
+    _release_soon(_call_legacy_deleter, tensor)
+
+
+cdef void _release_versioned(void* tensor) noexcept nogil:
+    _release_soon(_call_versioned_deleter, tensor)
+
+
+def _release_imports_at_exit():
+    """Finishes the engine's pending work, runs the deleters it queued, and stops calling
+    producers' deleters from then on (the interpreter is going away)."""
+    global _interpreter_exiting
+    with nogil:
+        pmx_engine_wait_all()  # an error stored by an unobserved op has nobody to go to now
+    _run_pending_releases(NULL)
+    _release_mutex.lock()
+    _interpreter_exiting = True
+    _release_mutex.unlock()
+
+
+atexit.register(_release_imports_at_exit)
+
+
+def dlpack_device_of(int dl_device_type, int dl_device_id):
+    """The pymx device (type, id) for a DLPack device; BufferError naming it when pymx cannot use
+    it (another accelerator, or a CUDA device this process does not see)."""
+    if dl_device_type == 1:
+        return PMX_DEVICE_CPU, 0
+    if dl_device_type == 3:
+        return PMX_DEVICE_CPU_PINNED, 0
+    name = _DL_DEVICE_NAMES.get(dl_device_type, "unknown")
+    if dl_device_type == 2:
+        count = gpu_count()
+        if dl_device_id < count:
+            return PMX_DEVICE_GPU, dl_device_id
+        raise BufferError(f"from_dlpack: the data is on DLPack device ({dl_device_type}, "
+                          f"{dl_device_id}) ({name}), but pymx sees {count} GPU(s)")
+    raise BufferError(f"from_dlpack: pymx cannot use DLPack device ({dl_device_type}, "
+                      f"{dl_device_id}) ({name}); supported: kDLCPU, kDLCUDA, kDLCUDAHost")
+
+
+cdef str _dl_dtype_name(DLDataType dtype):
+    name = f"{_DL_CODE_NAMES.get(dtype.code, f'code {dtype.code} ')}{dtype.bits}"
+    return name if dtype.lanes == 1 else f"{name}x{dtype.lanes}"
+
+
+def from_dlpack_capsule(capsule, device, copy):
+    """A pymx array from a DLPack capsule (see Note [Zero-copy DLPack import]).
+
+    device: the target pymx Device, or None for the producer's device. copy: None (copy only
+    when needed), True (always), False (never: BufferError when a copy would be needed).
+    """
+    if not PyCapsule_CheckExact(capsule):
+        raise TypeError(f"expected a DLPack capsule, got {type(capsule).__name__}")
+    _run_pending_releases(NULL)  # earlier imports' releases that were waiting for the GIL
+    cdef bytes name = PyCapsule_GetName(capsule)
+    cdef bint versioned = name == b"dltensor_versioned"
+    if name in (b"used_dltensor", b"used_dltensor_versioned"):
+        raise BufferError("from_dlpack: this DLPack capsule was already consumed")
+    if not versioned and name != b"dltensor":
+        raise TypeError(f"from_dlpack: a capsule named {name.decode()!r} is not a DLPack tensor")
+
+    cdef void* managed = PyCapsule_GetPointer(capsule, name)
+    cdef DLManagedTensorVersioned* managed_v
+    cdef DLTensor* tensor
+    cdef bint read_only = False
+    if versioned:
+        managed_v = <DLManagedTensorVersioned*>managed
+        if managed_v.version.major > DLPACK_MAX_MAJOR:
+            raise BufferError(f"from_dlpack: DLPack version {managed_v.version.major}."
+                              f"{managed_v.version.minor} is newer than pymx reads (1.x)")
+        tensor = &managed_v.dl_tensor
+        read_only = (managed_v.flags & DLPACK_FLAG_READ_ONLY) != 0
+    else:
+        tensor = &(<DLManagedTensor*>managed).dl_tensor
+
+    dtype_key = (tensor.dtype.code, tensor.dtype.bits)
+    if tensor.dtype.lanes != 1 or dtype_key not in _DL_TO_FLAG:
+        raise TypeError(f"from_dlpack: unsupported dtype {_dl_dtype_name(tensor.dtype)}; pymx "
+                        f"takes float16/32/64, int8/32/64, uint8 and bool")
+    cdef int dtype = _DL_TO_FLAG[dtype_key]
+    cdef int itemsize = tensor.dtype.bits // 8
+    source_type, source_id = dlpack_device_of(tensor.device.device_type, tensor.device.device_id)
+    cdef int device_type = source_type, device_id = source_id
+    if device is not None:
+        _device_pair(device, &device_type, &device_id)
+
+    shape = tuple([tensor.shape[i] for i in range(tensor.ndim)])
+    cdef int64_t size = 1
+    for d in shape:
+        size *= d
+    strides = None
+    if tensor.strides != NULL:
+        strides = tuple([tensor.strides[i] for i in range(tensor.ndim)])
+    cdef size_t address = <size_t>tensor.data + tensor.byte_offset
+    if size == 0:
+        contiguous = True
+    else:
+        contiguous = strides is None or _is_row_major(shape, strides)
+    aligned = size == 0 or address % itemsize == 0
+    source_is_host = source_type != PMX_DEVICE_GPU
+    same_place = ((source_is_host and device_type != PMX_DEVICE_GPU) or
+                  (source_type == device_type and source_id == device_id))
+
+    if not (contiguous and aligned):
+        if copy is False:
+            raise BufferError(f"from_dlpack(copy=False): the tensor of shape {shape} with strides "
+                              f"{strides} at address {address:#x} needs a copy (pymx arrays are "
+                              f"contiguous and element-aligned)")
+        if not source_is_host:
+            raise BufferError(f"from_dlpack: a CUDA tensor of shape {shape} must be contiguous "
+                              f"and {itemsize}-byte aligned, got strides {strides} at address "
+                              f"{address:#x}; make it contiguous first")
+        # The capsule keeps the memory alive during the copy; its destructor releases it.
+        values = _host_copy(address, shape, strides, DTYPES[dtype], itemsize)
+        out = empty(shape, DTYPES[dtype], _device_object(device_type, device_id))
+        out._sync_copy_from(values)
+        return out
+
+    needs_copy = copy is True or read_only or not same_place
+    if copy is False and needs_copy:
+        raise BufferError(f"from_dlpack(copy=False): a {'read-only ' if read_only else ''}"
+                          f"tensor on DLPack device ({tensor.device.device_type}, "
+                          f"{tensor.device.device_id}) cannot become a writable pymx array on "
+                          f"{_device_object(device_type, device_id)} without a copy")
+    cdef int wrap_type = device_type if same_place else source_type
+    cdef int wrap_id = device_id if same_place else source_id
+    cdef vector[int64_t] dims
+    _shape_to_c(shape, &dims)
+    cdef PmxArray* handle
+    check(pmx_array_from_external(<void*>address, dims.data(), <int>dims.size(), dtype,
+                                  wrap_type, wrap_id,
+                                  _release_versioned if versioned else _release_legacy,
+                                  managed, &handle))
+    # pymx owns the tensor now: the capsule's destructor must leave it alone.
+    PyCapsule_SetName(capsule, b"used_dltensor_versioned" if versioned else b"used_dltensor")
+    out = wrap_handle(handle)
+    if needs_copy:
+        # The wrapped memory is released once the copy has read it. Waited for: the producer
+        # may change its data as soon as from_dlpack returns.
+        out = out._copy_to_device(_device_object(device_type, device_id))
+        out.wait_to_read()
+    return out
+
+
+def _row_major_strides(shape):
+    strides = []
+    step = 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
+
+
+def _is_row_major(shape, strides):
+    expected = 1
+    for extent, stride in zip(reversed(shape), reversed(strides)):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
+def _host_copy(size_t address, shape, strides, dtype, int itemsize):
+    """A C-contiguous NumPy copy of a strided host tensor at `address` (strides in elements)."""
+    if strides is None:  # contiguous but misaligned
+        strides = _row_major_strides(shape)
+    low = sum(s * (n - 1) for s, n in zip(strides, shape) if s < 0)
+    high = sum(s * (n - 1) for s, n in zip(strides, shape) if s > 0)
+    span = (high - low + 1) * itemsize
+    memory = (ctypes.c_char * span).from_address(address + low * itemsize)
+    view = _onp.ndarray(shape, dtype, buffer=memory, offset=-low * itemsize,
+                        strides=tuple(int(s) * itemsize for s in strides))
+    return _onp.array(view, order="C")
 
 
 def empty(shape, dtype, device):

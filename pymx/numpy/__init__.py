@@ -10,7 +10,7 @@ or float-valued functions of integers give float32.
 """
 import numpy as _onp
 
-from pymx.ndarray import ndarray
+from pymx.ndarray import from_dlpack, ndarray
 from pymx.numpy._core import *  # noqa: F401,F403
 from pymx.numpy._core import __all__ as _core_all
 from pymx.numpy import random  # noqa: F401
@@ -32,6 +32,6 @@ inf = _onp.inf
 nan = _onp.nan
 newaxis = None
 
-__all__ = list(_core_all) + ["ndarray", "random", "linalg", "float16", "float32", "float64",
+__all__ = list(_core_all) + ["ndarray", "from_dlpack", "random", "linalg", "float16", "float32", "float64",
                               "int8", "int32", "int64", "uint8", "bool_", "dtype", "pi", "e",
                               "inf", "nan", "newaxis"]

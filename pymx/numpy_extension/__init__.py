@@ -159,14 +159,17 @@ _CHANNEL_LAST = ("NWC", "NHWC", "NDHWC")
 
 def convolution(data, weight, bias=None, kernel=None, stride=None, dilate=None, pad=None,
                 num_filter=None, num_group=1, workspace=None, no_bias=None, cudnn_tune=None,
-                cudnn_off=None, layout=None):
+                cudnn_off=None, layout=None, act_type=None):
     """N-D convolution (1-3 spatial dims) as MXNet's Convolution. kernel and num_filter default
-    to the weight's shape. workspace/cudnn_tune/cudnn_off are accepted and ignored."""
+    to the weight's shape. workspace/cudnn_tune/cudnn_off are accepted and ignored.
+    act_type='relu' (a pymx extension) returns relu(convolution) from one fused kernel."""
     inputs, no_bias = _with_bias("convolution", data, weight, bias, no_bias)
     if kernel is None:
         kernel = weight.shape[1:-1] if layout in _CHANNEL_LAST else weight.shape[2:]
     attrs = {"kernel": tuple(kernel), "num_filter": weight.shape[0] if num_filter is None
              else num_filter, "num_group": num_group, "no_bias": no_bias, "layout": layout}
+    if act_type is not None:
+        attrs["act_type"] = act_type
     for key, value in (("stride", stride), ("dilate", dilate), ("pad", pad)):
         if value is not None:
             attrs[key] = tuple(value) if isinstance(value, (tuple, list)) else (value,)

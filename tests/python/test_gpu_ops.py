@@ -345,6 +345,49 @@ def test_convolution(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_convolution_fused_relu_and_no_data_grad(dtype):
+    """act_type='relu' (relu in the bias epilogue; the backward masks out_grad by out > 0) and
+    need_data_grad=False (no data_grad output) give the CPU's results."""
+    rtol = {"float16": 2e-2, "float32": 1e-4, "float64": 1e-10}[dtype]
+    cases = [  # data, weight, attrs
+        ((2, 3, 9, 8), (4, 3, 3, 2), {"kernel": (3, 2), "stride": (2, 1), "pad": (1, 0), "num_filter": 4}),
+        ((2, 4, 7, 7), (6, 2, 3, 3), {"kernel": (3, 3), "num_group": 2, "num_filter": 6}),
+    ]
+    for data, weight, attrs in cases:
+        relu = dict(attrs, act_type="relu")
+        x, w, b = sample(data, dtype, -1, 1), sample(weight, dtype, -1, 1), sample(weight[:1], dtype)
+        check("convolution", [x, w, b], relu, rtol=rtol, atol=rtol)
+        check("convolution", [x, w], dict(relu, no_bias=True), rtol=rtol, atol=rtol)
+        y = run("convolution", [x, w, b], relu, cpu(0))[0]
+        dy = sample(y.shape, dtype, -1, 1)
+        check("convolution_backward", [dy, x, w, y], relu, rtol=rtol, atol=rtol)
+        check("convolution_backward", [dy, x, w, y], dict(relu, need_data_grad=False), rtol=rtol,
+              atol=rtol)
+        check("convolution_backward", [dy, x, w], dict(attrs, need_data_grad=False, no_bias=True),
+              rtol=rtol, atol=rtol)
+        x_arr, w_arr, b_arr = (from_numpy(a, device=gpu(0)) for a in (x, w, b))
+        w_arr.attach_grad()
+        b_arr.attach_grad()
+        with autograd.record():  # the data has no autograd node: its gradient is skipped
+            out = invoke("convolution", [x_arr, w_arr, b_arr], relu)[0]
+        out.backward(from_numpy(dy, device=gpu(0)))
+        dw, db = run("convolution_backward", [dy, x, w, y], relu, cpu(0))[1:]
+        onp.testing.assert_allclose(w_arr.grad.asnumpy(), dw, rtol=rtol, atol=rtol)
+        onp.testing.assert_allclose(b_arr.grad.asnumpy(), db, rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_deconvolution_no_data_grad(dtype):
+    x, w = sample((2, 3, 5, 4), dtype, -1, 1), sample((3, 4, 3, 2), dtype, -1, 1)
+    attrs = {"kernel": (3, 2), "stride": (2, 1), "pad": (1, 0), "num_filter": 4}
+    dy = sample(run("deconvolution", [x, w], dict(attrs, no_bias=True), cpu(0))[0].shape, dtype)
+    rtol = {"float32": 1e-4, "float64": 1e-10}[dtype]
+    for no_bias in (False, True):
+        check("deconvolution_backward", [dy, x, w],
+              dict(attrs, need_data_grad=False, no_bias=no_bias), rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_deconvolution(dtype):
     rtol = {"float16": 2e-2, "float32": 1e-4, "float64": 1e-10}[dtype]
     cases = [  # data, weight (C_in, num_filter/num_group, kernel...), attrs

@@ -27,7 +27,7 @@ extern "C" {
 
 #define PMX_API __attribute__((visibility("default")))
 #define PMX_API_VERSION_MAJOR 0
-#define PMX_API_VERSION_MINOR 2
+#define PMX_API_VERSION_MINOR 3
 
 /* Values equal pymx::Status. */
 enum PmxStatus {
@@ -174,8 +174,9 @@ PMX_API int pmx_var_new(PmxVar** out_var);
 /* Frees the var once every op pushed on it so far has finished. */
 PMX_API int pmx_var_free(PmxVar* var);
 /* Never blocks. `fn(user_data, ...)` runs after every earlier write to `reads` and every earlier
- * op on `writes`. `user_data_free(user_data)` runs exactly once, after `fn` (on the worker
- * thread), or at once when the push itself fails. `name` may be NULL; it shows in
+ * op on `writes`. `user_data_free(user_data)` runs exactly once: right after `fn` on the worker
+ * thread (before the op completes), when the op is skipped because an input carries an error, or
+ * at once when the push itself fails. `name` may be NULL; it shows in
  * pmx_engine_dump. */
 PMX_API int pmx_engine_push(PmxEngineFn fn, void* user_data, PmxUserDataFree user_data_free,
                             PmxVar* const* reads, int num_reads, PmxVar* const* writes,
@@ -186,6 +187,22 @@ PMX_API int pmx_var_wait(PmxVar* var);
 PMX_API int pmx_engine_wait_all(void);
 /* Pending ops per var, as text. Thread-local; valid until the next pmx_ call on this thread. */
 PMX_API int pmx_engine_dump(const char** out_text);
+
+/* ---------------------------------------------------------------------------------------------
+ * External memory: arrays over memory pymx does not own (zero-copy DLPack import).
+ * ------------------------------------------------------------------------------------------- */
+
+/* A new array over `data` without copying: contiguous row-major elements of `shape` and `dtype`
+ * on (device_type, device_id), `data` aligned to the element size (NULL allowed when empty).
+ * `release(user_data)` runs exactly once, when no handle and no queued op uses the memory any
+ * more: on an engine worker thread (after its GPU stream finished with the memory) or on the
+ * thread freeing the last handle. `release` may be NULL when the memory outlives the array.
+ * The caller must not free the memory before that. For a GPU, the data must be ready on the
+ * device's legacy default stream (what a DLPack consumer asks for with stream=1); this call
+ * waits for that stream. On failure `release` is not called and the caller keeps the memory. */
+PMX_API int pmx_array_from_external(void* data, const int64_t* shape, int ndim, int dtype,
+                                    int device_type, int device_id, PmxUserDataFree release,
+                                    void* user_data, PmxArray** out_array);
 
 /* ---------------------------------------------------------------------------------------------
  * Autograd and graph: AUTOGRAD's section (engine/src/c_api_autograd.cc). Append new sections

@@ -25,15 +25,31 @@ struct TBlob {
   T* data() const { return static_cast<T*>(dptr); }
 };
 
+// Memory that pymx uses but does not own (a tensor imported through DLPack): `release(context)`
+// hands it back to its owner. `release` may be null when the owner outlives every use.
+struct ExternalMemory {
+  void* dptr = nullptr;
+  size_t bytes = 0;
+  Device device;
+  void (*release)(void* context) = nullptr;
+  void* context = nullptr;
+};
+
 // Storage plus the var that orders every op touching it. The destructor hands both to the
 // engine (delete_var), so memory is freed only after the last queued op on it has finished.
+// External memory is released the same way, through its own `release` instead of storage::free.
 struct Chunk {
   StorageHandle storage;
   VarHandle var = nullptr;
   Device device;
+  void (*external_release)(void* context) = nullptr;  // set for external memory only
+  void* external_context = nullptr;
+  bool external = false;
 
   // `stream`: see storage::alloc.
   Chunk(size_t bytes, Device device, void* stream = nullptr);
+  // Wraps `memory` without copying. If this throws, `memory` is not released.
+  explicit Chunk(const ExternalMemory& memory);
   ~Chunk();
   Chunk(const Chunk&) = delete;
   Chunk& operator=(const Chunk&) = delete;
@@ -59,6 +75,10 @@ class NDArray {
   NDArray() = default;  // the "none" array
   // Allocates (uninitialised) memory for shape/dtype on device; `stream`: see storage::alloc.
   NDArray(const Shape& shape, Device device, DType dtype, void* stream = nullptr);
+  // An array over `memory` (contiguous row-major, at least shape x dtype bytes, aligned to the
+  // element size), no copy. The memory is released once the last handle and the last queued op
+  // on it are gone. If this throws, `memory` is not released.
+  static NDArray from_external(const ExternalMemory& memory, const Shape& shape, DType dtype);
 
   bool is_none() const { return chunk_ == nullptr; }
   const Shape& shape() const { return shape_; }

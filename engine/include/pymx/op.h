@@ -70,6 +70,12 @@ struct GradContext {
   const std::vector<NDArray>& outputs;
   const std::vector<NDArray>& out_grads;
   bool is_train;
+  // Shapes and dtypes of every input and output, also of those that `inputs` / `outputs` hold
+  // as none arrays because the op's gradient does not read their values (OpDef::grad_uses_*).
+  const std::vector<Shape>& input_shapes;
+  const std::vector<DType>& input_dtypes;
+  const std::vector<Shape>& output_shapes;
+  const std::vector<DType>& output_dtypes;
 };
 
 // infer: fills one shape and dtype per output from the inputs; throws Error(kInvalidArg) with
@@ -92,6 +98,12 @@ struct OpDef {
   GradFn gradient;                 // empty: not differentiable
   std::vector<int> mutate_inputs;  // inputs the kernel also writes (running stats, optimizer state)
   bool uses_rng = false;
+  // The inputs and outputs whose values `gradient` reads, by index; nullopt (the default): all.
+  // Autograd keeps only these alive until backward, so memory and engine vars of the rest are
+  // reused at once. The others reach the gradient as none arrays (their shapes and dtypes are in
+  // GradContext). Declare it only after checking what the gradient's body reads.
+  std::optional<std::vector<int>> grad_uses_inputs;
+  std::optional<std::vector<int>> grad_uses_outputs;
 
   // Fluent setters for registration.
   OpDef& set_num_inputs(int n) { num_inputs = n; return *this; }
@@ -103,6 +115,11 @@ struct OpDef {
   OpDef& set_gradient(GradFn f) { gradient = std::move(f); return *this; }
   OpDef& set_mutate_inputs(std::vector<int> v) { mutate_inputs = std::move(v); return *this; }
   OpDef& set_uses_rng(bool v = true) { uses_rng = v; return *this; }
+  OpDef& set_grad_uses(std::vector<int> inputs, std::vector<int> outputs) {
+    grad_uses_inputs = std::move(inputs);
+    grad_uses_outputs = std::move(outputs);
+    return *this;
+  }
 };
 
 namespace op_registry {

@@ -202,13 +202,14 @@ NDArray as_mask(const NDArray& cond, DType dtype) {
   return call("cast", {cond}, Attrs{{"dtype", dtype_name(dtype)}});
 }
 
-// A gradient computed in the broadcast shape, brought back to input `x`'s shape and dtype.
-// Integer inputs get no gradient.
-NDArray fit(const NDArray& grad, const NDArray& x) {
-  if (!is_float(x.dtype())) return NDArray();
-  NDArray g = ops::sum_to_shape(grad, x.shape());
-  if (g.dtype() != x.dtype()) g = call("cast", {g}, Attrs{{"dtype", dtype_name(x.dtype())}});
-  return g;
+// A gradient computed in the broadcast shape, brought back to input `i`'s shape and dtype
+// (from the context: the input itself may not have been kept). Integer inputs get no gradient.
+NDArray fit(const NDArray& grad, const GradContext& g, int i) {
+  const DType dtype = g.input_dtypes[i];
+  if (!is_float(dtype)) return NDArray();
+  NDArray fitted = ops::sum_to_shape(grad, g.input_shapes[i]);
+  if (fitted.dtype() != dtype) fitted = call("cast", {fitted}, Attrs{{"dtype", dtype_name(dtype)}});
+  return fitted;
 }
 
 using PairGrad = std::function<std::pair<NDArray, NDArray>(const NDArray& a, const NDArray& b,
@@ -217,7 +218,7 @@ using PairGrad = std::function<std::pair<NDArray, NDArray>(const NDArray& a, con
 GradFn binary_grad(PairGrad f) {
   return [f](const GradContext& g) -> std::vector<NDArray> {
     auto [ga, gb] = f(g.inputs[0], g.inputs[1], g.outputs[0], g.out_grads[0]);
-    return {fit(ga, g.inputs[0]), fit(gb, g.inputs[1])};
+    return {fit(ga, g, 0), fit(gb, g, 1)};
   };
 }
 
@@ -230,11 +231,10 @@ using ScalarGrad = std::function<NDArray(const NDArray& x, const NDArray& y, con
 
 GradFn scalar_grad(ScalarGrad f) {
   return [f](const GradContext& g) -> std::vector<NDArray> {
-    const NDArray& x = g.inputs[0];
-    if (!is_float(x.dtype())) return {NDArray()};
-    NDArray gx = f(x, g.outputs[0], g.out_grads[0], g.attrs.get_float("scalar"),
+    if (!is_float(g.input_dtypes[0])) return {NDArray()};
+    NDArray gx = f(g.inputs[0], g.outputs[0], g.out_grads[0], g.attrs.get_float("scalar"),
                    g.attrs.get_bool("reverse", false));
-    return {fit(gx, x)};
+    return {fit(gx, g, 0)};
   };
 }
 
@@ -361,6 +361,14 @@ const bool g_registered = [] {
   register_binary("logical_and", Result::kBool, [](auto a, auto b) { return static_cast<bool>(a) && static_cast<bool>(b); }, nullptr, nullptr);
   register_binary("logical_or", Result::kBool, [](auto a, auto b) { return static_cast<bool>(a) || static_cast<bool>(b); }, nullptr, nullptr);
   register_binary("logical_xor", Result::kBool, [](auto a, auto b) { return static_cast<bool>(a) != static_cast<bool>(b); }, nullptr, nullptr);
+
+  // What the gradients above read (OpDef::grad_uses_*): sums and differences only the output
+  // gradient (and the shapes), a product the factors, a quotient the divisor and the result.
+  // divide_scalar reads x and y when reversed, so it keeps the default (everything).
+  for (const char* name : {"add", "subtract", "add_scalar", "subtract_scalar", "multiply_scalar"})
+    op_registry::get_or_create(name).set_grad_uses({}, {});
+  op_registry::get_or_create("multiply").set_grad_uses({0, 1}, {});
+  op_registry::get_or_create("divide").set_grad_uses({1}, {0});
   return true;
 }();
 

@@ -95,7 +95,8 @@ OpDef& bool_unary(const char* name, F f) {
 
 NDArray mul(const NDArray& a, const NDArray& b) { return call("multiply", {a, b}); }
 
-// The gradient dy * f'(x), given f'(x) from the op's input and output.
+// The gradient dy * f'(x), given f'(x) from the op's input and output (a none array when the op
+// does not keep it: see set_grad_uses below).
 template <typename D>
 GradFn chain(D derivative) {
   return [derivative](const GradContext& g) -> std::vector<NDArray> {
@@ -115,9 +116,13 @@ T sign_of(T x) {
 // Registration runs once, from this file's static initialiser.
 const bool g_registered = [] {
   using A = const NDArray&;
-  float_unary("exp", [](auto x) { return std::exp(x); }).set_gradient(chain([](A, A y) { return y; }));
+  // set_grad_uses(inputs, outputs): what the gradient reads, so that autograd keeps only that.
+  float_unary("exp", [](auto x) { return std::exp(x); })
+      .set_gradient(chain([](A, A y) { return y; }))
+      .set_grad_uses({}, {0});
   float_unary("log", [](auto x) { return std::log(x); })
-      .set_gradient(chain([](A x, A) { return scalar_op("divide_scalar", x, 1.0, true); }));
+      .set_gradient(chain([](A x, A) { return scalar_op("divide_scalar", x, 1.0, true); }))
+      .set_grad_uses({0}, {});
   float_unary("log1p", [](auto x) { return std::log1p(x); })
       .set_gradient(chain([](A x, A) {
         return scalar_op("divide_scalar", scalar_op("add_scalar", x, 1.0), 1.0, true);
@@ -129,7 +134,8 @@ const bool g_registered = [] {
   float_unary("log10", [](auto x) { return std::log10(x); })
       .set_gradient(chain([](A x, A) { return scalar_op("divide_scalar", x, 1.0 / std::log(10.0), true); }));
   float_unary("sqrt", [](auto x) { return std::sqrt(x); })
-      .set_gradient(chain([](A, A y) { return scalar_op("divide_scalar", y, 0.5, true); }));
+      .set_gradient(chain([](A, A y) { return scalar_op("divide_scalar", y, 0.5, true); }))
+      .set_grad_uses({}, {0});
   float_unary("cbrt", [](auto x) { return std::cbrt(x); })
       .set_gradient(chain([](A, A y) {
         return scalar_op("divide_scalar", scalar_op("multiply_scalar", mul(y, y), 3.0), 1.0, true);
@@ -158,7 +164,8 @@ const bool g_registered = [] {
   float_unary("cosh", [](auto x) { return std::cosh(x); })
       .set_gradient(chain([](A x, A) { return call("sinh", {x}); }));
   float_unary("tanh", [](auto x) { return std::tanh(x); })
-      .set_gradient(chain([](A, A y) { return scalar_op("subtract_scalar", mul(y, y), 1.0, true); }));
+      .set_gradient(chain([](A, A y) { return scalar_op("subtract_scalar", mul(y, y), 1.0, true); }))
+      .set_grad_uses({}, {0});
   float_unary("arcsinh", [](auto x) { return std::asinh(x); })
       .set_gradient(chain([](A x, A) {
         return call("reciprocal", {call("sqrt", {scalar_op("add_scalar", mul(x, x), 1.0)})});
@@ -179,9 +186,11 @@ const bool g_registered = [] {
   same_unary("negative", [](auto x) { return -x; })
       .set_gradient([](const GradContext& g) -> std::vector<NDArray> {
         return {call("negative", {g.out_grads[0]})};
-      });
+      })
+      .set_grad_uses({}, {});
   same_unary("square", [](auto x) { return x * x; })
-      .set_gradient(chain([](A x, A) { return scalar_op("multiply_scalar", x, 2.0); }));
+      .set_gradient(chain([](A x, A) { return scalar_op("multiply_scalar", x, 2.0); }))
+      .set_grad_uses({0}, {});
   same_unary("sign", [](auto x) { return sign_of(x); }).set_gradient(zero_grad());
   // Rounding is the identity on integers; std::floor etc. would promote them to double.
   same_unary("floor", [](auto x) {

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "ops/elemwise.h"
 #include "ops/nn_common.h"
 #include "parallel.h"
 
@@ -154,11 +155,28 @@ void act_backward(const OpContext& ctx, const std::vector<TBlob>& in,
   });
 }
 
-GradFn act_gradient(const char* act_type) {
-  return [act_type](const GradContext& ctx) {
-    Attrs attrs = ctx.attrs;
-    if (act_type) attrs.set("act_type", act_type);
-    return invoke("activation_backward", {ctx.out_grads[0], ctx.inputs[0], ctx.outputs[0]}, attrs);
+// Reads only the output (the ops declare set_grad_uses({}, {0})), so that training frees each
+// activation's input, typically a convolution's result, as soon as the next layer has run.
+// relu, sigmoid and tanh have derivatives of y alone: activation_backward, on CPU and GPU,
+// ignores its data input for them, which gets y too. softrelu and softsign are written in y:
+// softrelu' = sigmoid(x) = 1 - exp(-y) (expm1 keeps it exact for small y), and softsign' =
+// 1 / (1 + |x|)^2 = (1 - |y|)^2.
+GradFn act_gradient(const char* fixed_act_type) {
+  return [fixed_act_type](const GradContext& ctx) -> std::vector<NDArray> {
+    const std::string act_type = fixed_act_type ? fixed_act_type : ctx.attrs.get_str("act_type", "relu");
+    const NDArray& dy = ctx.out_grads[0];
+    const NDArray& y = ctx.outputs[0];
+    using ops::call;
+    using ops::scalar_op;
+    if (act_type == "softrelu") {
+      NDArray derivative = call("negative", {call("expm1", {call("negative", {y})})});
+      return {call("multiply", {dy, derivative})};
+    }
+    if (act_type == "softsign") {
+      NDArray derivative = call("square", {scalar_op("subtract_scalar", call("abs", {y}), 1.0, true)});
+      return {call("multiply", {dy, derivative})};
+    }
+    return invoke("activation_backward", {dy, y, y}, Attrs{{"act_type", act_type}});
   };
 }
 
@@ -169,17 +187,20 @@ PMX_REGISTER_OP(activation)
       same_shape_infer(attrs, in, dt, out, out_dt);
     })
     .set_cpu(act_kernel(act_from_attrs))
-    .set_gradient(act_gradient(nullptr));
+    .set_gradient(act_gradient(nullptr))
+    .set_grad_uses({}, {0});
 
 PMX_REGISTER_OP(relu)
     .set_infer(same_shape_infer)
     .set_cpu(act_kernel([](const Attrs&) { return Act::kRelu; }))
-    .set_gradient(act_gradient("relu"));
+    .set_gradient(act_gradient("relu"))
+    .set_grad_uses({}, {0});
 
 PMX_REGISTER_OP(sigmoid)
     .set_infer(same_shape_infer)
     .set_cpu(act_kernel([](const Attrs&) { return Act::kSigmoid; }))
-    .set_gradient(act_gradient("sigmoid"));
+    .set_gradient(act_gradient("sigmoid"))
+    .set_grad_uses({}, {0});
 
 PMX_REGISTER_OP(activation_backward)
     .set_num_inputs(3)

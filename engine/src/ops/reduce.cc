@@ -214,23 +214,26 @@ void reduce_kernel(Red r, const OpContext& ctx, const TBlob& in, const TBlob& ou
 
 // The output gradient reshaped with the reduced axes kept, then broadcast to the input's shape.
 NDArray spread(const GradContext& g, const NDArray& dy) {
-  const Shape& in = g.inputs[0].shape();
+  const Shape& in = g.input_shapes[0];
   const std::vector<int> axes = ops::reduce_axes(g.attrs, static_cast<int>(in.size()), g.op.name.c_str());
   NDArray kept = call("reshape", {dy}, Attrs{{"newshape", ops::shape_attr(reduced_shape(in, axes, true))}});
   return call("broadcast_to", {kept}, Attrs{{"shape", ops::shape_attr(in)}});
 }
 
-NDArray as_input_dtype(const NDArray& g, const NDArray& x) {
-  return g.dtype() == x.dtype() ? g : call("cast", {g}, Attrs{{"dtype", dtype_name(x.dtype())}});
+NDArray as_dtype(const NDArray& a, DType dtype) {
+  return a.dtype() == dtype ? a : call("cast", {a}, Attrs{{"dtype", dtype_name(dtype)}});
 }
 
 GradFn reduce_grad(Red r) {
   return [r](const GradContext& g) -> std::vector<NDArray> {
+    // sum and mean read only shapes (see set_grad_uses below): x and y are none arrays there.
     const NDArray& x = g.inputs[0];
-    if (!is_float(x.dtype())) return {NDArray()};
-    const int64_t count = g.outputs[0].size() == 0 ? 0 : x.size() / g.outputs[0].size();
-    NDArray dy = as_input_dtype(g.out_grads[0], x);
-    NDArray y = as_input_dtype(g.outputs[0], x);
+    const DType dtype = g.input_dtypes[0];
+    if (!is_float(dtype)) return {NDArray()};
+    const int64_t out_size = shape_size(g.output_shapes[0]);
+    const int64_t count = out_size == 0 ? 0 : shape_size(g.input_shapes[0]) / out_size;
+    NDArray dy = as_dtype(g.out_grads[0], dtype);
+    NDArray y = r == Red::kSum || r == Red::kMean ? NDArray() : as_dtype(g.outputs[0], dtype);
     switch (r) {
       case Red::kSum:
         return {spread(g, dy)};
@@ -277,6 +280,7 @@ void register_reduce(Red r) {
       .set_cpu([r](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
         reduce_kernel(r, ctx, in[0], out[0]);
       });
+  if (r == Red::kSum || r == Red::kMean) op.set_grad_uses({}, {});
   if (r != Red::kAll && r != Red::kAny) op.set_gradient(reduce_grad(r));
   else op.set_gradient([](const GradContext&) { return std::vector<NDArray>(1); });
 }

@@ -40,9 +40,10 @@ InferFn infer_with(std::function<Shape(const Attrs&, const Shape&)> shape_fn) {
   };
 }
 
+// Reads only the input's shape: ops using it declare set_grad_uses({}, {}).
 GradFn reshape_back() {
   return [](const GradContext& g) -> std::vector<NDArray> {
-    return {call("reshape", {g.out_grads[0]}, Attrs{{"newshape", shape_attr(g.inputs[0].shape())}})};
+    return {call("reshape", {g.out_grads[0]}, Attrs{{"newshape", shape_attr(g.input_shapes[0])}})};
   };
 }
 
@@ -145,11 +146,13 @@ void register_transpose(const std::string& name) {
       })
       .set_gradient([name](const GradContext& g) -> std::vector<NDArray> {
         if (name == "swapaxes") return {call("swapaxes", {g.out_grads[0]}, g.attrs)};
-        const std::vector<int> perm = transpose_perm(g.attrs, g.inputs[0].ndim(), name);
+        const std::vector<int> perm =
+            transpose_perm(g.attrs, static_cast<int>(g.input_shapes[0].size()), name);
         std::vector<int> inverse(perm.size());
         for (size_t d = 0; d < perm.size(); ++d) inverse[perm[d]] = static_cast<int>(d);
         return {call("transpose", {g.out_grads[0]}, Attrs{{"axes", ops::axes_attr(inverse)}})};
-      });
+      })
+      .set_grad_uses({}, {});
 }
 
 // Strides that read `in` broadcast to `out` (0 on stretched and leading axes).
@@ -257,11 +260,11 @@ std::string ints_attr(const std::vector<int64_t>& v) { return shape_str(Shape(v.
 }  // namespace
 
 PMX_REGISTER_OP(reshape).set_num_inputs(1).set_infer(infer_with(reshape_shape)).set_cpu(copy_kernel)
-    .set_gradient(reshape_back());
+    .set_gradient(reshape_back()).set_grad_uses({}, {});
 PMX_REGISTER_OP(expand_dims).set_num_inputs(1).set_infer(infer_with(expand_dims_shape)).set_cpu(copy_kernel)
-    .set_gradient(reshape_back());
+    .set_gradient(reshape_back()).set_grad_uses({}, {});
 PMX_REGISTER_OP(squeeze).set_num_inputs(1).set_infer(infer_with(squeeze_shape)).set_cpu(copy_kernel)
-    .set_gradient(reshape_back());
+    .set_gradient(reshape_back()).set_grad_uses({}, {});
 
 static const bool g_transpose_registered = [] {
   register_transpose("transpose");
@@ -277,8 +280,9 @@ PMX_REGISTER_OP(broadcast_to)
                         out[0].dptr, dtype_size(in[0].dtype));
     })
     .set_gradient([](const GradContext& g) -> std::vector<NDArray> {
-      return {ops::sum_to_shape(g.out_grads[0], g.inputs[0].shape())};
-    });
+      return {ops::sum_to_shape(g.out_grads[0], g.input_shapes[0])};
+    })
+    .set_grad_uses({}, {});
 
 PMX_REGISTER_OP(tile)
     .set_num_inputs(1)

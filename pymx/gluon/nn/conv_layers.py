@@ -84,6 +84,9 @@ class _Conv(HybridBlock):
     def forward(self, x):
         device = x.device
         bias = self.bias.data(device) if self.bias is not None else None
+        if self._activation == 'relu':  # fused into the convolution kernel: one pass, one node
+            return npx.convolution(x, self.weight.data(device), bias, act_type='relu',
+                                   **self._kwargs)
         out = npx.convolution(x, self.weight.data(device), bias, **self._kwargs)
         return _activation(out, self._activation)
 
