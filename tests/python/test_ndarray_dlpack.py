@@ -186,10 +186,11 @@ print("ok")
 
 
 @pytest.mark.parametrize("engine", ["threaded", "naive"])
-def test_no_crash_at_interpreter_exit(engine):
+def test_no_crash_at_interpreter_exit(engine, tmp_path):
     env = dict(os.environ, PYMX_ENGINE=engine)
+    # Run outside the source tree, so that the child imports the installed pymx.
     done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], env=env, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 

@@ -8,6 +8,7 @@ offending value(s); each child ends by checking that a small op still gives the 
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import numpy as onp
@@ -47,8 +48,9 @@ def run_probes(body, timeout=120, env=None):
     """Runs _PRELUDE + body + check_usable() in a fresh interpreter; fails with its output when
     it crashes, hangs or raises."""
     code = _PRELUDE + textwrap.dedent(body) + "\ncheck_usable()\nprint('PROBES-OK')\n"
+    # Run outside the source tree, so that the child imports the installed pymx.
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+                          timeout=timeout, env=env, cwd=tempfile.gettempdir())
     assert proc.returncode == 0 and "PROBES-OK" in proc.stdout, (
         f"child exited with {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}\n"
         f"stderr:\n{proc.stderr[-4000:]}")
