@@ -92,52 +92,56 @@ class MultiFactorScheduler(LRScheduler):
         return self.base_lr
 
 
-class PolyScheduler(LRScheduler):
+class _DecayToFinalScheduler(LRScheduler):
+    """The skeleton of PolyScheduler and CosineScheduler: after warm-up the rate falls from
+    base_lr to final_lr as lr = final + (base - final) * decay(progress), progress going from 0 to
+    1 over the max_update - warmup_steps updates after warm-up; then it stays at final_lr."""
+
+    def __init__(self, max_update, base_lr, final_lr, warmup_steps, warmup_begin_lr, warmup_mode):
+        super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
+        if max_update < 1:
+            raise ValueError(f"{type(self).__name__}: max_update must be >= 1, got {max_update}")
+        self.base_lr_orig = base_lr
+        self.max_update = max_update
+        self.final_lr = final_lr
+        self.max_steps = max_update - warmup_steps
+
+    def decay(self, progress):
+        """The fraction of (base_lr - final_lr) left at `progress` in [0, 1]: 1 at 0, 0 at 1."""
+        raise NotImplementedError(f"{type(self).__name__} must implement decay")
+
+    def __call__(self, num_update):
+        if num_update < self.warmup_steps:
+            return self.get_warmup_lr(num_update)
+        if num_update <= self.max_update:
+            progress = (num_update - self.warmup_steps) / self.max_steps
+            self.base_lr = self.final_lr + (self.base_lr_orig - self.final_lr) * \
+                self.decay(progress)
+        return self.base_lr
+
+
+class PolyScheduler(_DecayToFinalScheduler):
     """Polynomial decay from base_lr to final_lr over max_update updates:
     lr = final + (base - final) * (1 - t / T) ** pwr, with t and T counted after warm-up."""
 
     def __init__(self, max_update, base_lr=0.01, pwr=2, final_lr=0, warmup_steps=0,
                  warmup_begin_lr=0, warmup_mode='linear'):
-        super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
-        if max_update < 1:
-            raise ValueError(f"PolyScheduler: max_update must be >= 1, got {max_update}")
+        super().__init__(max_update, base_lr, final_lr, warmup_steps, warmup_begin_lr, warmup_mode)
         self.power = pwr
-        self.base_lr_orig = base_lr
-        self.max_update = max_update
-        self.final_lr = final_lr
-        self.max_steps = max_update - warmup_steps
 
-    def __call__(self, num_update):
-        if num_update < self.warmup_steps:
-            return self.get_warmup_lr(num_update)
-        if num_update <= self.max_update:
-            progress = (num_update - self.warmup_steps) / self.max_steps
-            self.base_lr = self.final_lr + (self.base_lr_orig - self.final_lr) * \
-                (1 - progress) ** self.power
-        return self.base_lr
+    def decay(self, progress):
+        return (1 - progress) ** self.power
 
 
-class CosineScheduler(LRScheduler):
+class CosineScheduler(_DecayToFinalScheduler):
     """Half-cosine decay from base_lr to final_lr over max_update updates (after warm-up)."""
 
     def __init__(self, max_update, base_lr=0.01, final_lr=0, warmup_steps=0, warmup_begin_lr=0,
                  warmup_mode='linear'):
-        super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
-        if max_update < 1:
-            raise ValueError(f"CosineScheduler: max_update must be >= 1, got {max_update}")
+        super().__init__(max_update, base_lr, final_lr, warmup_steps, warmup_begin_lr, warmup_mode)
         if base_lr <= final_lr:
             raise ValueError(f"CosineScheduler: base_lr ({base_lr}) must exceed final_lr "
                              f"({final_lr})")
-        self.base_lr_orig = base_lr
-        self.max_update = max_update
-        self.final_lr = final_lr
-        self.max_steps = max_update - warmup_steps
 
-    def __call__(self, num_update):
-        if num_update < self.warmup_steps:
-            return self.get_warmup_lr(num_update)
-        if num_update <= self.max_update:
-            progress = (num_update - self.warmup_steps) / self.max_steps
-            self.base_lr = self.final_lr + (self.base_lr_orig - self.final_lr) * \
-                (1 + math.cos(math.pi * progress)) / 2
-        return self.base_lr
+    def decay(self, progress):
+        return (1 + math.cos(math.pi * progress)) / 2

@@ -1,6 +1,7 @@
 // Convolution (im2col + cuBLAS), pooling, and fully_connected on the GPU, forward and backward
 // (CPU definitions: engine/src/ops/nn_convolution.cc, nn_pooling.cc, nn_fully_connected.cc, whose
-// attribute parsing and output extents are mirrored here). Channel-first layouts only; float
+// attribute parsing and output extents are mirrored here; the convolution's geometry is shared:
+// engine/src/ops/conv_geometry.h). Channel-first layouts only; float
 // dtypes.
 //
 // | op                        | inputs                 | outputs                             | attrs |
@@ -27,112 +28,22 @@
 // the masked dyt feeds both GEMMs and the bias sum. need_data_grad=False skips dcol and col2im.
 #include <algorithm>
 
+#include "conv_im2col.cuh"
 #include "kernel_util.cuh"
 #include "launch.h"
-#include "ops/nn_common.h"
+#include "ops/pool_geometry.h"
 
 namespace pymx {
 namespace gpu {
 namespace {
 
-constexpr size_t kWorkspaceBudget = size_t(512) << 20;  // bytes of im2col scratch per op
-
-// Spatial geometry, right-aligned into 3 dims (1-D and 2-D have leading extents of 1).
-struct Geom {
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
-  int64_t s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1};
-  int64_t in_sp = 1, out_sp = 1, k_sp = 1;
-};
-
-struct ConvGeom {
-  Geom sp;
-  int64_t batch = 0, in_c = 0, out_c = 0, groups = 1;
-  int64_t in_cg() const { return in_c / groups; }
-  int64_t out_cg() const { return out_c / groups; }
-  int64_t rows_g() const { return in_cg() * sp.k_sp; }  // K of one group
-};
-
-void finish_geom(Geom& g) {
-  g.in_sp = g.in[0] * g.in[1] * g.in[2];
-  g.out_sp = g.out[0] * g.out[1] * g.out[2];
-  g.k_sp = g.k[0] * g.k[1] * g.k[2];
-}
-
-ConvGeom conv_geom(const Attrs& attrs, const Shape& data, const Shape& weight) {
-  ConvGeom g;
-  const Shape kernel = attrs.get_shape("kernel");
-  const int nsp = static_cast<int>(kernel.size());
-  PMX_CHECK(nsp >= 1 && nsp <= 3 && static_cast<int>(data.size()) == nsp + 2,
-            "convolution: kernel ", shape_str(kernel), " does not fit data ", shape_str(data));
+// The convolution's geometry (shared with the CPU op: conv_geometry.h); channel-first only here.
+ConvGeometry conv_geom(const Attrs& attrs, const Shape& data, const Shape& weight) {
+  const ConvGeometry g = nn::conv_geometry(attrs, data, weight);
   static const char* first[] = {"NCW", "NCHW", "NCDHW"};
-  const std::string layout = attrs.get_str("layout", "None");
-  PMX_CHECK(layout == "None" || layout == first[nsp - 1], "convolution: layout '", layout,
-            "' is not supported on the GPU (use ", first[nsp - 1], ")");
-  const Shape stride = nn::spatial_attr(attrs, "stride", nsp, 1, "convolution");
-  const Shape pad = nn::spatial_attr(attrs, "pad", nsp, 0, "convolution");
-  const Shape dilate = nn::spatial_attr(attrs, "dilate", nsp, 1, "convolution");
-  g.batch = data[0];
-  g.in_c = data[1];
-  g.groups = attrs.get_int("num_group", 1);
-  g.out_c = weight[0];
-  const int off = 3 - nsp;
-  for (int i = 0; i < nsp; ++i) {
-    g.sp.in[off + i] = data[2 + i];
-    g.sp.k[off + i] = kernel[i];
-    g.sp.s[off + i] = stride[i];
-    g.sp.p[off + i] = pad[i];
-    g.sp.d[off + i] = dilate[i];
-    g.sp.out[off + i] = (data[2 + i] + 2 * pad[i] - dilate[i] * (kernel[i] - 1) - 1) / stride[i] + 1;
-  }
-  finish_geom(g.sp);
+  PMX_CHECK(!g.channel_last, "convolution: layout '", attrs.get_str("layout", "None"),
+            "' is not supported on the GPU (use ", first[g.nsp - 1], ")");
   return g;
-}
-
-// col[row][b * out_sp + o] for row = c * k_sp + kernel offset, over images [0, B) of `x`.
-template <typename T>
-__global__ void im2col_kernel(const T* x, T* col, Geom g, int64_t channels, int64_t images) {
-  const int64_t width = images * g.out_sp;
-  PMX_GRID_STRIDE_LOOP(e, channels * g.k_sp * width) {
-    const int64_t row = e / width, column = e % width;
-    const int64_t b = column / g.out_sp, o = column % g.out_sp;
-    const int64_t c = row / g.k_sp, kk = row % g.k_sp;
-    const int64_t kx = kk % g.k[2], ky = (kk / g.k[2]) % g.k[1], kz = kk / (g.k[2] * g.k[1]);
-    const int64_t ox = o % g.out[2], oy = (o / g.out[2]) % g.out[1], oz = o / (g.out[2] * g.out[1]);
-    const int64_t iz = oz * g.s[0] - g.p[0] + kz * g.d[0];
-    const int64_t iy = oy * g.s[1] - g.p[1] + ky * g.d[1];
-    const int64_t ix = ox * g.s[2] - g.p[2] + kx * g.d[2];
-    const bool inside = iz >= 0 && iz < g.in[0] && iy >= 0 && iy < g.in[1] && ix >= 0 && ix < g.in[2];
-    col[e] = inside ? x[(b * channels + c) * g.in_sp + (iz * g.in[1] + iy) * g.in[2] + ix]
-                    : convert<T>(0.0f);
-  }
-}
-
-// dx[b][c][i] = sum of the dcol entries that im2col read from input position i.
-template <typename T>
-__global__ void col2im_kernel(const T* dcol, T* dx, Geom g, int64_t channels, int64_t images) {
-  using A = AccT<T>;
-  const int64_t width = images * g.out_sp;
-  PMX_GRID_STRIDE_LOOP(e, images * channels * g.in_sp) {
-    const int64_t i = e % g.in_sp, c = (e / g.in_sp) % channels, b = e / (g.in_sp * channels);
-    const int64_t ix = i % g.in[2], iy = (i / g.in[2]) % g.in[1], iz = i / (g.in[2] * g.in[1]);
-    A acc = 0;
-    for (int64_t kz = 0; kz < g.k[0]; ++kz) {
-      const int64_t tz = iz + g.p[0] - kz * g.d[0];
-      if (tz < 0 || tz % g.s[0] != 0 || tz / g.s[0] >= g.out[0]) continue;
-      for (int64_t ky = 0; ky < g.k[1]; ++ky) {
-        const int64_t ty = iy + g.p[1] - ky * g.d[1];
-        if (ty < 0 || ty % g.s[1] != 0 || ty / g.s[1] >= g.out[1]) continue;
-        for (int64_t kx = 0; kx < g.k[2]; ++kx) {
-          const int64_t tx = ix + g.p[2] - kx * g.d[2];
-          if (tx < 0 || tx % g.s[2] != 0 || tx / g.s[2] >= g.out[2]) continue;
-          const int64_t row = c * g.k_sp + (kz * g.k[1] + ky) * g.k[2] + kx;
-          const int64_t o = ((tz / g.s[0]) * g.out[1] + ty / g.s[1]) * g.out[2] + tx / g.s[2];
-          acc += convert<A>(dcol[row * width + b * g.out_sp + o]);
-        }
-      }
-    }
-    dx[e] = convert<T>(acc);
-  }
 }
 
 // y[b][c][o] = yt[c][b * out_sp + o] + bias[c] (bias may be null), then max(., 0) with relu.
@@ -173,49 +84,42 @@ __global__ void row_sum_kernel(const T* m, T* out, int64_t rows, int64_t width, 
 
 unsigned rows_grid(int64_t rows) { return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(rows, 65535))); }
 
-// Images per chunk so that `per_image` bytes of scratch each stay within the budget.
-int64_t chunk_images(int64_t batch, size_t per_image) {
-  return std::max<int64_t>(1, std::min<int64_t>(batch, kWorkspaceBudget / std::max<size_t>(per_image, 1)));
-}
-
 template <typename T>
-void conv_forward_typed(const OpContext& ctx, const ConvGeom& g, const std::vector<TBlob>& in,
-                        const std::vector<TBlob>& out) {
-  const Geom& sp = g.sp;
-  const int64_t K = g.rows_g();
-  const size_t per_image = (g.in_c * sp.k_sp + g.out_c) * sp.out_sp * sizeof(T);
+void conv_forward_typed(const OpContext& ctx, const ConvGeometry& g,
+                        const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
+  const int64_t K = g.col_rows();
+  const size_t per_image = (g.in_c * g.k_sp + g.out_c) * g.out_sp * sizeof(T);
   const int64_t chunk = chunk_images(g.batch, per_image);
   T* col = static_cast<T*>(ctx.workspace(chunk * per_image));
-  T* yt = col + g.in_c * sp.k_sp * chunk * sp.out_sp;
+  T* yt = col + g.in_c * g.k_sp * chunk * g.out_sp;
   const T* bias = in.size() == 3 ? in[2].data<T>() : nullptr;
   const bool relu = nn::conv_fused_relu(*ctx.attrs);
   cudaStream_t s = stream_of(ctx);
   for (int64_t b0 = 0; b0 < g.batch; b0 += chunk) {
-    const int64_t B = std::min(chunk, g.batch - b0), width = B * sp.out_sp;
-    im2col_kernel<T><<<grid_for(g.in_c * sp.k_sp * width), kBlock, 0, s>>>(
-        in[0].data<T>() + b0 * g.in_c * sp.in_sp, col, sp, g.in_c, B);
+    const int64_t B = std::min(chunk, g.batch - b0), width = B * g.out_sp;
+    im2col_kernel<T><<<grid_for(g.in_c * g.k_sp * width), kBlock, 0, s>>>(
+        in[0].data<T>() + b0 * g.in_c * g.in_sp, col, g, B);
     PMX_KERNEL_LAUNCH_CHECK();
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       gemm(ctx, in[0].dtype, false, false, g.out_cg(), width, K, 1.0,
            in[1].data<T>() + grp * g.out_cg() * K, K, col + grp * K * width, width, 0.0,
            yt + grp * g.out_cg() * width, width);
     }
-    untranspose_bias_kernel<T><<<grid_for(B * g.out_c * sp.out_sp), kBlock, 0, s>>>(
-        yt, bias, out[0].data<T>() + b0 * g.out_c * sp.out_sp, g.out_c, B, sp.out_sp, relu);
+    untranspose_bias_kernel<T><<<grid_for(B * g.out_c * g.out_sp), kBlock, 0, s>>>(
+        yt, bias, out[0].data<T>() + b0 * g.out_c * g.out_sp, g.out_c, B, g.out_sp, relu);
     PMX_KERNEL_LAUNCH_CHECK();
   }
 }
 
 template <typename T>
-void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vector<TBlob>& in,
-                         const std::vector<TBlob>& out) {
-  const Geom& sp = g.sp;
-  const int64_t K = g.rows_g();
-  const size_t per_image = (2 * g.in_c * sp.k_sp + g.out_c) * sp.out_sp * sizeof(T);
+void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g,
+                         const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
+  const int64_t K = g.col_rows();
+  const size_t per_image = (2 * g.in_c * g.k_sp + g.out_c) * g.out_sp * sizeof(T);
   const int64_t chunk = chunk_images(g.batch, per_image);
   T* col = static_cast<T*>(ctx.workspace(chunk * per_image));
-  T* dcol = col + g.in_c * sp.k_sp * chunk * sp.out_sp;
-  T* dyt = dcol + g.in_c * sp.k_sp * chunk * sp.out_sp;
+  T* dcol = col + g.in_c * g.k_sp * chunk * g.out_sp;
+  T* dyt = dcol + g.in_c * g.k_sp * chunk * g.out_sp;
   const T* relu_out = in.size() == 4 ? in[3].data<T>() : nullptr;
   const bool want_dx = nn::need_data_grad(*ctx.attrs);
   const TBlob& dw = out[want_dx ? 1 : 0];
@@ -227,15 +131,15 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vec
     return;
   }
   for (int64_t b0 = 0; b0 < g.batch; b0 += chunk) {
-    const int64_t B = std::min(chunk, g.batch - b0), width = B * sp.out_sp;
+    const int64_t B = std::min(chunk, g.batch - b0), width = B * g.out_sp;
     const double beta = b0 == 0 ? 0.0 : 1.0;  // weight/bias grads accumulate over chunks
-    const int64_t y_off = b0 * g.out_c * sp.out_sp;
-    transpose_dy_kernel<T><<<grid_for(B * g.out_c * sp.out_sp), kBlock, 0, s>>>(
+    const int64_t y_off = b0 * g.out_c * g.out_sp;
+    transpose_dy_kernel<T><<<grid_for(B * g.out_c * g.out_sp), kBlock, 0, s>>>(
         in[0].data<T>() + y_off, relu_out ? relu_out + y_off : nullptr, dyt, g.out_c, B,
-        sp.out_sp);
+        g.out_sp);
     PMX_KERNEL_LAUNCH_CHECK();
-    im2col_kernel<T><<<grid_for(g.in_c * sp.k_sp * width), kBlock, 0, s>>>(
-        in[1].data<T>() + b0 * g.in_c * sp.in_sp, col, sp, g.in_c, B);
+    im2col_kernel<T><<<grid_for(g.in_c * g.k_sp * width), kBlock, 0, s>>>(
+        in[1].data<T>() + b0 * g.in_c * g.in_sp, col, g, B);
     PMX_KERNEL_LAUNCH_CHECK();
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       const T* w_g = in[2].data<T>() + grp * g.out_cg() * K;
@@ -248,8 +152,8 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vec
       }
     }
     if (want_dx) {
-      col2im_kernel<T><<<grid_for(B * g.in_c * sp.in_sp), kBlock, 0, s>>>(
-          dcol, out[0].data<T>() + b0 * g.in_c * sp.in_sp, sp, g.in_c, B);
+      col2im_kernel<T><<<grid_for(B * g.in_c * g.in_sp), kBlock, 0, s>>>(
+          dcol, nullptr, out[0].data<T>() + b0 * g.in_c * g.in_sp, g, B);
       PMX_KERNEL_LAUNCH_CHECK();
     }
     if (db) {
@@ -262,67 +166,22 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vec
 
 void conv_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                   const std::vector<TBlob>& out) {
-  const ConvGeom g = conv_geom(*ctx.attrs, in[0].shape, in[1].shape);
+  const ConvGeometry g = conv_geom(*ctx.attrs, in[0].shape, in[1].shape);
   if (out[0].size() == 0) return;
   PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, { conv_forward_typed<T>(ctx, g, in, out); });
 }
 
 void conv_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                            const std::vector<TBlob>& out) {
-  const ConvGeom g = conv_geom(*ctx.attrs, in[1].shape, in[2].shape);
+  const ConvGeometry g = conv_geom(*ctx.attrs, in[1].shape, in[2].shape);
   PMX_GPU_FLOAT_SWITCH(in[1].dtype, T, { conv_backward_typed<T>(ctx, g, in, out); });
 }
 
 // ---------------------------------------------------------------------------------------------
 // pooling: a thread per output element
 // ---------------------------------------------------------------------------------------------
-enum class PoolType : int { kMax, kAvg, kSum };
-
-struct PoolGeom {
-  Geom sp;
-  PoolType type = PoolType::kMax;
-  bool count_include_pad = true;
-  int64_t planes = 0;  // batch * channels
-};
-
-PoolGeom pool_geom(const Attrs& attrs, const Shape& data) {
-  PoolGeom g;
-  const std::string t = attrs.get_str("pool_type", "max");
-  PMX_CHECK(t == "max" || t == "None" || t == "avg" || t == "sum", "pooling: pool_type '", t,
-            "' is not one of max, avg, sum");
-  g.type = t == "avg" ? PoolType::kAvg : t == "sum" ? PoolType::kSum : PoolType::kMax;
-  g.count_include_pad = attrs.get_bool("count_include_pad", true);
-  PMX_CHECK(data.size() >= 3 && data.size() <= 5, "pooling: data shape ", shape_str(data),
-            " must have 3, 4 or 5 dimensions (NCW, NCHW or NCDHW)");
-  const int nsp = static_cast<int>(data.size()) - 2;
-  Shape kernel, stride, pad;
-  if (attrs.get_bool("global_pool", false)) {
-    kernel.assign(data.begin() + 2, data.end());
-    stride = Shape(nsp, 1);
-    pad = Shape(nsp, 0);
-  } else {
-    kernel = attrs.get_shape("kernel", Shape());
-    PMX_CHECK(static_cast<int>(kernel.size()) == nsp, "pooling: kernel ", shape_str(kernel),
-              " must have one value per spatial dimension of data ", shape_str(data));
-    stride = nn::spatial_attr(attrs, "stride", nsp, 1, "pooling");
-    pad = nn::spatial_attr(attrs, "pad", nsp, 0, "pooling");
-  }
-  const bool full = attrs.get_str("pooling_convention", "valid") == "full";
-  g.planes = data[0] * data[1];
-  const int off = 3 - nsp;
-  for (int i = 0; i < nsp; ++i) {
-    const int64_t extent = data[2 + i], room = extent + 2 * pad[i] - kernel[i];
-    int64_t o = (full ? (room + stride[i] - 1) / stride[i] : room / stride[i]) + 1;
-    if (full && (o - 1) * stride[i] >= extent + pad[i]) --o;
-    g.sp.in[off + i] = extent;
-    g.sp.out[off + i] = o;
-    g.sp.k[off + i] = kernel[i];
-    g.sp.s[off + i] = stride[i];
-    g.sp.p[off + i] = pad[i];
-  }
-  finish_geom(g.sp);
-  return g;
-}
+using nn::PoolGeom;
+using nn::PoolType;
 
 // The window of output o along dim, clipped to the input; `padded` is its extent clipped to the
 // padded input (the avg divisor with count_include_pad).
@@ -330,7 +189,7 @@ struct Span {
   int64_t lo, hi, padded;
 };
 
-__device__ __forceinline__ Span window(const Geom& g, int dim, int64_t o) {
+__device__ __forceinline__ Span window(const PoolGeom& g, int dim, int64_t o) {
   const int64_t start = o * g.s[dim] - g.p[dim];
   const int64_t end = min(start + g.k[dim], g.in[dim] + g.p[dim]);
   return {start > 0 ? start : 0, min(end, g.in[dim]), end - start};
@@ -338,7 +197,7 @@ __device__ __forceinline__ Span window(const Geom& g, int dim, int64_t o) {
 
 struct Window {
   Span z, y, x;
-  __device__ Window(const Geom& g, int64_t o)
+  __device__ Window(const PoolGeom& g, int64_t o)
       : z(window(g, 0, o / (g.out[1] * g.out[2]))),
         y(window(g, 1, (o / g.out[2]) % g.out[1])),
         x(window(g, 2, o % g.out[2])) {}
@@ -352,7 +211,7 @@ struct Window {
 template <typename T>
 __global__ void pool_forward_kernel(const T* x, T* y, PoolGeom p) {
   using A = AccT<T>;
-  const Geom& g = p.sp;
+  const PoolGeom& g = p;
   PMX_GRID_STRIDE_LOOP(e, p.planes * g.out_sp) {
     const int64_t plane = e / g.out_sp;
     const Window w(g, e % g.out_sp);
@@ -374,7 +233,7 @@ __global__ void pool_forward_kernel(const T* x, T* y, PoolGeom p) {
 template <typename T>
 __global__ void pool_backward_kernel(const T* dy, const T* x, const T* y, T* dx, PoolGeom p) {
   using A = AccT<T>;
-  const Geom& g = p.sp;
+  const PoolGeom& g = p;
   PMX_GRID_STRIDE_LOOP(e, p.planes * g.out_sp) {
     const int64_t plane = e / g.out_sp;
     const Window w(g, e % g.out_sp);
@@ -405,7 +264,7 @@ __global__ void pool_backward_kernel(const T* dy, const T* x, const T* y, T* dx,
 
 void pool_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                   const std::vector<TBlob>& out) {
-  const PoolGeom p = pool_geom(*ctx.attrs, in[0].shape);
+  const PoolGeom p = nn::pool_geometry(*ctx.attrs, in[0].shape);
   const int64_t n = out[0].size();
   if (n == 0) return;
   PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, {
@@ -417,7 +276,7 @@ void pool_compute(const OpContext& ctx, const std::vector<TBlob>& in,
 
 void pool_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                            const std::vector<TBlob>& out) {
-  const PoolGeom p = pool_geom(*ctx.attrs, in[1].shape);
+  const PoolGeom p = nn::pool_geometry(*ctx.attrs, in[1].shape);
   fill_blob(out[0], 0.0, ctx.run.stream);
   const int64_t n = in[0].size();
   if (n == 0) return;

@@ -1,5 +1,6 @@
-// Image operators on the GPU (CPU definitions, whose attribute parsing is mirrored here:
-// engine/src/ops/image.cc). Images are HWC, batches NHWC, except normalize (CHW / NCHW).
+// Image operators on the GPU (CPU definitions: engine/src/ops/image.cc; the geometry, attribute
+// parsing and resize taps both use: engine/src/ops/image_common.h). Images are HWC, batches NHWC,
+// except normalize (CHW / NCHW).
 //
 // | op                         | inputs | outputs | attrs |
 // |----------------------------|--------|---------|-------|
@@ -23,28 +24,19 @@
 // moves the mean by ~1e-16 relative.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <sstream>
-#include <string>
 #include <type_traits>
 
 #include "kernel_util.cuh"
 #include "launch.h"
+#include "ops/image_common.h"
 
 namespace pymx {
 namespace gpu {
 namespace {
 
-struct Hwc {
-  int64_t n, h, w, c;
-};
-
-// Shapes were validated by the CPU inference; (n, h, w, c) of an HWC image or NHWC batch.
-Hwc hwc_of(const Shape& s) {
-  if (s.size() == 3) return {1, s[0], s[1], s[2]};
-  return {s[0], s[1], s[2], s[3]};
-}
+using image::Hwc;
+using image::Tap;
 
 // The CPU's saturate: integers rounded to nearest even and clamped to their range; floats and
 // bool plainly converted (float16 straight from double, as the CPU's cast).
@@ -82,7 +74,7 @@ __global__ void to_tensor_kernel(const T* x, float* y, Hwc g) {
 }
 
 void to_tensor(const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
-  const Hwc g = hwc_of(in[0].shape);
+  const Hwc g = image::hwc_of(in[0].shape, "image_to_tensor");
   const int64_t n = out[0].size();
   if (n == 0) return;
   PMX_GPU_TYPE_SWITCH(in[0].dtype, T, {
@@ -90,21 +82,6 @@ void to_tensor(const OpContext& ctx, const std::vector<TBlob>& in, const std::ve
                                                                     out[0].data<float>(), g);
   });
   PMX_KERNEL_LAUNCH_CHECK();
-}
-
-// Per-channel values of a mean/std attribute ("(0.485, 0.456, 0.406)", "[0.5]", "0.5" or None).
-std::vector<double> per_channel(const Attrs& attrs, const char* key, double fallback,
-                                int64_t channels) {
-  const std::string text = attrs.get_str(key, "None");
-  if (text == "None") return std::vector<double>(channels, fallback);
-  std::string cleaned;
-  for (char ch : text) cleaned += std::strchr("()[],", ch) ? ' ' : ch;
-  std::istringstream is(cleaned);
-  std::vector<double> values;
-  double v;
-  while (is >> v) values.push_back(v);
-  if (values.size() == 1) return std::vector<double>(channels, values[0]);
-  return values;  // inference checked that there is one per channel
 }
 
 // params holds the channels' means, then their 1/std, as float (the CPU's precision).
@@ -122,8 +99,8 @@ void normalize(const OpContext& ctx, const std::vector<TBlob>& in, const std::ve
   const int64_t c = s[s.size() - 3], plane = s[s.size() - 2] * s[s.size() - 1];
   const int64_t total = in[0].size();
   if (total == 0) return;
-  const std::vector<double> mean = per_channel(*ctx.attrs, "mean", 0.0, c);
-  const std::vector<double> std_dev = per_channel(*ctx.attrs, "std", 1.0, c);
+  const std::vector<double> mean = image::per_channel(*ctx.attrs, "mean", 0.0, c);
+  const std::vector<double> std_dev = image::per_channel(*ctx.attrs, "std", 1.0, c);
   std::vector<float> params(2 * c);
   for (int64_t ch = 0; ch < c; ++ch) {
     params[ch] = static_cast<float>(mean[ch]);
@@ -140,40 +117,6 @@ void normalize(const OpContext& ctx, const std::vector<TBlob>& in, const std::ve
 // ---------------------------------------------------------------------------------------------
 // resize
 // ---------------------------------------------------------------------------------------------
-// Source indices and the weight of the second one, for one destination index (as image.cc).
-struct Tap {
-  int64_t i0, i1;
-  float frac;
-};
-
-// OpenCV's INTER_LINEAR: source coordinate (d + 0.5) * in / out - 0.5, clamped at the borders.
-void linear_taps(int64_t in, int64_t out, Tap* taps) {
-  const double scale = static_cast<double>(in) / out;
-  for (int64_t d = 0; d < out; ++d) {
-    const double src = (d + 0.5) * scale - 0.5;
-    int64_t i0 = static_cast<int64_t>(std::floor(src));
-    float frac = static_cast<float>(src - i0);
-    if (i0 < 0) {
-      i0 = 0;
-      frac = 0;
-    }
-    if (i0 >= in - 1) {
-      i0 = in - 1;
-      frac = 0;
-    }
-    taps[d] = {i0, std::min(i0 + 1, in - 1), frac};
-  }
-}
-
-// INTER_NEAREST: floor(d * in / out).
-void nearest_taps(int64_t in, int64_t out, Tap* taps) {
-  for (int64_t d = 0; d < out; ++d) {
-    const int64_t i =
-        std::min(static_cast<int64_t>(std::floor(d * static_cast<double>(in) / out)), in - 1);
-    taps[d] = {i, i, 0.f};
-  }
-}
-
 // a * (1 - f) + b * f in float, without FMA contraction (see the Note).
 __device__ __forceinline__ float lerp_rn(float a, float b, float f) {
   return __fadd_rn(__fmul_rn(a, 1.0f - f), __fmul_rn(b, f));
@@ -198,13 +141,13 @@ __global__ void resize_kernel(const T* x, T* y, const Tap* taps, Hwc g, Hwc o) {
 }
 
 void resize(const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
-  const Hwc g = hwc_of(in[0].shape);
-  const Hwc o = hwc_of(out[0].shape);
+  const Hwc g = image::hwc_of(in[0].shape, "image_resize");
+  const Hwc o = image::hwc_of(out[0].shape, "image_resize");
   if (out[0].size() == 0) return;
   const bool nearest = ctx.attrs->get_int("interp", 1) == 0;
   std::vector<Tap> taps(o.h + o.w);
-  (nearest ? nearest_taps : linear_taps)(g.h, o.h, taps.data());
-  (nearest ? nearest_taps : linear_taps)(g.w, o.w, taps.data() + o.h);
+  image::resize_taps(g.h, o.h, nearest, taps.data());
+  image::resize_taps(g.w, o.w, nearest, taps.data() + o.h);
   const Tap* dev_taps = to_device(ctx, taps);
   PMX_GPU_TYPE_SWITCH(in[0].dtype, T, {
     resize_kernel<T><<<grid_for(out[0].size()), kBlock, 0, stream_of(ctx)>>>(
@@ -239,8 +182,11 @@ __global__ void move_kernel(const T* x, T* y, Hwc g, Hwc o, int64_t x0, int64_t 
 
 template <Move kMove>
 void move(const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
-  const Hwc g = hwc_of(in[0].shape);
-  const Hwc o = hwc_of(out[0].shape);
+  const char* op = kMove == Move::kCrop            ? "image_crop"
+                   : kMove == Move::kFlipLeftRight ? "image_flip_left_right"
+                                                   : "image_flip_top_bottom";
+  const Hwc g = image::hwc_of(in[0].shape, op);
+  const Hwc o = image::hwc_of(out[0].shape, op);
   const int64_t n = out[0].size();
   if (n == 0) return;
   const int64_t x0 = kMove == Move::kCrop ? ctx.attrs->get_int("x") : 0;
@@ -293,7 +239,7 @@ __global__ void adjust_kernel(const T* x, T* y, const double* mean_gray, Hwc g, 
 
 template <Adjust kWhat>
 void adjust(const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
-  const Hwc g = hwc_of(in[0].shape);
+  const Hwc g = image::hwc_of(in[0].shape, "image_adjust");
   const double f = ctx.attrs->get_float("factor");
   const int64_t n = in[0].size();
   if (n == 0) return;

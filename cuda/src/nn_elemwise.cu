@@ -11,23 +11,15 @@
 // | dropout              | data                | out, mask | p (0.5), mode (training / always), axes |
 // | dropout_backward     | out_grad, mask      | data_grad |                                        |
 #include "kernel_util.cuh"
+#include "ops/nn_common.h"
 #include "random.cuh"
 
 namespace pymx {
 namespace gpu {
 namespace {
 
-enum class Act : int { kRelu, kSigmoid, kTanh, kSoftRelu, kSoftSign };
-
-Act parse_act(const std::string& name) {
-  if (name == "relu") return Act::kRelu;
-  if (name == "sigmoid") return Act::kSigmoid;
-  if (name == "tanh") return Act::kTanh;
-  if (name == "softrelu") return Act::kSoftRelu;
-  if (name == "softsign") return Act::kSoftSign;
-  PMX_THROW(Status::kInvalidArg, "activation: act_type '", name,
-            "' is not one of relu, sigmoid, tanh, softrelu, softsign");
-}
+using nn::Act;
+using nn::parse_act;
 
 template <typename A>
 __device__ __forceinline__ A act_forward(Act act, A x) {
@@ -143,18 +135,11 @@ void activation_backward_compute(const OpContext& ctx, const std::vector<TBlob>&
   PMX_KERNEL_LAUNCH_CHECK();
 }
 
-bool is_elu(const Attrs& attrs) {
-  const std::string t = attrs.get_str("act_type", "leaky");
-  PMX_CHECK(t == "leaky" || t == "elu", "leaky_relu: act_type '", t, "' is not one of leaky, elu");
-  return t == "elu";
-}
-
 void leaky_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                    const std::vector<TBlob>& out) {
   const int64_t n = in[0].size();
   if (n == 0) return;
-  const bool elu = is_elu(*ctx.attrs);
-  const double slope = ctx.attrs->get_float("slope", 0.25);
+  const auto [elu, slope] = nn::leaky_params(*ctx.attrs);
   PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, {
     leaky_kernel<T><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(in[0].data<T>(), out[0].data<T>(),
                                                                  n, elu, slope);
@@ -166,8 +151,7 @@ void leaky_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                             const std::vector<TBlob>& out) {
   const int64_t n = in[0].size();
   if (n == 0) return;
-  const bool elu = is_elu(*ctx.attrs);
-  const double slope = ctx.attrs->get_float("slope", 0.25);
+  const auto [elu, slope] = nn::leaky_params(*ctx.attrs);
   PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, {
     leaky_backward_kernel<T><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
         in[0].data<T>(), in[1].data<T>(), out[0].data<T>(), n, elu, slope);

@@ -23,15 +23,8 @@ namespace pymx {
 namespace gpu {
 namespace {
 
-struct AxisView {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-
-AxisView axis_view(const Shape& s, int64_t axis_attr, const char* op) {
-  PMX_CHECK(!s.empty(), op, ": data must have at least one dimension");
-  const int axis = nn::normalize_axis(axis_attr, static_cast<int>(s.size()), op);
-  return {nn::prod(s, 0, axis), s[axis], nn::prod(s, axis + 1, static_cast<int>(s.size()))};
-}
+using nn::AxisView;
+using nn::axis_view;
 
 int group_for(int64_t n) { return n >= 1024 ? kBlock : 32; }
 

@@ -1,5 +1,5 @@
-// topk on the GPU (CPU definition, whose attribute parsing and output shapes are mirrored here:
-// engine/src/ops/nn_indexing.cc).
+// topk on the GPU (CPU definition: engine/src/ops/nn_indexing.cc; the attribute parsing and row
+// geometry both use: engine/src/ops/topk_geometry.h).
 //
 // | op            | inputs                  | outputs               | attrs |
 // |---------------|-------------------------|-----------------------|-------|
@@ -19,48 +19,14 @@
 
 #include "kernel_util.cuh"
 #include "launch.h"
-#include "ops/nn_common.h"
+#include "ops/topk_geometry.h"
 
 namespace pymx {
 namespace gpu {
 namespace {
 
-enum class RetTyp { kIndices, kValue, kBoth, kMask };
-
-RetTyp parse_ret_typ(const Attrs& attrs) {
-  const std::string t = attrs.get_str("ret_typ", "indices");
-  if (t == "indices") return RetTyp::kIndices;
-  if (t == "value") return RetTyp::kValue;
-  if (t == "both") return RetTyp::kBoth;
-  if (t == "mask") return RetTyp::kMask;
-  PMX_THROW(Status::kInvalidArg, "topk: ret_typ '", t,
-            "' is not one of indices, value, both, mask");
-}
-
-// Rows are `outer * inner` runs of n elements, element j of row (o, i) at (o * n + j) * inner + i.
-struct TopkGeom {
-  int64_t outer = 1, n = 1, inner = 1, k = 1;
-};
-
-TopkGeom topk_geom(const Attrs& attrs, const Shape& data) {
-  TopkGeom g;
-  const std::string* axis_text = attrs.find("axis");
-  Shape s = data;
-  int axis = 0;
-  if ((axis_text && *axis_text == "None") || s.empty()) {
-    s = {shape_size(data)};
-  } else {
-    axis = nn::normalize_axis(attrs.get_int("axis", -1), static_cast<int>(s.size()), "topk");
-  }
-  g.outer = nn::prod(s, 0, axis);
-  g.n = s[axis];
-  g.inner = nn::prod(s, axis + 1, static_cast<int>(s.size()));
-  g.k = attrs.get_int("k", 1);
-  if (g.k <= 0) g.k = g.n;
-  PMX_CHECK(g.k <= g.n, "topk: k=", g.k, " is larger than the ", g.n, " elements along axis ",
-            axis, " of data ", shape_str(data));
-  return g;
-}
+using nn::RetTyp;
+using nn::TopkGeom;
 
 template <typename T> struct SortKey { using type = T; };
 template <> struct SortKey<bool> { using type = uint8_t; };
@@ -166,8 +132,8 @@ void topk_typed(const OpContext& ctx, const TopkGeom& g, RetTyp ret, bool ascend
 
 void topk_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                   const std::vector<TBlob>& out) {
-  const TopkGeom g = topk_geom(*ctx.attrs, in[0].shape);
-  const RetTyp ret = parse_ret_typ(*ctx.attrs);
+  const TopkGeom g = nn::topk_geom(*ctx.attrs, in[0].shape);
+  const RetTyp ret = nn::parse_ret_typ(*ctx.attrs);
   if (in[0].size() == 0) return;  // every output is empty too
   const bool ascend = ctx.attrs->get_bool("is_ascend", false);
   PMX_GPU_TYPE_SWITCH(in[0].dtype, T, { topk_typed<T>(ctx, g, ret, ascend, in, out); });
@@ -184,7 +150,7 @@ __global__ void topk_scatter_kernel(const T* dy, const I* indices, T* dx, TopkGe
 
 void topk_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                            const std::vector<TBlob>& out) {
-  const TopkGeom g = topk_geom(*ctx.attrs, in[1].shape);
+  const TopkGeom g = nn::topk_geom(*ctx.attrs, in[1].shape);
   cudaStream_t s = stream_of(ctx);
   fill_blob(out[0], 0.0, s);
   const int64_t n = in[0].size();

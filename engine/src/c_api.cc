@@ -56,30 +56,12 @@ void check_device_exists(Device device) {
             gpu::built_with_cuda() ? "" : " (pymx was built without CUDA)");
 }
 
-// The arrays behind a list of handles, by pointer (inline for the usual handful). With
-// allow_null, a NULL handle gives a null pointer (out= entries to allocate).
-class ArrayPointers {
- public:
-  ArrayPointers(PmxArray* const* arrays, int num, bool allow_null) {
-    PMX_CHECK(num >= 0 && (num == 0 || arrays != nullptr), "invalid array list: ", num,
-              " arrays at address ", static_cast<const void*>(arrays));
-    if (num > static_cast<int>(kInline)) {
-      heap_.resize(num);
-      data_ = heap_.data();
-    }
-    for (int i = 0; i < num; ++i)
-      data_[i] = arrays[i] == nullptr && allow_null ? nullptr : &array_of(arrays[i]);
-  }
-  ArrayPointers(const ArrayPointers&) = delete;
-  ArrayPointers& operator=(const ArrayPointers&) = delete;
-  const NDArray* const* data() const { return data_; }
-
- private:
-  static constexpr size_t kInline = 8;
-  const NDArray* inline_[kInline];
-  std::vector<const NDArray*> heap_;
-  const NDArray** data_ = inline_;
-};
+// The length of a C list of array handles, checked.
+size_t array_count(PmxArray* const* arrays, int num) {
+  PMX_CHECK(num >= 0 && (num == 0 || arrays != nullptr), "invalid array list: ", num,
+            " arrays at address ", static_cast<const void*>(arrays));
+  return static_cast<size_t>(num);
+}
 
 Shape shape_of(const int64_t* shape, int ndim) {
   PMX_CHECK(ndim >= 0 && (ndim == 0 || shape != nullptr), "invalid shape: ndim ", ndim,
@@ -376,7 +358,8 @@ int pmx_op_invoke(const PmxOp* op, int num_inputs, PmxArray* const* inputs, int 
   // parsed into a per-thread Attrs whose strings keep their capacity across calls.
   PMX_CHECK(op != nullptr, "pmx_op_invoke: NULL operator");
   const OpDef& def = *reinterpret_cast<const OpDef*>(op);
-  const ArrayPointers in(inputs, num_inputs, /*allow_null=*/false);
+  const ArrayPointers in(array_count(inputs, num_inputs),
+                         [&](size_t i) { return &array_of(inputs[i]); });
   PMX_CHECK(num_attrs >= 0 && (num_attrs == 0 || (attr_keys != nullptr && attr_values != nullptr)),
             "operator ", def.name, ": invalid attribute list (", num_attrs, " entries)");
   thread_local Attrs attrs;
@@ -388,7 +371,10 @@ int pmx_op_invoke(const PmxOp* op, int num_inputs, PmxArray* const* inputs, int 
   }
   Device device = make_device(device_type, device_id);
   if (num_inputs == 0) check_device_exists(device);
-  const ArrayPointers out(outs, num_outs, /*allow_null=*/true);
+  // A NULL out= handle asks for that result to be allocated.
+  const ArrayPointers out(array_count(outs, num_outs), [&](size_t i) {
+    return outs[i] == nullptr ? nullptr : &array_of(outs[i]);
+  });
   std::vector<NDArray> results;
   invoke_into(def, in.data(), num_inputs, attrs, device, out.data(), num_outs, &results);
   return_arrays(std::move(results), out_num_outputs, out_outputs);

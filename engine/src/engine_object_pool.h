@@ -18,6 +18,83 @@ namespace pymx {
 // with none takes a batch from it (one lock per kBatch objects). Slots are never returned to the
 // system. The per-thread state is plain data (no destructor), so objects can still be created
 // and destroyed during static destruction; worker threads return their slots when they exit.
+
+// The free list of both pools below (see the Note): per-thread chains of free nodes linked
+// through `Node::*kLink`, traded with the other threads in batches of kBatch.
+template <typename Node, Node* Node::*kLink>
+class BatchedFreeList {
+ public:
+  static constexpr size_t kBatch = 64;
+
+  static bool empty() { return t_head == nullptr; }
+
+  // A free node: this thread's, else from a batch of the shared list; null when there is none.
+  static Node* pop() {
+    if (t_head == nullptr) {
+      {
+        std::lock_guard<std::mutex> lock(shared().mu);
+        if (!shared().batches.empty()) {
+          t_head = shared().batches.back();
+          shared().batches.pop_back();
+        }
+      }
+      t_count = 0;  // unknown length: counts only what this thread adds from here on
+    }
+    if (t_head == nullptr) return nullptr;
+    Node* node = t_head;
+    t_head = node->*kLink;
+    if (t_count > 0) --t_count;
+    return node;
+  }
+
+  // Makes a null-terminated chain of fresh nodes this thread's (empty) free list.
+  static void adopt(Node* chain) { t_head = chain; }
+
+  static void push(Node* node) {
+    node->*kLink = t_head;
+    t_head = node;
+    if (++t_count < 2 * kBatch) return;
+    // Keep kBatch nodes, hand the rest (the older ones) to the shared list.
+    Node* keep_tail = t_head;
+    for (size_t i = 1; i < kBatch; ++i) keep_tail = keep_tail->*kLink;
+    Node* rest = keep_tail->*kLink;
+    keep_tail->*kLink = nullptr;
+    t_count = kBatch;
+    if (rest != nullptr) give_batch(rest);
+  }
+
+  // Hands this thread's free nodes to the shared list (a thread about to exit).
+  static void release_thread() {
+    if (t_head == nullptr) return;
+    give_batch(t_head);
+    t_head = nullptr;
+    t_count = 0;
+  }
+
+ private:
+  struct Shared {
+    std::mutex mu;
+    std::vector<Node*> batches;  // each a null-terminated chain of free nodes
+  };
+  static Shared& shared() {
+    static Shared* instance = new Shared;  // never destroyed: used during static destruction
+    return *instance;
+  }
+
+  static void give_batch(Node* chain) {
+    std::lock_guard<std::mutex> lock(shared().mu);
+    shared().batches.push_back(chain);
+  }
+
+  static thread_local Node* t_head;
+  static thread_local size_t t_count;
+};
+
+template <typename Node, Node* Node::*kLink>
+thread_local Node* BatchedFreeList<Node, kLink>::t_head = nullptr;
+template <typename Node, Node* Node::*kLink>
+thread_local size_t BatchedFreeList<Node, kLink>::t_count = 0;
+
 template <typename T>
 class ObjectPool {
  public:
@@ -28,81 +105,29 @@ class ObjectPool {
 
   static void destroy(T* object) {
     object->~T();
-    push(reinterpret_cast<Slot*>(object));
+    FreeList::push(reinterpret_cast<Slot*>(object));
   }
 
   // Hands this thread's free slots to the shared list (a thread about to exit).
-  static void release_thread_cache() {
-    if (t_head == nullptr) return;
-    give_batch(t_head);
-    t_head = nullptr;
-    t_count = 0;
-  }
+  static void release_thread_cache() { FreeList::release_thread(); }
 
  private:
   union Slot {
     Slot* next;
     alignas(T) unsigned char storage[sizeof(T)];
   };
-  static constexpr size_t kBatch = 64;
-
-  struct Shared {
-    std::mutex mu;
-    std::vector<Slot*> batches;  // each a null-terminated chain of free slots
-  };
-  static Shared& shared() {
-    static Shared* instance = new Shared;  // never destroyed: used during static destruction
-    return *instance;
-  }
-
-  static void give_batch(Slot* chain) {
-    std::lock_guard<std::mutex> lock(shared().mu);
-    shared().batches.push_back(chain);
-  }
+  using FreeList = BatchedFreeList<Slot, &Slot::next>;
 
   static void* pop() {
-    if (t_head == nullptr) {
-      {
-        std::lock_guard<std::mutex> lock(shared().mu);
-        if (!shared().batches.empty()) {
-          t_head = shared().batches.back();
-          shared().batches.pop_back();
-        }
-      }
-      if (t_head == nullptr) {
-        Slot* block = static_cast<Slot*>(::operator new(sizeof(Slot) * kBatch));
-        for (size_t i = 0; i < kBatch; ++i) block[i].next = i + 1 < kBatch ? &block[i + 1] : nullptr;
-        t_head = block;
-      }
-      t_count = 0;  // unknown length: counts only what this thread adds from here on
-    }
-    Slot* slot = t_head;
-    t_head = slot->next;
-    if (t_count > 0) --t_count;
-    return slot;
+    if (Slot* slot = FreeList::pop()) return slot;
+    // No free slot anywhere: a new block of kBatch, the first one returned, the rest kept free.
+    Slot* block = static_cast<Slot*>(::operator new(sizeof(Slot) * FreeList::kBatch));
+    for (size_t i = 0; i < FreeList::kBatch; ++i)
+      block[i].next = i + 1 < FreeList::kBatch ? &block[i + 1] : nullptr;
+    FreeList::adopt(block[0].next);
+    return block;
   }
-
-  static void push(Slot* slot) {
-    slot->next = t_head;
-    t_head = slot;
-    if (++t_count < 2 * kBatch) return;
-    // Keep kBatch slots, hand the rest (the older ones) to the shared list.
-    Slot* keep_tail = t_head;
-    for (size_t i = 1; i < kBatch; ++i) keep_tail = keep_tail->next;
-    Slot* rest = keep_tail->next;
-    keep_tail->next = nullptr;
-    t_count = kBatch;
-    if (rest != nullptr) give_batch(rest);
-  }
-
-  static thread_local Slot* t_head;
-  static thread_local size_t t_count;
 };
-
-template <typename T>
-thread_local typename ObjectPool<T>::Slot* ObjectPool<T>::t_head = nullptr;
-template <typename T>
-thread_local size_t ObjectPool<T>::t_count = 0;
 
 // Note [Recycled objects]
 // ~~~~~~~~~~~~~~~~~~~~~~~
@@ -115,67 +140,23 @@ template <typename T>
 class RecyclingPool {
  public:
   static T* acquire() {
-    if (t_head == nullptr) {
-      (void)&t_releaser;  // registers the exit hook of this thread
-      std::lock_guard<std::mutex> lock(shared().mu);
-      if (!shared().batches.empty()) {
-        t_head = shared().batches.back();
-        shared().batches.pop_back();
-      }
-      t_count = 0;  // unknown length: counts only what this thread adds from here on
-    }
-    if (t_head == nullptr) return new T();
-    T* object = t_head;
-    t_head = object->pool_next;
-    if (t_count > 0) --t_count;
-    return object;
+    if (FreeList::empty()) (void)&t_releaser;  // registers the exit hook of this thread
+    T* object = FreeList::pop();
+    return object != nullptr ? object : new T();
   }
 
-  static void release(T* object) {
-    object->pool_next = t_head;
-    t_head = object;
-    if (++t_count < 2 * kBatch) return;
-    T* keep_tail = t_head;
-    for (size_t i = 1; i < kBatch; ++i) keep_tail = keep_tail->pool_next;
-    T* rest = keep_tail->pool_next;
-    keep_tail->pool_next = nullptr;
-    t_count = kBatch;
-    if (rest != nullptr) give_batch(rest);
-  }
+  static void release(T* object) { FreeList::push(object); }
 
  private:
-  static constexpr size_t kBatch = 64;
-
-  struct Shared {
-    std::mutex mu;
-    std::vector<T*> batches;  // each a null-terminated chain of free objects
-  };
-  static Shared& shared() {
-    static Shared* instance = new Shared;  // never destroyed: used during static destruction
-    return *instance;
-  }
-  static void give_batch(T* chain) {
-    std::lock_guard<std::mutex> lock(shared().mu);
-    shared().batches.push_back(chain);
-  }
+  using FreeList = BatchedFreeList<T, &T::pool_next>;
 
   struct ThreadReleaser {
-    ~ThreadReleaser() {
-      if (t_head != nullptr) give_batch(t_head);
-      t_head = nullptr;
-      t_count = 0;
-    }
+    ~ThreadReleaser() { FreeList::release_thread(); }
   };
 
-  static thread_local T* t_head;
-  static thread_local size_t t_count;
   static thread_local ThreadReleaser t_releaser;
 };
 
-template <typename T>
-thread_local T* RecyclingPool<T>::t_head = nullptr;
-template <typename T>
-thread_local size_t RecyclingPool<T>::t_count = 0;
 template <typename T>
 thread_local typename RecyclingPool<T>::ThreadReleaser RecyclingPool<T>::t_releaser;
 

@@ -278,25 +278,6 @@ void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
   graph::trace_op(op, attrs, *inputs_vector, *outputs);
 }
 
-// Pointers to the arrays of a vector, inline for the usual handful.
-class PointerList {
- public:
-  explicit PointerList(const std::vector<NDArray>& arrays) {
-    if (arrays.size() > kInline) {
-      heap_.resize(arrays.size());
-      data_ = heap_.data();
-    }
-    for (size_t i = 0; i < arrays.size(); ++i) data_[i] = &arrays[i];
-  }
-  const NDArray* const* data() const { return data_; }
-
- private:
-  static constexpr size_t kInline = 8;
-  const NDArray* inline_[kInline];
-  std::vector<const NDArray*> heap_;
-  const NDArray** data_ = inline_;
-};
-
 }  // namespace
 
 void invoke_into(const OpDef& op, const NDArray* const* inputs, int num_inputs,
@@ -307,7 +288,8 @@ void invoke_into(const OpDef& op, const NDArray* const* inputs, int num_inputs,
 
 std::vector<NDArray> invoke(const OpDef& op, const std::vector<NDArray>& inputs,
                             const Attrs& attrs, Device device, const std::vector<NDArray>& out) {
-  const PointerList input_pointers(inputs), out_pointers(out);
+  const ArrayPointers input_pointers(inputs.size(), [&](size_t i) { return &inputs[i]; });
+  const ArrayPointers out_pointers(out.size(), [&](size_t i) { return &out[i]; });
   std::vector<NDArray> outputs;
   invoke_impl(op, input_pointers.data(), static_cast<int>(inputs.size()), &inputs, attrs, device,
               out_pointers.data(), static_cast<int>(out.size()), &outputs);

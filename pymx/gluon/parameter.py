@@ -157,18 +157,21 @@ class Parameter:
         self._deferred_init = (init, devices, default_init, None)
         self._finish_deferred_init()
 
+    def _deferred_init_error(self):
+        return DeferredInitializationError(
+            f"Parameter '{self.name}' has not been initialized yet because initialization "
+            f"was deferred. Actual initialization happens during the first forward pass. "
+            f"Please pass one batch of data through the network before accessing "
+            f"Parameters. You can also avoid deferred initialization by specifying in_units, "
+            f"num_features, etc., for network layers.")
+
     def _finish_deferred_init(self):
         """Runs a pending initialisation now that the shape is known (no-op when none pends)."""
         if not self._deferred_init:
             return
         init, devices, default_init, data = self._deferred_init
         if not _shape_known(self._shape):
-            raise DeferredInitializationError(
-                f"Parameter '{self.name}' has not been initialized yet because initialization "
-                f"was deferred. Actual initialization happens during the first forward pass. "
-                f"Please pass one batch of data through the network before accessing "
-                f"Parameters. You can also avoid deferred initialization by specifying in_units, "
-                f"num_features, etc., for network layers.")
+            raise self._deferred_init_error()
         self._deferred_init = ()
         with autograd.pause():
             if data is None:
@@ -209,12 +212,7 @@ class Parameter:
             raise RuntimeError(f"Parameter '{self.name}' was not initialized on device {device}. "
                                f"It was only initialized on {self._device_list}.")
         if self._deferred_init:
-            raise DeferredInitializationError(
-                f"Parameter '{self.name}' has not been initialized yet because initialization "
-                f"was deferred. Actual initialization happens during the first forward pass. "
-                f"Please pass one batch of data through the network before accessing "
-                f"Parameters. You can also avoid deferred initialization by specifying in_units, "
-                f"num_features, etc., for network layers.")
+            raise self._deferred_init_error()
         raise RuntimeError(f"Parameter '{self.name}' has not been initialized. Note that you "
                            f"should initialize parameters and create Trainer with "
                            f"Block.collect_params() instead of Block.params because the later "

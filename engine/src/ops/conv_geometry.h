@@ -1,6 +1,7 @@
-// Geometry of channel-first convolutions, shared by the transposed convolution's CPU kernel
-// (nn_deconvolution.cc) and GPU kernel (cuda/src/deconvolution.cu), which must agree on the
-// attribute parsing and output extents; plus the CPU im2col / col2im over that geometry.
+// Geometry of convolutions, shared by the CPU and GPU kernels of convolution (nn_convolution.cc,
+// cuda/src/conv_pool.cu) and of the transposed convolution (nn_deconvolution.cc,
+// cuda/src/deconvolution.cu), which must agree on the attribute parsing and output extents; plus
+// the CPU im2col / col2im over that geometry.
 //
 // Note [Transposed convolution as the adjoint of a convolution]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -27,6 +28,7 @@ namespace nn {
 
 struct ConvGeometry {
   int nsp = 0;  // spatial dims, 1-3
+  bool channel_last = false;  // NWC / NHWC / NDHWC (convolution only)
   int64_t batch = 0, in_c = 0, out_c = 0, groups = 1;
   // Spatial extents right-aligned into 3 dims (depth, height, width), leading ones 1.
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
@@ -36,6 +38,12 @@ struct ConvGeometry {
   int64_t in_cg() const { return in_c / groups; }
   int64_t out_cg() const { return out_c / groups; }
   int64_t col_rows() const { return in_cg() * k_sp; }  // rows of one group's im2col matrix
+  // A 1x1 kernel with stride 1 and no padding: the image is its own im2col matrix.
+  bool is_pointwise() const {
+    for (int i = 0; i < 3; ++i)
+      if (k[i] != 1 || s[i] != 1 || p[i] != 0) return false;
+    return true;
+  }
 
   void finish() {
     in_sp = in[0] * in[1] * in[2];
@@ -43,6 +51,60 @@ struct ConvGeometry {
     k_sp = k[0] * k[1] * k[2];
   }
 };
+
+// Whether `layout` is channel-last for nsp spatial dims (None and channel-first are not).
+inline bool conv_layout_is_last(const std::string& layout, int nsp) {
+  static const char* first[] = {"NCW", "NCHW", "NCDHW"};
+  static const char* last[] = {"NWC", "NHWC", "NDHWC"};
+  if (layout == "None" || layout == first[nsp - 1]) return false;
+  if (layout == last[nsp - 1]) return true;
+  PMX_THROW(Status::kInvalidArg, "convolution: layout '", layout, "' does not fit ", nsp,
+            "-D convolution (use ", first[nsp - 1], " or ", last[nsp - 1], ")");
+}
+
+// The geometry of convolution(data, weight) with MXNet's attributes (kernel stride dilate pad
+// num_filter num_group layout), validated against the data and weight shapes; the errors carry
+// the numbers. Shared by the CPU op (nn_convolution.cc) and the GPU op (cuda/src/conv_pool.cu).
+inline ConvGeometry conv_geometry(const Attrs& attrs, const Shape& data, const Shape& weight) {
+  ConvGeometry g;
+  const Shape kernel = attrs.get_shape("kernel");
+  g.nsp = static_cast<int>(kernel.size());
+  PMX_CHECK(g.nsp >= 1 && g.nsp <= 3, "convolution: kernel ", shape_str(kernel),
+            " must have 1, 2 or 3 values");
+  PMX_CHECK(static_cast<int>(data.size()) == g.nsp + 2, "convolution: data shape ",
+            shape_str(data), " must have ", g.nsp + 2, " dimensions for kernel ", shape_str(kernel));
+  g.channel_last = conv_layout_is_last(attrs.get_str("layout", "None"), g.nsp);
+  const Shape stride = spatial_attr(attrs, "stride", g.nsp, 1, "convolution");
+  const Shape pad = spatial_attr(attrs, "pad", g.nsp, 0, "convolution");
+  const Shape dilate = spatial_attr(attrs, "dilate", g.nsp, 1, "convolution");
+  g.batch = data[0];
+  g.in_c = g.channel_last ? data.back() : data[1];
+  g.groups = attrs.get_int("num_group", 1);
+  g.out_c = attrs.get_int("num_filter", weight.empty() ? 0 : weight[0]);
+  PMX_CHECK(g.groups >= 1, "convolution: num_group must be >= 1, got ", g.groups);
+  PMX_CHECK(g.out_c >= 1, "convolution: num_filter must be >= 1, got ", g.out_c);
+  PMX_CHECK(g.in_c % g.groups == 0 && g.out_c % g.groups == 0, "convolution: input channels ",
+            g.in_c, " and num_filter ", g.out_c, " must both be divisible by num_group ", g.groups);
+  const int off = 3 - g.nsp;
+  for (int i = 0; i < g.nsp; ++i) {
+    const int64_t extent = g.channel_last ? data[1 + i] : data[2 + i];
+    PMX_CHECK(kernel[i] >= 1 && stride[i] >= 1 && dilate[i] >= 1 && pad[i] >= 0,
+              "convolution: kernel ", shape_str(kernel), ", stride ", shape_str(stride),
+              ", dilate ", shape_str(dilate), " must be >= 1 and pad ", shape_str(pad), " >= 0");
+    const int64_t span = dilate[i] * (kernel[i] - 1) + 1;
+    PMX_CHECK(extent + 2 * pad[i] >= span, "convolution: kernel ", shape_str(kernel),
+              " (dilate ", shape_str(dilate), ") is larger than the padded input ",
+              shape_str(data), " with pad ", shape_str(pad));
+    g.in[off + i] = extent;
+    g.k[off + i] = kernel[i];
+    g.s[off + i] = stride[i];
+    g.p[off + i] = pad[i];
+    g.d[off + i] = dilate[i];
+    g.out[off + i] = (extent + 2 * pad[i] - span) / stride[i] + 1;
+  }
+  g.finish();
+  return g;
+}
 
 // The convolution geometry of deconvolution(data, weight) (see the Note), with MXNet's attributes:
 // kernel stride dilate pad adj target_shape num_filter num_group layout. A non-empty

@@ -24,31 +24,19 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <sstream>
 #include <type_traits>
 
+#include "ops/image_common.h"
 #include "ops/nn_common.h"
 
 namespace pymx {
 namespace {
 
-// (batch, height, width, channels) of an HWC image or NHWC batch.
-struct Hwc {
-  bool batched;
-  int64_t n, h, w, c;
-};
-
-Hwc hwc_of(const Shape& s, const char* op) {
-  PMX_CHECK(s.size() == 3 || s.size() == 4, op, ": expected an HWC image or NHWC batch, got shape ",
-            shape_str(s));
-  if (s.size() == 3) return {false, 1, s[0], s[1], s[2]};
-  return {true, s[0], s[1], s[2], s[3]};
-}
-
-Shape hwc_shape(const Hwc& g, int64_t h, int64_t w) {
-  if (g.batched) return {g.n, h, w, g.c};
-  return {h, w, g.c};
-}
+using image::Hwc;
+using image::hwc_of;
+using image::hwc_shape;
+using image::per_channel;
+using image::Tap;
 
 // Rounds and saturates for integer T; plain conversion for float T.
 template <typename T>
@@ -83,25 +71,6 @@ void to_tensor(const OpContext&, const std::vector<TBlob>& in, const std::vector
         for (int64_t c = 0; c < g.c; ++c)
           y[(n * g.c + c) * plane + p] = static_cast<float>(x[(n * plane + p) * g.c + c]) / 255.0f;
   });
-}
-
-// Per-channel values of a mean/std attribute: one value (all channels) or exactly `channels`.
-std::vector<double> per_channel(const Attrs& attrs, const char* key, double fallback,
-                                int64_t channels) {
-  std::vector<double> values;
-  const std::string text = attrs.get_str(key, "None");
-  if (text == "None") return std::vector<double>(channels, fallback);
-  // Tuples of floats: "(0.485, 0.456, 0.406)", "[0.5]" or "0.5".
-  std::string cleaned;
-  for (char ch : text) cleaned += (ch == '(' || ch == ')' || ch == '[' || ch == ']' || ch == ',') ? ' ' : ch;
-  std::istringstream is(cleaned);
-  double v;
-  while (is >> v) values.push_back(v);
-  PMX_CHECK(is.eof(), "image_normalize: cannot parse ", key, "='", text, "' as numbers");
-  if (values.size() == 1) return std::vector<double>(channels, values[0]);
-  PMX_CHECK(static_cast<int64_t>(values.size()) == channels, "image_normalize: ", key, " has ",
-            values.size(), " values but the image has ", channels, " channels");
-  return values;
 }
 
 void normalize_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
@@ -177,48 +146,14 @@ void resize_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::v
   *out_dt = {dt[0]};
 }
 
-// Source index and weight of the second neighbour for each destination index (INTER_LINEAR).
-struct Tap {
-  int64_t i0, i1;
-  float frac;
-};
-std::vector<Tap> linear_taps(int64_t in, int64_t out) {
-  std::vector<Tap> taps(out);
-  const double scale = static_cast<double>(in) / out;
-  for (int64_t d = 0; d < out; ++d) {
-    const double src = (d + 0.5) * scale - 0.5;
-    int64_t i0 = static_cast<int64_t>(std::floor(src));
-    float frac = static_cast<float>(src - i0);
-    if (i0 < 0) {
-      i0 = 0;
-      frac = 0;
-    }
-    if (i0 >= in - 1) {
-      i0 = in - 1;
-      frac = 0;
-    }
-    taps[d] = {i0, std::min(i0 + 1, in - 1), frac};
-  }
-  return taps;
-}
-
-// INTER_NEAREST: floor(d * in / out), as OpenCV.
-std::vector<Tap> nearest_taps(int64_t in, int64_t out) {
-  std::vector<Tap> taps(out);
-  for (int64_t d = 0; d < out; ++d) {
-    const int64_t i = std::min(static_cast<int64_t>(std::floor(d * static_cast<double>(in) / out)), in - 1);
-    taps[d] = {i, i, 0.f};
-  }
-  return taps;
-}
-
 void resize(const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
   const Hwc g = hwc_of(in[0].shape, "image_resize");
   const Hwc o = hwc_of(out[0].shape, "image_resize");
   if (o.h == 0 || o.w == 0 || g.n == 0) return;
   const bool nearest = ctx.attrs->get_int("interp", 1) == 0;
-  const std::vector<Tap> ys = nearest ? nearest_taps(g.h, o.h) : linear_taps(g.h, o.h);
-  const std::vector<Tap> xs = nearest ? nearest_taps(g.w, o.w) : linear_taps(g.w, o.w);
+  std::vector<Tap> ys(o.h), xs(o.w);
+  image::resize_taps(g.h, o.h, nearest, ys.data());
+  image::resize_taps(g.w, o.w, nearest, xs.data());
   PMX_TYPE_SWITCH(in[0].dtype, T, {
     const T* x = in[0].data<T>();
     T* y = out[0].data<T>();

@@ -21,17 +21,8 @@
 namespace pymx {
 namespace {
 
-enum class Act { kRelu, kSigmoid, kTanh, kSoftRelu, kSoftSign };
-
-Act parse_act(const std::string& name) {
-  if (name == "relu") return Act::kRelu;
-  if (name == "sigmoid") return Act::kSigmoid;
-  if (name == "tanh") return Act::kTanh;
-  if (name == "softrelu") return Act::kSoftRelu;
-  if (name == "softsign") return Act::kSoftSign;
-  PMX_THROW(Status::kInvalidArg, "activation: act_type '", name,
-            "' is not one of relu, sigmoid, tanh, softrelu, softsign");
-}
+using nn::Act;
+using nn::parse_act;
 
 template <typename A>
 A act_forward(Act act, A x) {
@@ -214,17 +205,9 @@ PMX_REGISTER_OP(activation_backward)
 // ---------------------------------------------------------------------------------------------
 // leaky_relu
 // ---------------------------------------------------------------------------------------------
-bool is_elu(const Attrs& attrs) {
-  const std::string t = attrs.get_str("act_type", "leaky");
-  PMX_CHECK(t == "leaky" || t == "elu", "leaky_relu: act_type '", t,
-            "' is not one of leaky, elu");
-  return t == "elu";
-}
-
 void leaky_forward(const OpContext& ctx, const std::vector<TBlob>& in,
                    const std::vector<TBlob>& out) {
-  const bool elu = is_elu(*ctx.attrs);
-  const double slope = ctx.attrs->get_float("slope", 0.25);
+  const auto [elu, slope] = nn::leaky_params(*ctx.attrs);
   PMX_FLOAT_SWITCH(in[0].dtype, T, {
     using A = nn::acc_t<T>;
     const A s = static_cast<A>(slope);
@@ -239,8 +222,7 @@ void leaky_forward(const OpContext& ctx, const std::vector<TBlob>& in,
 
 void leaky_backward(const OpContext& ctx, const std::vector<TBlob>& in,
                     const std::vector<TBlob>& out) {
-  const bool elu = is_elu(*ctx.attrs);
-  const double slope = ctx.attrs->get_float("slope", 0.25);
+  const auto [elu, slope] = nn::leaky_params(*ctx.attrs);
   PMX_FLOAT_SWITCH(in[0].dtype, T, {
     using A = nn::acc_t<T>;
     const A s = static_cast<A>(slope);
@@ -258,8 +240,7 @@ void leaky_backward(const OpContext& ctx, const std::vector<TBlob>& in,
 PMX_REGISTER_OP(leaky_relu)
     .set_infer([](const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
                   std::vector<Shape>* out, std::vector<DType>* out_dt) {
-      is_elu(attrs);
-      attrs.get_float("slope", 0.25);  // a bad slope fails at the call, not in the worker
+      nn::leaky_params(attrs);  // bad attributes fail at the call, not in the worker
       same_shape_infer(attrs, in, dt, out, out_dt);
     })
     .set_cpu(leaky_forward)
@@ -271,8 +252,7 @@ PMX_REGISTER_OP(leaky_relu_backward)
     .set_num_inputs(2)
     .set_infer([](const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
                   std::vector<Shape>* out, std::vector<DType>* out_dt) {
-      is_elu(attrs);
-      attrs.get_float("slope", 0.25);
+      nn::leaky_params(attrs);
       grad_infer(in, dt, "leaky_relu_backward", out, out_dt);
     })
     .set_cpu(leaky_backward);

@@ -135,6 +135,53 @@ inline int64_t prod(const Shape& s, int begin, int end) {
   return n;
 }
 
+// Data viewed as (outer, n, inner) around one axis: element j of row (o, i) is at
+// (o * n + j) * inner + i. Shared by the CPU and GPU softmax / norm kernels (GPU kernels take it
+// by value).
+struct AxisView {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+// The view around axis `axis`, already in [0, ndim).
+inline AxisView axis_view(const Shape& s, int axis) {
+  return {prod(s, 0, axis), s[axis], prod(s, axis + 1, static_cast<int>(s.size()))};
+}
+
+// The view around the axis attribute `axis_attr` (negative counts from the end); s must have at
+// least one dimension.
+inline AxisView axis_view(const Shape& s, int64_t axis_attr, const char* op) {
+  PMX_CHECK(!s.empty(), op, ": data must have at least one dimension");
+  return axis_view(s, normalize_axis(axis_attr, static_cast<int>(s.size()), op));
+}
+
+// The activation op's act_type, shared by its CPU (nn_activation.cc) and GPU (nn_elemwise.cu)
+// kernels.
+enum class Act { kRelu, kSigmoid, kTanh, kSoftRelu, kSoftSign };
+
+inline Act parse_act(const std::string& name) {
+  if (name == "relu") return Act::kRelu;
+  if (name == "sigmoid") return Act::kSigmoid;
+  if (name == "tanh") return Act::kTanh;
+  if (name == "softrelu") return Act::kSoftRelu;
+  if (name == "softsign") return Act::kSoftSign;
+  PMX_THROW(Status::kInvalidArg, "activation: act_type '", name,
+            "' is not one of relu, sigmoid, tanh, softrelu, softsign");
+}
+
+// leaky_relu's attributes, shared by its CPU (nn_activation.cc) and GPU (nn_elemwise.cu) kernels:
+// act_type leaky (slope * x below 0) or elu (slope * expm1(x) below 0), and slope.
+struct LeakyParams {
+  bool elu;
+  double slope;
+};
+
+inline LeakyParams leaky_params(const Attrs& attrs) {
+  const std::string t = attrs.get_str("act_type", "leaky");
+  PMX_CHECK(t == "leaky" || t == "elu", "leaky_relu: act_type '", t,
+            "' is not one of leaky, elu");
+  return {t == "elu", attrs.get_float("slope", 0.25)};
+}
+
 // Note [Counter-based random numbers]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Dropout draws element i's number as a hash of (seed, i) (SplitMix64's finaliser), not from a

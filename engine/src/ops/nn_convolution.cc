@@ -36,85 +36,16 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/conv_geometry.h"
 #include "ops/nn_common.h"
 #include "parallel.h"
 
 namespace pymx {
 namespace {
 
-struct ConvGeom {
-  int nsp = 0;
-  bool channel_last = false;
-  int64_t batch = 0, in_c = 0, out_c = 0, groups = 1;
-  // Spatial extents padded to 3 dims with leading 1s (depth, height, width).
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
-  int64_t s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1};
-  int64_t in_sp = 1, out_sp = 1, k_sp = 1;
+using nn::ConvGeometry;
 
-  int64_t in_cg() const { return in_c / groups; }
-  int64_t out_cg() const { return out_c / groups; }
-  int64_t col_rows() const { return in_cg() * k_sp; }
-  bool is_pointwise() const {
-    for (int i = 0; i < 3; ++i)
-      if (k[i] != 1 || s[i] != 1 || p[i] != 0) return false;
-    return true;
-  }
-};
-
-bool parse_layout(const std::string& layout, int nsp) {
-  static const char* first[] = {"NCW", "NCHW", "NCDHW"};
-  static const char* last[] = {"NWC", "NHWC", "NDHWC"};
-  if (layout == "None" || layout == first[nsp - 1]) return false;
-  if (layout == last[nsp - 1]) return true;
-  PMX_THROW(Status::kInvalidArg, "convolution: layout '", layout, "' does not fit ", nsp,
-            "-D convolution (use ", first[nsp - 1], " or ", last[nsp - 1], ")");
-}
-
-// Validates attributes against the data and weight shapes; the errors carry the numbers.
-ConvGeom make_geom(const Attrs& attrs, const Shape& data, const Shape& weight) {
-  ConvGeom g;
-  const Shape kernel = attrs.get_shape("kernel");
-  g.nsp = static_cast<int>(kernel.size());
-  PMX_CHECK(g.nsp >= 1 && g.nsp <= 3, "convolution: kernel ", shape_str(kernel),
-            " must have 1, 2 or 3 values");
-  PMX_CHECK(static_cast<int>(data.size()) == g.nsp + 2, "convolution: data shape ",
-            shape_str(data), " must have ", g.nsp + 2, " dimensions for kernel ", shape_str(kernel));
-  g.channel_last = parse_layout(attrs.get_str("layout", "None"), g.nsp);
-  const Shape stride = nn::spatial_attr(attrs, "stride", g.nsp, 1, "convolution");
-  const Shape pad = nn::spatial_attr(attrs, "pad", g.nsp, 0, "convolution");
-  const Shape dilate = nn::spatial_attr(attrs, "dilate", g.nsp, 1, "convolution");
-  g.batch = data[0];
-  g.in_c = g.channel_last ? data.back() : data[1];
-  g.groups = attrs.get_int("num_group", 1);
-  g.out_c = attrs.get_int("num_filter", weight.empty() ? 0 : weight[0]);
-  PMX_CHECK(g.groups >= 1, "convolution: num_group must be >= 1, got ", g.groups);
-  PMX_CHECK(g.out_c >= 1, "convolution: num_filter must be >= 1, got ", g.out_c);
-  PMX_CHECK(g.in_c % g.groups == 0 && g.out_c % g.groups == 0, "convolution: input channels ",
-            g.in_c, " and num_filter ", g.out_c, " must both be divisible by num_group ", g.groups);
-  const int off = 3 - g.nsp;
-  for (int i = 0; i < g.nsp; ++i) {
-    const int64_t extent = g.channel_last ? data[1 + i] : data[2 + i];
-    PMX_CHECK(kernel[i] >= 1 && stride[i] >= 1 && dilate[i] >= 1 && pad[i] >= 0,
-              "convolution: kernel ", shape_str(kernel), ", stride ", shape_str(stride),
-              ", dilate ", shape_str(dilate), " must be >= 1 and pad ", shape_str(pad), " >= 0");
-    const int64_t span = dilate[i] * (kernel[i] - 1) + 1;
-    PMX_CHECK(extent + 2 * pad[i] >= span, "convolution: kernel ", shape_str(kernel),
-              " (dilate ", shape_str(dilate), ") is larger than the padded input ",
-              shape_str(data), " with pad ", shape_str(pad));
-    g.in[off + i] = extent;
-    g.k[off + i] = kernel[i];
-    g.s[off + i] = stride[i];
-    g.p[off + i] = pad[i];
-    g.d[off + i] = dilate[i];
-    g.out[off + i] = (extent + 2 * pad[i] - span) / stride[i] + 1;
-  }
-  g.in_sp = g.in[0] * g.in[1] * g.in[2];
-  g.out_sp = g.out[0] * g.out[1] * g.out[2];
-  g.k_sp = g.k[0] * g.k[1] * g.k[2];
-  return g;
-}
-
-Shape weight_shape(const ConvGeom& g, const Shape& kernel) {
+Shape weight_shape(const ConvGeometry& g, const Shape& kernel) {
   Shape w = {g.out_c};
   if (!g.channel_last) w.push_back(g.in_cg());
   w.insert(w.end(), kernel.begin(), kernel.end());
@@ -122,7 +53,7 @@ Shape weight_shape(const ConvGeom& g, const Shape& kernel) {
   return w;
 }
 
-Shape out_shape(const ConvGeom& g) {
+Shape out_shape(const ConvGeometry& g) {
   Shape o = {g.batch};
   if (!g.channel_last) o.push_back(g.out_c);
   for (int i = 3 - g.nsp; i < 3; ++i) o.push_back(g.out[i]);
@@ -137,7 +68,7 @@ void conv_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vec
   PMX_CHECK(in.size() == expected, "convolution: expected ", expected, " inputs (data, weight",
             no_bias ? "" : ", bias", ") with no_bias=", no_bias, ", got ", in.size());
   nn::conv_fused_relu(attrs);  // validates act_type
-  const ConvGeom g = make_geom(attrs, in[0], in[1]);
+  const ConvGeometry g = nn::conv_geometry(attrs, in[0], in[1]);
   const Shape w = weight_shape(g, attrs.get_shape("kernel"));
   PMX_CHECK(in[1] == w, "convolution: weight shape ", shape_str(in[1]), " does not match data ",
             shape_str(in[0]), " with num_filter ", g.out_c, ", num_group ", g.groups,
@@ -158,7 +89,7 @@ void conv_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vec
 // Copies the receptive fields of `channels` channel-first channels at `x` into `col`
 // (channels*k_sp rows of out_sp). With accumulate=true it is col2im: adds `col` back into `x`.
 template <typename T, bool kCol2Im>
-void im2col(const ConvGeom& g, int64_t channels, T* x, T* col) {
+void im2col(const ConvGeometry& g, int64_t channels, T* x, T* col) {
   const int64_t ID = g.in[0], IH = g.in[1], IW = g.in[2];
   const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2];
   for (int64_t c = 0; c < channels; ++c) {
@@ -232,7 +163,7 @@ class Carver {
 };
 
 template <typename T>
-void conv_forward_typed(const OpContext& ctx, const ConvGeom& g, const std::vector<TBlob>& in,
+void conv_forward_typed(const OpContext& ctx, const ConvGeometry& g, const std::vector<TBlob>& in,
                         const std::vector<TBlob>& out) {
   using A = nn::acc_t<T>;
   const bool pointwise = g.is_pointwise();
@@ -309,7 +240,7 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeom& g, const std::vect
 
 void conv_forward(const OpContext& ctx, const std::vector<TBlob>& in,
                   const std::vector<TBlob>& out) {
-  const ConvGeom g = make_geom(*ctx.attrs, in[0].shape, in[1].shape);
+  const ConvGeometry g = nn::conv_geometry(*ctx.attrs, in[0].shape, in[1].shape);
   PMX_FLOAT_SWITCH(in[0].dtype, T, { conv_forward_typed<T>(ctx, g, in, out); });
 }
 
@@ -321,7 +252,7 @@ void conv_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
   PMX_CHECK(in.size() == expected, "convolution_backward: expected ", expected,
             " inputs (out_grad, data, weight", relu ? ", out" : "", ") with act_type=",
             attrs.get_str("act_type", "None"), ", got ", in.size());
-  const ConvGeom g = make_geom(attrs, in[1], in[2]);
+  const ConvGeometry g = nn::conv_geometry(attrs, in[1], in[2]);
   const Shape w = weight_shape(g, attrs.get_shape("kernel"));
   PMX_CHECK(in[2] == w, "convolution_backward: weight shape ", shape_str(in[2]),
             " does not match data ", shape_str(in[1]), " (expected ", shape_str(w), ")");
@@ -354,7 +285,7 @@ void transpose_last2_relu_masked(const T* src, const T* keep, T* dst, int64_t n,
 }
 
 template <typename T>
-void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vector<TBlob>& in,
+void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std::vector<TBlob>& in,
                          const std::vector<TBlob>& out) {
   using A = nn::acc_t<T>;
   const bool pointwise = g.is_pointwise();
@@ -487,7 +418,7 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeom& g, const std::vec
 
 void conv_backward(const OpContext& ctx, const std::vector<TBlob>& in,
                    const std::vector<TBlob>& out) {
-  const ConvGeom g = make_geom(*ctx.attrs, in[1].shape, in[2].shape);
+  const ConvGeometry g = nn::conv_geometry(*ctx.attrs, in[1].shape, in[2].shape);
   PMX_FLOAT_SWITCH(in[1].dtype, T, { conv_backward_typed<T>(ctx, g, in, out); });
 }
 

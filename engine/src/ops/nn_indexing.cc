@@ -26,6 +26,7 @@
 #include <numeric>
 
 #include "ops/nn_common.h"
+#include "ops/topk_geometry.h"
 
 namespace pymx {
 namespace {
@@ -169,55 +170,20 @@ PMX_REGISTER_OP(one_hot).set_infer(one_hot_infer).set_cpu(one_hot_forward);
 // ---------------------------------------------------------------------------------------------
 // topk
 // ---------------------------------------------------------------------------------------------
-enum class RetTyp { kIndices, kValue, kBoth, kMask };
-
-RetTyp parse_ret_typ(const Attrs& attrs) {
-  const std::string t = attrs.get_str("ret_typ", "indices");
-  if (t == "indices") return RetTyp::kIndices;
-  if (t == "value") return RetTyp::kValue;
-  if (t == "both") return RetTyp::kBoth;
-  if (t == "mask") return RetTyp::kMask;
-  PMX_THROW(Status::kInvalidArg, "topk: ret_typ '", t, "' is not one of indices, value, both, mask");
-}
-
-struct TopkGeom {
-  int64_t outer, n, inner, k;
-  Shape out_shape;  // of values/indices
-};
-
-// axis None flattens the data (the outputs are then 1-D).
-TopkGeom topk_geom(const Attrs& attrs, const Shape& data, const char* op = "topk") {
-  TopkGeom g;
-  const std::string* axis_text = attrs.find("axis");
-  const bool flat = axis_text && *axis_text == "None";
-  Shape s = data;
-  int axis;
-  if (flat || s.empty()) {
-    s = {shape_size(data)};
-    axis = 0;
-  } else {
-    axis = nn::normalize_axis(attrs.get_int("axis", -1), static_cast<int>(s.size()), op);
-  }
-  g.outer = nn::prod(s, 0, axis);
-  g.n = s[axis];
-  g.inner = nn::prod(s, axis + 1, static_cast<int>(s.size()));
-  g.k = attrs.get_int("k", 1);
-  if (g.k <= 0) g.k = g.n;  // MXNet: k < 1 selects the whole axis
-  PMX_CHECK(g.k <= g.n, op, ": k=", g.k, " is larger than the ", g.n, " elements along axis ",
-            axis, " of data ", shape_str(data));
-  g.out_shape = s;
-  g.out_shape[axis] = g.k;
-  return g;
-}
+using nn::parse_ret_typ;
+using nn::RetTyp;
+using nn::TopkGeom;
+using nn::topk_geom;
 
 void topk_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
                 std::vector<Shape>* out, std::vector<DType>* out_dt) {
   const TopkGeom g = topk_geom(attrs, in[0]);
+  const Shape out_shape = g.out_shape(in[0]);
   const DType index_dtype = attrs.get_dtype("dtype", DType::kFloat32);
   switch (parse_ret_typ(attrs)) {
-    case RetTyp::kIndices: *out = {g.out_shape}; *out_dt = {index_dtype}; break;
-    case RetTyp::kValue: *out = {g.out_shape}; *out_dt = {dt[0]}; break;
-    case RetTyp::kBoth: *out = {g.out_shape, g.out_shape}; *out_dt = {dt[0], index_dtype}; break;
+    case RetTyp::kIndices: *out = {out_shape}; *out_dt = {index_dtype}; break;
+    case RetTyp::kValue: *out = {out_shape}; *out_dt = {dt[0]}; break;
+    case RetTyp::kBoth: *out = {out_shape, out_shape}; *out_dt = {dt[0], index_dtype}; break;
     case RetTyp::kMask: *out = {in[0]}; *out_dt = {dt[0]}; break;
   }
 }
@@ -264,9 +230,10 @@ void topk_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
                          const std::vector<DType>& dt, std::vector<Shape>* out,
                          std::vector<DType>* out_dt) {
   const TopkGeom g = topk_geom(attrs, in[1], "topk_backward");
-  PMX_CHECK(in[0] == g.out_shape && in[2] == g.out_shape, "topk_backward: out_grad ",
+  const Shape out_shape = g.out_shape(in[1]);
+  PMX_CHECK(in[0] == out_shape && in[2] == out_shape, "topk_backward: out_grad ",
             shape_str(in[0]), " and indices ", shape_str(in[2]), " must both have shape ",
-            shape_str(g.out_shape), " for data ", shape_str(in[1]), " and k=", g.k);
+            shape_str(out_shape), " for data ", shape_str(in[1]), " and k=", g.k);
   nn::check_same_float(dt, "topk_backward", 0, 2);
   *out = {in[1]};
   *out_dt = {dt[1]};

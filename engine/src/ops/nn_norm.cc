@@ -28,17 +28,8 @@
 namespace pymx {
 namespace {
 
-// data viewed as (outer, channels, inner) around `axis`.
-struct AxisView {
-  int64_t outer = 1, channels = 1, inner = 1;
-};
-AxisView axis_view(const Shape& s, int axis) {
-  AxisView v;
-  v.outer = nn::prod(s, 0, axis);
-  v.channels = s[axis];
-  v.inner = nn::prod(s, axis + 1, static_cast<int>(s.size()));
-  return v;
-}
+using nn::AxisView;
+using nn::axis_view;
 
 // ---------------------------------------------------------------------------------------------
 // batch_norm
@@ -84,7 +75,7 @@ void bn_forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   P* var_out = out[2].data<P>();
   const int64_t count = v.outer * v.inner;
   // Channels are independent (each reads and writes only its own slices and statistics).
-  parallel_for(0, v.channels, 1, [&](int64_t c_lo, int64_t c_hi) {
+  parallel_for(0, v.n, 1, [&](int64_t c_lo, int64_t c_hi) {
     for (int64_t c = c_lo; c < c_hi; ++c) {
       double mean, var;
       if (batch_stats) {
@@ -92,11 +83,11 @@ void bn_forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
         // reach 1e6 elements.
         double sum = 0;
         for (int64_t o = 0; o < v.outer; ++o)
-          sum += nn::lane_sum<double>(x + (o * v.channels + c) * v.inner, v.inner);
+          sum += nn::lane_sum<double>(x + (o * v.n + c) * v.inner, v.inner);
         mean = count > 0 ? sum / count : 0.0;
         double sq = 0;
         for (int64_t o = 0; o < v.outer; ++o)
-          sq += nn::lane_sum_sq_dev<double>(x + (o * v.channels + c) * v.inner, v.inner, mean);
+          sq += nn::lane_sum_sq_dev<double>(x + (o * v.n + c) * v.inner, v.inner, mean);
         var = count > 0 ? sq / count : 0.0;
         moving_mean[c] = static_cast<P>(static_cast<double>(moving_mean[c]) * momentum +
                                         mean * (1 - momentum));
@@ -115,7 +106,7 @@ void bn_forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
       const A scale_a = static_cast<A>(scale);
       const A shift_a = static_cast<A>(static_cast<double>(beta[c]) - mean * scale);
       for (int64_t o = 0; o < v.outer; ++o) {
-        const int64_t base = (o * v.channels + c) * v.inner;
+        const int64_t base = (o * v.n + c) * v.inner;
         for (int64_t i = 0; i < v.inner; ++i)
           y[base + i] = static_cast<T>(static_cast<A>(x[base + i]) * scale_a + shift_a);
       }
@@ -179,13 +170,13 @@ void bn_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   P* dgamma = out[1].data<P>();
   P* dbeta = out[2].data<P>();
   const double count = static_cast<double>(v.outer * v.inner);
-  parallel_for(0, v.channels, 1, [&](int64_t c_lo, int64_t c_hi) {
+  parallel_for(0, v.n, 1, [&](int64_t c_lo, int64_t c_hi) {
     for (int64_t c = c_lo; c < c_hi; ++c) {
       const double m = static_cast<double>(mean[c]);
       const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + eps);
       double sum_dy = 0, sum_dy_xhat = 0;
       for (int64_t o = 0; o < v.outer; ++o) {
-        const int64_t base = (o * v.channels + c) * v.inner;
+        const int64_t base = (o * v.n + c) * v.inner;
         sum_dy += nn::lane_sum<double>(dy + base, v.inner);
         sum_dy_xhat += nn::lane_dot_dev<double>(dy + base, x + base, v.inner, m);
       }
@@ -204,7 +195,7 @@ void bn_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
       const A b = static_cast<A>(-k * invstd * mean_dy_xhat);
       const A shift = static_cast<A>(k * (m * invstd * mean_dy_xhat - mean_dy));
       for (int64_t o = 0; o < v.outer; ++o) {
-        const int64_t base = (o * v.channels + c) * v.inner;
+        const int64_t base = (o * v.n + c) * v.inner;
         for (int64_t i = 0; i < v.inner; ++i) {
           dx[base + i] = static_cast<T>(a * static_cast<A>(dy[base + i]) +
                                         b * static_cast<A>(x[base + i]) + shift);
@@ -274,18 +265,18 @@ void ln_forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   T* y = out[0].data<T>();
   for (int64_t o = 0; o < v.outer; ++o) {
     for (int64_t i = 0; i < v.inner; ++i) {
-      const int64_t base = o * v.channels * v.inner + i;
+      const int64_t base = o * v.n * v.inner + i;
       double sum = 0, sq = 0;
-      for (int64_t c = 0; c < v.channels; ++c) sum += static_cast<double>(x[base + c * v.inner]);
-      const double mean = sum / v.channels;
-      for (int64_t c = 0; c < v.channels; ++c) {
+      for (int64_t c = 0; c < v.n; ++c) sum += static_cast<double>(x[base + c * v.inner]);
+      const double mean = sum / v.n;
+      for (int64_t c = 0; c < v.n; ++c) {
         const double d = static_cast<double>(x[base + c * v.inner]) - mean;
         sq += d * d;
       }
-      const double std_dev = std::sqrt(sq / v.channels + eps);
+      const double std_dev = std::sqrt(sq / v.n + eps);
       out[1].data<T>()[o * v.inner + i] = static_cast<T>(mean);
       out[2].data<T>()[o * v.inner + i] = static_cast<T>(std_dev);
-      for (int64_t c = 0; c < v.channels; ++c) {
+      for (int64_t c = 0; c < v.n; ++c) {
         const int64_t j = base + c * v.inner;
         y[j] = static_cast<T>((static_cast<double>(x[j]) - mean) / std_dev *
                                   static_cast<double>(gamma[c]) +
@@ -330,15 +321,15 @@ void ln_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   const T* mean = in[3].data<T>();
   const T* stdv = in[4].data<T>();
   T* dx = out[0].data<T>();
-  std::vector<double> dgamma(v.channels, 0.0), dbeta(v.channels, 0.0);
+  std::vector<double> dgamma(v.n, 0.0), dbeta(v.n, 0.0);
   for (int64_t o = 0; o < v.outer; ++o) {
     for (int64_t i = 0; i < v.inner; ++i) {
-      const int64_t base = o * v.channels * v.inner + i;
+      const int64_t base = o * v.n * v.inner + i;
       const double m = static_cast<double>(mean[o * v.inner + i]);
       const double inv = 1.0 / static_cast<double>(stdv[o * v.inner + i]);
       // dx = inv * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * gamma.
       double sum_dxhat = 0, sum_dxhat_xhat = 0;
-      for (int64_t c = 0; c < v.channels; ++c) {
+      for (int64_t c = 0; c < v.n; ++c) {
         const int64_t j = base + c * v.inner;
         const double xhat = (static_cast<double>(x[j]) - m) * inv;
         const double g = static_cast<double>(dy[j]);
@@ -348,9 +339,9 @@ void ln_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
         dgamma[c] += g * xhat;
         dbeta[c] += g;
       }
-      const double mean_dxhat = sum_dxhat / v.channels;
-      const double mean_dxhat_xhat = sum_dxhat_xhat / v.channels;
-      for (int64_t c = 0; c < v.channels; ++c) {
+      const double mean_dxhat = sum_dxhat / v.n;
+      const double mean_dxhat_xhat = sum_dxhat_xhat / v.n;
+      for (int64_t c = 0; c < v.n; ++c) {
         const int64_t j = base + c * v.inner;
         const double xhat = (static_cast<double>(x[j]) - m) * inv;
         const double dxhat = static_cast<double>(dy[j]) * static_cast<double>(gamma[c]);
@@ -358,7 +349,7 @@ void ln_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
       }
     }
   }
-  for (int64_t c = 0; c < v.channels; ++c) {
+  for (int64_t c = 0; c < v.n; ++c) {
     out[1].data<T>()[c] = static_cast<T>(dgamma[c]);
     out[2].data<T>()[c] = static_cast<T>(dbeta[c]);
   }

@@ -22,82 +22,14 @@
 #endif
 
 #include "ops/nn_common.h"
+#include "ops/pool_geometry.h"
 #include "parallel.h"
 
 namespace pymx {
 namespace {
 
-enum class PoolType { kMax, kAvg, kSum };
-
-struct PoolGeom {
-  int nsp = 0;
-  PoolType type = PoolType::kMax;
-  bool count_include_pad = true;
-  int64_t planes = 0;  // batch * channels
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
-  int64_t s[3] = {1, 1, 1}, p[3] = {0, 0, 0};
-  int64_t in_sp = 1, out_sp = 1;
-};
-
-PoolType parse_pool_type(const std::string& t) {
-  if (t == "max" || t == "None") return PoolType::kMax;
-  if (t == "avg") return PoolType::kAvg;
-  if (t == "sum") return PoolType::kSum;
-  PMX_THROW(Status::kInvalidArg, "pooling: pool_type '", t, "' is not one of max, avg, sum");
-}
-
-PoolGeom make_geom(const Attrs& attrs, const Shape& data) {
-  PoolGeom g;
-  g.type = parse_pool_type(attrs.get_str("pool_type", "max"));
-  g.count_include_pad = attrs.get_bool("count_include_pad", true);
-  const bool global = attrs.get_bool("global_pool", false);
-  PMX_CHECK(data.size() >= 3 && data.size() <= 5, "pooling: data shape ", shape_str(data),
-            " must have 3, 4 or 5 dimensions (NCW, NCHW or NCDHW)");
-  g.nsp = static_cast<int>(data.size()) - 2;
-  const std::string layout = attrs.get_str("layout", "None");
-  static const char* layouts[] = {"NCW", "NCHW", "NCDHW"};
-  PMX_CHECK(layout == "None" || layout == layouts[g.nsp - 1], "pooling: layout '", layout,
-            "' is not supported for data ", shape_str(data), " (use ", layouts[g.nsp - 1], ")");
-  Shape kernel, stride, pad;
-  if (global) {
-    kernel.assign(data.begin() + 2, data.end());
-    stride = Shape(g.nsp, 1);
-    pad = Shape(g.nsp, 0);
-  } else {
-    kernel = attrs.get_shape("kernel", Shape());
-    PMX_CHECK(static_cast<int>(kernel.size()) == g.nsp, "pooling: kernel ", shape_str(kernel),
-              " must have one value per spatial dimension of data ", shape_str(data));
-    stride = nn::spatial_attr(attrs, "stride", g.nsp, 1, "pooling");
-    pad = nn::spatial_attr(attrs, "pad", g.nsp, 0, "pooling");
-  }
-  const std::string convention = attrs.get_str("pooling_convention", "valid");
-  PMX_CHECK(convention == "valid" || convention == "full" || convention == "None",
-            "pooling: pooling_convention '", convention, "' is not one of valid, full");
-  const bool full = convention == "full";
-  g.planes = data[0] * data[1];
-  const int off = 3 - g.nsp;
-  for (int i = 0; i < g.nsp; ++i) {
-    const int64_t extent = data[2 + i];
-    PMX_CHECK(kernel[i] >= 1 && stride[i] >= 1 && pad[i] >= 0, "pooling: kernel ",
-              shape_str(kernel), " and stride ", shape_str(stride), " must be >= 1, pad ",
-              shape_str(pad), " >= 0");
-    PMX_CHECK(pad[i] < kernel[i], "pooling: pad ", shape_str(pad), " must be smaller than kernel ",
-              shape_str(kernel));
-    PMX_CHECK(extent + 2 * pad[i] >= kernel[i], "pooling: kernel ", shape_str(kernel),
-              " is larger than the padded input ", shape_str(data), " with pad ", shape_str(pad));
-    const int64_t room = extent + 2 * pad[i] - kernel[i];
-    g.out[off + i] = (full ? (room + stride[i] - 1) / stride[i] : room / stride[i]) + 1;
-    // As PyTorch's ceil_mode: with 'full', a last window starting past the input is dropped.
-    if (full && (g.out[off + i] - 1) * stride[i] >= extent + pad[i]) --g.out[off + i];
-    g.in[off + i] = extent;
-    g.k[off + i] = kernel[i];
-    g.s[off + i] = stride[i];
-    g.p[off + i] = pad[i];
-  }
-  g.in_sp = g.in[0] * g.in[1] * g.in[2];
-  g.out_sp = g.out[0] * g.out[1] * g.out[2];
-  return g;
-}
+using nn::PoolGeom;
+using nn::PoolType;
 
 Shape out_shape(const Shape& data, const PoolGeom& g) {
   Shape o = {data[0], data[1]};
@@ -107,7 +39,7 @@ Shape out_shape(const Shape& data, const PoolGeom& g) {
 
 void pool_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
                 std::vector<Shape>* out, std::vector<DType>* out_dt) {
-  const PoolGeom g = make_geom(attrs, in[0]);
+  const PoolGeom g = nn::pool_geometry(attrs, in[0]);
   nn::check_float(dt[0], "pooling", "data");
   *out = {out_shape(in[0], g)};
   *out_dt = {dt[0]};
@@ -230,7 +162,7 @@ void pool_forward_typed(const OpContext& ctx, const PoolGeom& g, const T* x, T* 
 
 void pool_forward(const OpContext& ctx, const std::vector<TBlob>& in,
                   const std::vector<TBlob>& out) {
-  const PoolGeom g = make_geom(*ctx.attrs, in[0].shape);
+  const PoolGeom g = nn::pool_geometry(*ctx.attrs, in[0].shape);
   PMX_FLOAT_SWITCH(in[0].dtype, T,
                    { pool_forward_typed<T>(ctx, g, in[0].data<T>(), out[0].data<T>()); });
 }
@@ -238,7 +170,7 @@ void pool_forward(const OpContext& ctx, const std::vector<TBlob>& in,
 void pool_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
                          const std::vector<DType>& dt, std::vector<Shape>* out,
                          std::vector<DType>* out_dt) {
-  const PoolGeom g = make_geom(attrs, in[1]);
+  const PoolGeom g = nn::pool_geometry(attrs, in[1]);
   const Shape o = out_shape(in[1], g);
   PMX_CHECK(in[0] == o && in[2] == o, "pooling_backward: out_grad ", shape_str(in[0]), " and out ",
             shape_str(in[2]), " must have the output shape ", shape_str(o));
@@ -351,7 +283,7 @@ void pool_backward_typed(const PoolGeom& g, const T* dy, const T* x, const T* y,
 
 void pool_backward(const OpContext& ctx, const std::vector<TBlob>& in,
                    const std::vector<TBlob>& out) {
-  const PoolGeom g = make_geom(*ctx.attrs, in[1].shape);
+  const PoolGeom g = nn::pool_geometry(*ctx.attrs, in[1].shape);
   PMX_FLOAT_SWITCH(in[1].dtype, T, {
     pool_backward_typed<T>(g, in[0].data<T>(), in[1].data<T>(), in[2].data<T>(),
                            out[0].data<T>());

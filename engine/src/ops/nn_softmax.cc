@@ -17,14 +17,10 @@
 namespace pymx {
 namespace {
 
-struct AxisLayout {
-  int64_t outer = 1, n = 1, inner = 1;
-};
+using nn::AxisView;
 
-AxisLayout layout_of(const Attrs& attrs, const Shape& s, const char* op) {
-  PMX_CHECK(!s.empty(), op, ": data must have at least one dimension");
-  const int axis = nn::normalize_axis(attrs.get_int("axis", -1), static_cast<int>(s.size()), op);
-  return {nn::prod(s, 0, axis), s[axis], nn::prod(s, axis + 1, static_cast<int>(s.size()))};
+AxisView layout_of(const Attrs& attrs, const Shape& s, const char* op) {
+  return nn::axis_view(s, attrs.get_int("axis", -1), op);
 }
 
 double temperature(const Attrs& attrs, const char* op) {
@@ -46,7 +42,7 @@ template <bool kLog>
 void softmax_forward(const OpContext& ctx, const std::vector<TBlob>& in,
                      const std::vector<TBlob>& out) {
   const char* op = kLog ? "log_softmax" : "softmax";
-  const AxisLayout L = layout_of(*ctx.attrs, in[0].shape, op);
+  const AxisView L = layout_of(*ctx.attrs, in[0].shape, op);
   if (L.n == 0) return;  // an empty axis: the output is empty too
   const double inv_t = 1.0 / temperature(*ctx.attrs, op);
   PMX_FLOAT_SWITCH(in[0].dtype, T, {
@@ -88,7 +84,7 @@ template <bool kLog>
 void softmax_backward(const OpContext& ctx, const std::vector<TBlob>& in,
                       const std::vector<TBlob>& out) {
   const char* op = kLog ? "log_softmax" : "softmax";
-  const AxisLayout L = layout_of(*ctx.attrs, in[1].shape, op);
+  const AxisView L = layout_of(*ctx.attrs, in[1].shape, op);
   const double inv_t = 1.0 / temperature(*ctx.attrs, op);
   PMX_FLOAT_SWITCH(in[0].dtype, T, {
     const T* dy = in[0].data<T>();
