@@ -7,8 +7,8 @@
 // float32 / float64 go through OpenBLAS gemm; other dtypes use a plain loop in the compute type.
 #include <algorithm>
 
-#include "blas.h"
 #include "ops/elemwise.h"
+#include "ops/nn_common.h"
 
 namespace pymx {
 namespace {
@@ -73,18 +73,12 @@ void gemm(const T* a, const T* b, T* c, int64_t n, int64_t k, int64_t m) {
 
 template <>
 void gemm<float>(const float* a, const float* b, float* c, int64_t n, int64_t k, int64_t m) {
-  PMX_CBLAS(sgemm)(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(n),
-                   static_cast<blasint>(m), static_cast<blasint>(k), 1.0f, a,
-                   static_cast<blasint>(std::max<int64_t>(k, 1)), b, static_cast<blasint>(std::max<int64_t>(m, 1)),
-                   0.0f, c, static_cast<blasint>(std::max<int64_t>(m, 1)));
+  nn::gemm(false, false, n, m, k, 1.0f, a, k, b, m, 0.0f, c, m);
 }
 
 template <>
 void gemm<double>(const double* a, const double* b, double* c, int64_t n, int64_t k, int64_t m) {
-  PMX_CBLAS(dgemm)(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(n),
-                   static_cast<blasint>(m), static_cast<blasint>(k), 1.0, a,
-                   static_cast<blasint>(std::max<int64_t>(k, 1)), b, static_cast<blasint>(std::max<int64_t>(m, 1)),
-                   0.0, c, static_cast<blasint>(std::max<int64_t>(m, 1)));
+  nn::gemm(false, false, n, m, k, 1.0, a, k, b, m, 0.0, c, m);
 }
 
 NDArray transpose_last(const NDArray& x) {

@@ -10,27 +10,58 @@
 
 #include "blas.h"
 #include "ops/dispatch.h"
+#include "parallel.h"
 #include "pymx/op.h"
 
 namespace pymx {
 namespace nn {
 
+// Note [Parallel GEMM]
+// ~~~~~~~~~~~~~~~~~~~~
+// OpenBLAS runs one thread per call (blas.h): its own threads would oversubscribe the engine's
+// workers. A large product that a worker runs on its own splits the rows of C over the intra-op
+// pool instead, one block of rows per thread (each block repacks B, so fewer, larger blocks
+// pay). Called inside a parallel_for chunk (a convolution over its batch), parallel_for runs the
+// blocks serially, so nothing is oversubscribed. Each element of C is still one dot product
+// computed by one call, so results do not depend on the split.
+constexpr int64_t kParallelGemmMinFlops = int64_t(1) << 22;  // m * n * k; below, one call wins
+constexpr int64_t kParallelGemmMinRows = 32;
+
+template <typename T, typename BlasGemm>
+void gemm_rows_in_parallel(BlasGemm blas_gemm, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                           int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
+                           T beta, T* c, int64_t ldc) {
+  const auto block = [&](int64_t lo, int64_t hi) {
+    blas_gemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, hi - lo, n, k, alpha,
+              trans_a ? a + lo : a + lo * lda, lda, b, ldb, beta, c + lo * ldc, ldc);
+  };
+  const int64_t threads = parallel_max_threads();
+  if (threads < 2 || m < 2 * kParallelGemmMinRows || m * n * k < kParallelGemmMinFlops) {
+    block(0, m);
+    return;
+  }
+  const int64_t rows_per_thread = std::max(kParallelGemmMinRows, (m + threads - 1) / threads);
+  parallel_for(0, m, rows_per_thread, block);
+}
+
 // Row-major C = alpha * op(A) * op(B) + beta * C, with op(A) M x K and op(B) K x N.
-// float/double go to OpenBLAS; float16 accumulates in float (no half BLAS on the CPU).
+// float/double go to OpenBLAS (see Note [Parallel GEMM]); float16 accumulates in float (no half
+// BLAS on the CPU).
 inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc) {
   if (m == 0 || n == 0) return;
-  PMX_CBLAS(sgemm)(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                   trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_rows_in_parallel<float>(PMX_CBLAS(sgemm), trans_a, trans_b, m, n, k, alpha, a, lda, b,
+                               ldb, beta, c, ldc);
 }
 
 inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                  const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
                  double* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
-  PMX_CBLAS(dgemm)(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                   trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_rows_in_parallel<double>(PMX_CBLAS(dgemm), trans_a, trans_b, m, n, k, alpha, a, lda, b,
+                                ldb, beta, c, ldc);
 }
 
 inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
