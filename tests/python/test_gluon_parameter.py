@@ -186,3 +186,12 @@ def test_collect_params_save_and_load(tmp_path):
     other.collect_params().load(path, device=cpu(1))
     assert other.weight.list_device() == [cpu(1)]
     onp.testing.assert_array_equal(other.weight.data().asnumpy(), net.weight.data().asnumpy())
+
+
+def test_top_level_aliases_follow_mxnet():
+    import pymx
+    assert pymx.init is pymx.initializer
+    net = pymx.gluon.nn.Dense(3, in_units=2)
+    net.initialize(pymx.init.Constant(0.5))
+    assert (net.weight.data().asnumpy() == 0.5).all()
+    assert isinstance(pymx.optimizer.create('sgd', learning_rate=0.1), pymx.optimizer.SGD)
