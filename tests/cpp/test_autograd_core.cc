@@ -11,16 +11,9 @@
 #include "pymx/engine.h"
 #include "pymx/graph.h"
 #include "pymx/op.h"
+#include "test_util.h"
 
 using namespace pymx;
-
-#define EXPECT(cond)                                                        \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      std::fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
-      std::exit(1);                                                         \
-    }                                                                       \
-  } while (0)
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "pymx/engine.h"
-#include "test_engine_util.h"
+#include "test_util.h"
 
 using namespace pymx;
 

@@ -9,7 +9,7 @@
 
 #include "pymx/engine.h"
 #include "pymx/gpu.h"
-#include "test_engine_util.h"
+#include "test_util.h"
 
 using namespace pymx;
 

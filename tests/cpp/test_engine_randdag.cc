@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "pymx/engine.h"
-#include "test_engine_util.h"
+#include "test_util.h"
 
 using namespace pymx;
 

@@ -7,7 +7,7 @@
 
 #include "pymx/gpu.h"
 #include "pymx/storage.h"
-#include "test_engine_util.h"
+#include "test_util.h"
 
 using namespace pymx;
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "parallel.h"
-#include "test_engine_util.h"
+#include "test_util.h"
 
 using pymx::parallel_for;
 using pymx::parallel_for_parts;

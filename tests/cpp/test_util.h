@@ -1,4 +1,4 @@
-// A tiny assertion helper for the engine tests (no test framework is available offline).
+// A tiny assertion helper for the native tests (no test framework is available offline).
 #pragma once
 
 #include <cstdio>
