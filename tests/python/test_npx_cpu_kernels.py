@@ -1,6 +1,6 @@
 """The CPU kernels' fast paths (PERF-CPU): vectorised max-pool forward/backward (including windows
 clipped by the right edge and ties), the batch split of convolution across intra-op threads,
-ReLU's select-based backward, and batch_norm's lane sums. Each is compared with a NumPy float64
+the row or column split of large GEMMs, ReLU's select-based backward, and batch_norm's lane sums. Each is compared with a NumPy float64
 reference written independently of the kernel's shortcut."""
 import itertools
 
@@ -141,3 +141,27 @@ def test_convolution_single_image_column_split_matches_numpy():
         onp.einsum("ncyxij,fcij->nfyx", windows[:, 2 * grp:2 * grp + 2], w[3 * grp:3 * grp + 3])
         for grp in range(2)], axis=1) + b[None, :, None, None]
     onp.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows,in_units,hidden", [
+    (300, 200, 70),  # C taller than wide: the GEMMs split rows across the intra-op threads
+    (40, 300, 500),  # C wider than tall: they split columns
+])
+def test_parallel_gemm_splits_match_numpy(rows, in_units, hidden):
+    # fully_connected's forward (X . W^T), weight gradient (dY^T . X) and data gradient (dY . W)
+    # cover both transposes; every product is above the size where the GEMM is split.
+    x = RNG.standard_normal((rows, in_units)).astype("float32")
+    w = RNG.standard_normal((hidden, in_units)).astype("float32")
+    b = RNG.standard_normal(hidden).astype("float32")
+    dy = RNG.standard_normal((rows, hidden)).astype("float32")
+    arrays = [from_numpy(a) for a in (x, w, b)]
+    for array in arrays:
+        array.attach_grad()
+    with autograd.record():
+        y = npx.fully_connected(*arrays, num_hidden=hidden)
+    y.backward(from_numpy(dy))
+    xd, wd, dyd = x.astype("float64"), w.astype("float64"), dy.astype("float64")
+    onp.testing.assert_allclose(y.asnumpy(), xd @ wd.T + b, rtol=1e-4, atol=1e-3)
+    onp.testing.assert_allclose(arrays[0].grad.asnumpy(), dyd @ wd, rtol=1e-4, atol=1e-3)
+    onp.testing.assert_allclose(arrays[1].grad.asnumpy(), dyd.T @ xd, rtol=1e-4, atol=1e-3)
+    onp.testing.assert_allclose(arrays[2].grad.asnumpy(), dyd.sum(axis=0), rtol=1e-4, atol=1e-3)

@@ -19,30 +19,43 @@ namespace nn {
 // Note [Parallel GEMM]
 // ~~~~~~~~~~~~~~~~~~~~
 // OpenBLAS runs one thread per call (blas.h): its own threads would oversubscribe the engine's
-// workers. A large product that a worker runs on its own splits the rows of C over the intra-op
-// pool instead, one block of rows per thread (each block repacks B, so fewer, larger blocks
-// pay). Called inside a parallel_for chunk (a convolution over its batch), parallel_for runs the
-// blocks serially, so nothing is oversubscribed. Each element of C is still one dot product
-// computed by one call, so results do not depend on the split.
+// workers. A large product that a worker runs on its own splits C over the intra-op pool
+// instead, one block per thread: blocks of rows when C is taller than wide, blocks of columns
+// otherwise. Each block repacks the whole of the operand it shares, so the split goes along the
+// longer side, where the shared operand is the smaller one: a convolution's product at batch 1
+// (C = W . col, a few dozen rows of filters by thousands of pixel columns) splits its columns,
+// and each thread packs only its own part of col. Called inside a parallel_for chunk (a
+// convolution over its batch), parallel_for runs the blocks serially, so nothing is
+// oversubscribed. Each element of C is still one dot product over all of K computed by one call,
+// so results do not depend on the split.
 constexpr int64_t kParallelGemmMinFlops = int64_t(1) << 22;  // m * n * k; below, one call wins
-constexpr int64_t kParallelGemmMinRows = 32;
+constexpr int64_t kParallelGemmMinBlock = 32;                // rows or columns per block
 
 template <typename T, typename BlasGemm>
-void gemm_rows_in_parallel(BlasGemm blas_gemm, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                           int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
-                           T beta, T* c, int64_t ldc) {
-  const auto block = [&](int64_t lo, int64_t hi) {
+void gemm_in_parallel(BlasGemm blas_gemm, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                      int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
+                      T beta, T* c, int64_t ldc) {
+  const auto call = [&](int64_t rows, int64_t cols, const T* a_block, const T* b_block,
+                        T* c_block) {
     blas_gemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, hi - lo, n, k, alpha,
-              trans_a ? a + lo : a + lo * lda, lda, b, ldb, beta, c + lo * ldc, ldc);
+              trans_b ? CblasTrans : CblasNoTrans, rows, cols, k, alpha, a_block, lda, b_block,
+              ldb, beta, c_block, ldc);
   };
+  const bool split_rows = m >= n;
+  const int64_t extent = split_rows ? m : n;
   const int64_t threads = parallel_max_threads();
-  if (threads < 2 || m < 2 * kParallelGemmMinRows || m * n * k < kParallelGemmMinFlops) {
-    block(0, m);
+  if (threads < 2 || extent < 2 * kParallelGemmMinBlock || m * n * k < kParallelGemmMinFlops) {
+    call(m, n, a, b, c);
     return;
   }
-  const int64_t rows_per_thread = std::max(kParallelGemmMinRows, (m + threads - 1) / threads);
-  parallel_for(0, m, rows_per_thread, block);
+  const int64_t per_thread = std::max(kParallelGemmMinBlock, (extent + threads - 1) / threads);
+  parallel_for(0, extent, per_thread, [&](int64_t lo, int64_t hi) {
+    if (split_rows) {
+      call(hi - lo, n, trans_a ? a + lo : a + lo * lda, b, c + lo * ldc);
+    } else {
+      call(m, hi - lo, a, trans_b ? b + lo * ldb : b + lo, c + lo);
+    }
+  });
 }
 
 // Row-major C = alpha * op(A) * op(B) + beta * C, with op(A) M x K and op(B) K x N.
@@ -52,16 +65,16 @@ inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc) {
   if (m == 0 || n == 0) return;
-  gemm_rows_in_parallel<float>(PMX_CBLAS(sgemm), trans_a, trans_b, m, n, k, alpha, a, lda, b,
-                               ldb, beta, c, ldc);
+  gemm_in_parallel<float>(PMX_CBLAS(sgemm), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                          beta, c, ldc);
 }
 
 inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                  const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
                  double* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
-  gemm_rows_in_parallel<double>(PMX_CBLAS(dgemm), trans_a, trans_b, m, n, k, alpha, a, lda, b,
-                                ldb, beta, c, ldc);
+  gemm_in_parallel<double>(PMX_CBLAS(dgemm), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                           beta, c, ldc);
 }
 
 inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
