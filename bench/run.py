@@ -1,11 +1,12 @@
 """Runs pymx and its peers side by side, alternating rounds, and reports medians and ratios.
 
-    python bench/run.py [--quick] [--rounds 3] [--cases tiny_op,leafnet,conv,ops,pipeline,engine]
+    python bench/run.py [--quick] [--rounds 3] [--cases tiny_op,leafnet,memory,conv,ops,pipeline,engine]
                         [--torch-python PATH] [--mxnet-python PATH] [--device cpu|gpu]
                         [--json results.json] [--markdown results.md]
 
 Each measurement is a fresh process (bench/measure_pymx.py, bench/peers/*.py) printing one JSON
-line {"value", "unit"} (conv: one line per layer). `ops`, `pipeline` and `engine` are suites that
+line {"value", "unit"} (conv: one line per layer); the `memory` case instead reads the peak
+resident set size the kernel recorded for the training process (wait4's rusage). `ops`, `pipeline` and `engine` are suites that
 already compare with their peer inside one process (NumPy; Pillow + NumPy; the naive engine):
 their tables are copied through. Peers live in their own virtual environments (MXNet 1.9.1 needs
 numpy<1.24), hence the interpreter paths. A peer whose interpreter is missing is left out of the
@@ -63,6 +64,18 @@ def cases(args):
                            [mxnet, os.path.join(PEERS, "leafnet_mxnet.py"), *common,
                             "--hybridize", "static"])]
             out.append((f"leafnet {mode} batch {batch} ({dev})", "higher", impls))
+    if "memory" in args.cases:
+        # The training step of the leafnet case at batch 64, for long enough to reach its steady
+        # state; the table compares whole processes (interpreter and libraries included).
+        common = ["--mode", "train", "--batch", "64", "--seconds", "1" if args.quick else "3"]
+        impls = [("pymx imperative", pymx_cmd("leafnet", *common)),
+                 ("pymx hybridized", pymx_cmd("leafnet", *common, "--hybridize")),
+                 ("torch eager", [torch, os.path.join(PEERS, "leafnet_torch.py"), *common]),
+                 ("mxnet-1.9.1 hybridize(static)",
+                  [mxnet, os.path.join(PEERS, "leafnet_mxnet.py"), *common, "--hybridize",
+                   "static"])]
+        out.append(("peak memory, leafnet train batch 64 (cpu)", "lower",
+                    [(name, [PEAK_RSS, *argv]) for name, argv in impls]))
     if "conv" in args.cases:
         batch = "8" if args.quick else "64"
         conv = os.path.join(HERE, "conv_bench.py")
@@ -89,7 +102,25 @@ def copied_suites(args):
     return suites
 
 
+# Marks an argv whose result is the process's peak resident set size, not what it prints.
+PEAK_RSS = "<peak-rss>"
+
+
+def peak_rss_mb(argv):
+    """Runs argv to completion; its peak resident set size in MB, or None when it failed."""
+    with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            sys.stderr.write(f"failed: {' '.join(argv)}\n{proc.stderr.read()[-2000:]}\n")
+            return None
+    return {"value": usage.ru_maxrss / 1024, "unit": "MB peak RSS"}
+
+
 def measure(argv):
+    if argv[0] == PEAK_RSS:
+        return peak_rss_mb(argv[1:]) if os.path.exists(argv[1]) else None
     if not argv[0] or not os.path.exists(argv[0]):
         return None
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)

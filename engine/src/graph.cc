@@ -219,7 +219,14 @@ struct Graph::BufferPool {
   std::vector<size_t> free;      // indices into buffers that may be handed out now
   std::vector<bool> handed_out;  // per buffer: used in the current run
 
-  bool is_free(size_t slot) const { return buffers[slot].chunk().use_count() == 1; }
+  // Queued ops that will allocate a buffer hold it too; they do not count, since the engine
+  // orders a new write after them. Read in this order, an op being released concurrently can
+  // only make the buffer look busy, never free while the caller or a tape still holds it.
+  bool is_free(size_t slot) const {
+    const std::shared_ptr<Chunk>& chunk = buffers[slot].chunk();
+    const int queued = chunk->held_by_queued_ops.load(std::memory_order_relaxed);
+    return chunk.use_count() - queued == 1;
+  }
 
   // Resets the per-run state for inputs of these shapes and dtypes.
   void begin_run(const std::vector<NDArray>& inputs, size_t num_values) {
@@ -258,7 +265,7 @@ struct Graph::BufferPool {
       return buffer.shape() == shape ? buffer : buffer.reshape_view(shape);
     }
     *slot = buffers.size();
-    buffers.emplace_back(shape, device, dtype);
+    buffers.emplace_back(shape, device, dtype, Allocation::kAtFirstUse);
     handed_out.push_back(true);
     return buffers.back();
   }

@@ -71,11 +71,24 @@ void validate_out(const OpDef& op, size_t i, const NDArray& out, const Shape& sh
 // (shapes for inference, var lists for the push) lives in per-thread scratch vectors. In the
 // steady state a call allocates the engine's function object and the output array.
 
-// What a pushed kernel needs: refilled in place for each op (see the note).
+// An operand whose memory is not yet allocated: its chunk (held, so that the kernel can allocate
+// it: see Note [Allocation at first use] in ndarray.cc) and the view's byte offset. Operands
+// with memory are not held: as before allocation at first use, the engine keeps their memory
+// until the op has run, and a graph's buffer pool must see them free (no holder but the pool)
+// as soon as the caller drops them.
+struct Operand {
+  std::shared_ptr<Chunk> chunk;
+  size_t byte_offset = 0;
+};
+
+// What a pushed kernel needs: refilled in place for each op (see the note). The blobs get their
+// addresses when the kernel runs, from the operands.
 struct InvokeRecord {
   Attrs attrs;
   std::vector<TBlob> in_blobs;
   std::vector<TBlob> out_blobs;
+  std::vector<Operand> in_operands;
+  std::vector<Operand> out_operands;
   const ComputeFn* compute = nullptr;
   bool is_train = false;
   uint64_t seed = 0;
@@ -97,22 +110,53 @@ class RecordRef {
   RecordRef(RecordRef&& other) noexcept : record_(other.record_) { other.record_ = nullptr; }
   RecordRef& operator=(const RecordRef&) = delete;
   ~RecordRef() {
-    if (record_ != nullptr && record_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+    if (record_ != nullptr && record_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // A recycled record must not keep arrays alive (their memory would outlive the user's
+      // last handle until the record's next use).
+      release(record_->in_operands);
+      release(record_->out_operands);
       RecyclingPool<InvokeRecord>::release(record_);
+    }
   }
   InvokeRecord* operator->() const { return record_; }
 
  private:
+  static void release(std::vector<Operand>& operands) {
+    for (Operand& operand : operands)
+      if (operand.chunk) operand.chunk->held_by_queued_ops.fetch_sub(1, std::memory_order_relaxed);
+    operands.clear();
+  }
+
   InvokeRecord* record_;
 };
 
 // The kernel's view of `array`, written into `blob` in place (reusing its shape's capacity).
-void fill_blob(const NDArray& array, TBlob* blob) {
-  void* base = array.chunk()->storage.dptr;
-  blob->dptr = base == nullptr ? nullptr : static_cast<char*>(base) + array.byte_offset();
+// Memory not yet allocated gets its address when the kernel runs, from `operand`.
+void describe(const NDArray& array, TBlob* blob, Operand* operand) {
+  Chunk& chunk = *array.chunk();
+  if (chunk.allocated()) {
+    void* base = chunk.data(nullptr);
+    blob->dptr = base == nullptr ? nullptr : static_cast<char*>(base) + array.byte_offset();
+    operand->chunk.reset();
+  } else {
+    blob->dptr = nullptr;
+    operand->chunk = array.chunk();
+    operand->chunk->held_by_queued_ops.fetch_add(1, std::memory_order_relaxed);
+    operand->byte_offset = array.byte_offset();
+  }
   blob->shape = array.shape();
   blob->dtype = array.dtype();
   blob->device = array.device();
+}
+
+// Gives the blobs still without memory their address, allocating it here, on the kernel's worker
+// and stream.
+void address(const std::vector<Operand>& operands, std::vector<TBlob>& blobs, void* stream) {
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (!operands[i].chunk) continue;
+    void* base = operands[i].chunk->data(stream);
+    blobs[i].dptr = base == nullptr ? nullptr : static_cast<char*>(base) + operands[i].byte_offset;
+  }
 }
 
 // Per-call working vectors (see the note), one set per thread.
@@ -220,14 +264,13 @@ void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
             num_outputs, " outputs, but out= holds ", num_out, " arrays");
   outputs->clear();
   outputs->reserve(num_outputs);
-  // The kernel runs on the device's compute stream, so outputs may take blocks freed there.
-  void* alloc_stream = out_device.is_gpu() ? Engine::get()->compute_stream(out_device) : nullptr;
   for (int i = 0; i < num_outputs; ++i) {
     if (num_out > 0 && out[i] != nullptr && !out[i]->is_none()) {
       validate_out(op, i, *out[i], s.out_shapes[i], s.out_dtypes[i], out_device);
       outputs->push_back(*out[i]);
     } else {
-      outputs->emplace_back(s.out_shapes[i], out_device, s.out_dtypes[i], alloc_stream);
+      outputs->emplace_back(s.out_shapes[i], out_device, s.out_dtypes[i],
+                            Allocation::kAtFirstUse);
     }
   }
 
@@ -237,9 +280,13 @@ void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
   record->is_train = autograd::is_training();
   record->seed = op.uses_rng ? next_seed() : 0;
   record->in_blobs.resize(num_inputs);
-  for (int i = 0; i < num_inputs; ++i) fill_blob(*inputs[i], &record->in_blobs[i]);
+  record->in_operands.resize(num_inputs);
+  for (int i = 0; i < num_inputs; ++i)
+    describe(*inputs[i], &record->in_blobs[i], &record->in_operands[i]);
   record->out_blobs.resize(num_outputs);
-  for (int i = 0; i < num_outputs; ++i) fill_blob((*outputs)[i], &record->out_blobs[i]);
+  record->out_operands.resize(num_outputs);
+  for (int i = 0; i < num_outputs; ++i)
+    describe((*outputs)[i], &record->out_blobs[i], &record->out_operands[i]);
 
   s.reads.clear();
   s.writes.clear();
@@ -257,6 +304,8 @@ void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
   static_cast<EngineBase*>(Engine::get())
       ->push_sync_fn(
           [record = std::move(record)](RunContext run) {
+            address(record->in_operands, record->in_blobs, run.stream);
+            address(record->out_operands, record->out_blobs, run.stream);
             OpContext ctx;
             ctx.run = run;
             ctx.attrs = &record->attrs;

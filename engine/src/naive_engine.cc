@@ -71,13 +71,6 @@ class NaiveEngine final : public EngineBase {
     if (std::exception_ptr error = errors_.take_first_and_clear_all()) std::rethrow_exception(error);
   }
 
-  // Every GPU op of a device runs on its one stream and is synchronised before push returns.
-  void* compute_stream(Device device) override {
-    if (device.is_host()) return nullptr;
-    check_engine_device(device);
-    return stream_for(device.id);
-  }
-
   uint64_t var_version(VarHandle var) override {
     PMX_CHECK(var != nullptr, "var_version: the var is null");
     return var->version();

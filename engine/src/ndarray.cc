@@ -10,12 +10,38 @@
 
 namespace pymx {
 
-Chunk::Chunk(size_t bytes, Device dev, void* stream) : device(dev) {
+// Note [Allocation at first use]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// invoke() pushes an op and returns its outputs at once, long before the op runs. Were their
+// memory allocated then, a whole backward pass pushed in one go would hold every gradient buffer
+// it ever needs at the same time, and the next step's forward, pushed while the last step's
+// backward still runs, would hold its activations on top: the peak would be the sum of what the
+// queued ops need, not what the running ones need. So an op's outputs are chunks allocated at
+// first use: the op allocates them on its worker just before its kernel runs (on its GPU stream,
+// so that it takes blocks that stream has just freed), by then the buffers of the ops before it
+// have been freed into the cache, and the peak follows execution as with eager, synchronous
+// frameworks (MXNet allocates its outputs late for the same reason). Anyone else who needs the
+// address (a copy, a pointer for DLPack) allocates it through blob(); the first user wins, under
+// a per-chunk lock. A host array larger than the machine's memory is still refused when it is
+// created, so that mistake is reported where it is made; other allocation failures surface, with
+// the allocator's numbers, at the next wait on the op's results, as any error of the op does.
+Chunk::Chunk(size_t bytes, Device dev, Allocation when) : device(dev), bytes_(bytes) {
   // Checked first: a chunk on a device no engine serves could not be freed (~Chunk pushes the
   // free to that device), and the throw would escape a destructor and abort the process.
   check_engine_device(dev);
-  storage = storage::alloc(bytes, dev, stream);
+  if (when == Allocation::kNow) {
+    allocate(nullptr);
+  } else {
+    storage::check_capacity(bytes, dev);
+  }
   var = Engine::get()->new_var();
+}
+
+void Chunk::allocate(void* stream) {
+  std::lock_guard<std::mutex> lock(allocate_mu_);
+  if (allocated_.load(std::memory_order_relaxed)) return;
+  storage_ = storage::alloc(bytes_, device, stream);
+  allocated_.store(true, std::memory_order_release);
 }
 
 Chunk::Chunk(const ExternalMemory& memory)
@@ -24,9 +50,11 @@ Chunk::Chunk(const ExternalMemory& memory)
       external_context(memory.context),
       external(true) {
   check_engine_device(memory.device);
-  storage.dptr = memory.dptr;
-  storage.size = memory.bytes;
-  storage.device = memory.device;
+  storage_.dptr = memory.dptr;
+  storage_.size = memory.bytes;
+  storage_.device = memory.device;
+  bytes_ = memory.bytes;
+  allocated_.store(true, std::memory_order_relaxed);
   var = Engine::get()->new_var();
 }
 
@@ -46,7 +74,8 @@ Chunk::~Chunk() {
         device, var);
     return;
   }
-  StorageHandle handle = storage;
+  // Every op that used this chunk held it, so none can allocate it any more.
+  StorageHandle handle = storage_;
   Engine::get()->delete_var(
       [handle](RunContext ctx) mutable {
         if (ctx.stream != nullptr) handle.stream = ctx.stream;
@@ -78,8 +107,8 @@ size_t checked_nbytes(const Shape& shape, DType dtype) {
 
 }  // namespace
 
-NDArray::NDArray(const Shape& shape, Device device, DType dtype, void* stream)
-    : chunk_(std::make_shared<Chunk>(checked_nbytes(shape, dtype), device, stream)),
+NDArray::NDArray(const Shape& shape, Device device, DType dtype, Allocation when)
+    : chunk_(std::make_shared<Chunk>(checked_nbytes(shape, dtype), device, when)),
       shape_(shape),
       dtype_(dtype),
       device_(device) {}
@@ -105,9 +134,8 @@ NDArray NDArray::from_external(const ExternalMemory& memory, const Shape& shape,
 TBlob NDArray::blob() const {
   PMX_ASSERT(chunk_ != nullptr, "blob() of a none array");
   TBlob b;
-  b.dptr = chunk_->storage.dptr == nullptr
-               ? nullptr
-               : static_cast<char*>(chunk_->storage.dptr) + byte_offset_;
+  void* base = chunk_->data(nullptr);
+  b.dptr = base == nullptr ? nullptr : static_cast<char*>(base) + byte_offset_;
   b.shape = shape_;
   b.dtype = dtype_;
   b.device = device_;

@@ -13,6 +13,8 @@
 //   memory (still accounted as cpu_pinned).
 #include "pymx/storage.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -156,6 +158,17 @@ StorageHandle alloc(size_t size, Device device, void* stream) {
   handle.dptr = host_cache(device).alloc(size);
   handle.size = size;
   return handle;
+}
+
+void check_capacity(size_t size, Device device) {
+  if (device.is_gpu()) return;
+  const uint64_t capacity = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                            static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (size > capacity) {
+    PMX_THROW(Status::kOutOfMemory, "out of host memory on ", device.str(),
+              ": tried to allocate ", size, " bytes, more than the machine's ", capacity,
+              " bytes");
+  }
 }
 
 void free(StorageHandle handle) {

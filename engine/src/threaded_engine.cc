@@ -68,7 +68,6 @@ struct GpuPools {
   std::unique_ptr<WorkerPool> copy_to_gpu;    // host -> device
   std::unique_ptr<WorkerPool> copy_from_gpu;  // device -> host, device -> device
   std::shared_ptr<EventPool> events;
-  void* sole_compute_stream = nullptr;  // the compute stream when there is exactly one
 };
 
 class ThreadedEngine final : public EngineBase {
@@ -178,12 +177,6 @@ class ThreadedEngine final : public EngineBase {
         for (void* stream : pool->streams()) gpu::stream_synchronize(stream);
     }
     if (std::exception_ptr error = errors_.take_first_and_clear_all()) std::rethrow_exception(error);
-  }
-
-  void* compute_stream(Device device) override {
-    if (device.is_host()) return nullptr;
-    ensure_pool(device);
-    return gpu_pools_[device.id].load(std::memory_order_acquire)->sole_compute_stream;
   }
 
   uint64_t var_version(VarHandle var) override {
@@ -307,7 +300,6 @@ class ThreadedEngine final : public EngineBase {
     pools->copy_to_gpu = std::make_unique<WorkerPool>(device, gpu_copy_workers_, runner());
     pools->copy_from_gpu = std::make_unique<WorkerPool>(device, gpu_copy_workers_, runner());
     pools->events = std::make_shared<EventPool>(device.id);
-    if (gpu_workers_ == 1) pools->sole_compute_stream = pools->compute->streams().front();
     gpu_pools_[device.id].store(pools.release(), std::memory_order_release);
   }
 

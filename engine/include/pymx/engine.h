@@ -85,12 +85,6 @@ class Engine {
   // Number of completed writes on `var` (goes up by one per write).
   virtual uint64_t var_version(VarHandle var) = 0;
 
-  // The stream on which every compute op of GPU `device` runs when that GPU has a single compute
-  // worker (the default); nullptr when it has several, or for a host device. Outputs of compute
-  // ops are allocated for this stream (see storage::alloc). Thread-safe; starts the device's
-  // workers if needed.
-  virtual void* compute_stream(Device device) = 0;
-
   // Human-readable list of pending ops per var, for debugging hangs.
   virtual std::string dump() = 0;
 

@@ -2,8 +2,10 @@
 // contiguous (row-major); a view shares its chunk and adds a byte offset.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "pymx/base.h"
@@ -35,24 +37,48 @@ struct ExternalMemory {
   void* context = nullptr;
 };
 
+// When a chunk gets its memory: at once, or when it is first used. See Note [Allocation at first
+// use] in ndarray.cc.
+enum class Allocation { kNow, kAtFirstUse };
+
 // Storage plus the var that orders every op touching it. The destructor hands both to the
 // engine (delete_var), so memory is freed only after the last queued op on it has finished.
 // External memory is released the same way, through its own `release` instead of storage::free.
 struct Chunk {
-  StorageHandle storage;
   VarHandle var = nullptr;
   Device device;
   void (*external_release)(void* context) = nullptr;  // set for external memory only
   void* external_context = nullptr;
   bool external = false;
 
-  // `stream`: see storage::alloc.
-  Chunk(size_t bytes, Device device, void* stream = nullptr);
+  // kAtFirstUse still refuses at once a host array larger than the machine's memory.
+  Chunk(size_t bytes, Device device, Allocation when);
   // Wraps `memory` without copying. If this throws, `memory` is not released.
   explicit Chunk(const ExternalMemory& memory);
   ~Chunk();
   Chunk(const Chunk&) = delete;
   Chunk& operator=(const Chunk&) = delete;
+
+  // The memory's address (nullptr for 0 bytes). The first call allocates it, for a GPU on
+  // `stream` (see storage::alloc); thread-safe, so concurrent first uses allocate once.
+  void* data(void* stream) {
+    if (!allocated()) allocate(stream);
+    return storage_.dptr;
+  }
+  bool allocated() const { return allocated_.load(std::memory_order_acquire); }
+
+  // Queued ops that hold this chunk to allocate it when they run (invoke's operands). Owners
+  // that count references to tell whether anything else still uses the chunk (a graph's buffer
+  // pool) discount these: the engine orders a new write after them anyway.
+  std::atomic<int> held_by_queued_ops{0};
+
+ private:
+  void allocate(void* stream);
+
+  StorageHandle storage_;
+  size_t bytes_ = 0;
+  std::atomic<bool> allocated_{false};
+  std::mutex allocate_mu_;
 };
 
 namespace autograd {
@@ -73,8 +99,9 @@ enum class GradReq : int { kNull = 0, kWrite = 1, kAdd = 3 };  // MXNet's OpReqT
 class NDArray {
  public:
   NDArray() = default;  // the "none" array
-  // Allocates (uninitialised) memory for shape/dtype on device; `stream`: see storage::alloc.
-  NDArray(const Shape& shape, Device device, DType dtype, void* stream = nullptr);
+  // An array of uninitialised memory for shape/dtype on device, allocated `when` (the ops that
+  // create their outputs allocate them when they run: see Note [Allocation at first use]).
+  NDArray(const Shape& shape, Device device, DType dtype, Allocation when = Allocation::kNow);
   // An array over `memory` (contiguous row-major, at least shape x dtype bytes, aligned to the
   // element size), no copy. The memory is released once the last handle and the last queued op
   // on it are gone. If this throws, `memory` is not released.
@@ -91,7 +118,8 @@ class NDArray {
   const std::shared_ptr<Chunk>& chunk() const { return chunk_; }
   size_t byte_offset() const { return byte_offset_; }
 
-  // The kernel's view of this array. Only dereference inside an op that reads/writes var().
+  // The kernel's view of this array (allocating its memory if no op has yet). Only dereference
+  // inside an op that reads/writes var().
   TBlob blob() const;
 
   // Views sharing memory and var (no copy, no op pushed).

@@ -33,6 +33,10 @@ struct MemoryStats {
 // after the old. With nullptr, a cached block is reused only once its pending work has finished.
 namespace storage {
 StorageHandle alloc(size_t size, Device device, void* stream = nullptr);
+// Throws Error(kOutOfMemory) when `size` exceeds the machine's RAM, for host devices: an
+// allocation that could never succeed, whatever is freed. (A GPU's caching allocator reports its
+// own shortage, with its statistics, when the memory is first used.)
+void check_capacity(size_t size, Device device);
 void free(StorageHandle handle);  // null dptr: no-op
 void empty_cache(Device device);  // return cached blocks to the system / driver
 MemoryStats stats(Device device);
