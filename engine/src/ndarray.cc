@@ -2,6 +2,7 @@
 #include "pymx/ndarray.h"
 
 #include <cstring>
+#include <thread>
 
 #include "engine_impl.h"
 #include "ops/cast.h"
@@ -21,8 +22,8 @@ namespace pymx {
 // so that it takes blocks that stream has just freed), by then the buffers of the ops before it
 // have been freed into the cache, and the peak follows execution as with eager, synchronous
 // frameworks (MXNet allocates its outputs late for the same reason). Anyone else who needs the
-// address (a copy, a pointer for DLPack) allocates it through blob(); the first user wins, under
-// a per-chunk lock. A host array larger than the machine's memory is still refused when it is
+// address (a copy, a pointer for DLPack) allocates it through blob(); the first user allocates,
+// a concurrent one waits for it (state_: unallocated -> allocating -> allocated). A host array larger than the machine's memory is still refused when it is
 // created, so that mistake is reported where it is made; other allocation failures surface, with
 // the allocator's numbers, at the next wait on the op's results, as any error of the op does.
 Chunk::Chunk(size_t bytes, Device dev, Allocation when) : device(dev), bytes_(bytes) {
@@ -38,10 +39,19 @@ Chunk::Chunk(size_t bytes, Device dev, Allocation when) : device(dev), bytes_(by
 }
 
 void Chunk::allocate(void* stream) {
-  std::lock_guard<std::mutex> lock(allocate_mu_);
-  if (allocated_.load(std::memory_order_relaxed)) return;
-  storage_ = storage::alloc(bytes_, device, stream);
-  allocated_.store(true, std::memory_order_release);
+  for (int seen = kUnallocated; !state_.compare_exchange_weak(
+           seen, kAllocating, std::memory_order_acquire, std::memory_order_acquire);
+       seen = kUnallocated) {
+    if (seen == kAllocated) return;
+    if (seen == kAllocating) std::this_thread::yield();  // rare: two first uses at once
+  }
+  try {
+    storage_ = storage::alloc(bytes_, device, stream);
+  } catch (...) {
+    state_.store(kUnallocated, std::memory_order_release);  // the next use tries again
+    throw;
+  }
+  state_.store(kAllocated, std::memory_order_release);
 }
 
 Chunk::Chunk(const ExternalMemory& memory)
@@ -54,7 +64,7 @@ Chunk::Chunk(const ExternalMemory& memory)
   storage_.size = memory.bytes;
   storage_.device = memory.device;
   bytes_ = memory.bytes;
-  allocated_.store(true, std::memory_order_relaxed);
+  state_.store(kAllocated, std::memory_order_relaxed);
   var = Engine::get()->new_var();
 }
 

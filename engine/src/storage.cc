@@ -162,8 +162,9 @@ StorageHandle alloc(size_t size, Device device, void* stream) {
 
 void check_capacity(size_t size, Device device) {
   if (device.is_gpu()) return;
-  const uint64_t capacity = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
-                            static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  // Asked once: sysconf(_SC_PHYS_PAGES) is a system call, and every op output comes here.
+  static const uint64_t capacity = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                                   static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   if (size > capacity) {
     PMX_THROW(Status::kOutOfMemory, "out of host memory on ", device.str(),
               ": tried to allocate ", size, " bytes, more than the machine's ", capacity,

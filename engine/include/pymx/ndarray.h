@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "pymx/base.h"
@@ -65,7 +64,7 @@ struct Chunk {
     if (!allocated()) allocate(stream);
     return storage_.dptr;
   }
-  bool allocated() const { return allocated_.load(std::memory_order_acquire); }
+  bool allocated() const { return state_.load(std::memory_order_acquire) == kAllocated; }
 
   // Queued ops that hold this chunk to allocate it when they run (invoke's operands). Owners
   // that count references to tell whether anything else still uses the chunk (a graph's buffer
@@ -75,10 +74,11 @@ struct Chunk {
  private:
   void allocate(void* stream);
 
-  StorageHandle storage_;
+  enum State : int { kUnallocated, kAllocating, kAllocated };
+
+  StorageHandle storage_;  // written once, before state_ becomes kAllocated
   size_t bytes_ = 0;
-  std::atomic<bool> allocated_{false};
-  std::mutex allocate_mu_;
+  std::atomic<int> state_{kUnallocated};
 };
 
 namespace autograd {
