@@ -2,9 +2,17 @@
 
 Basic indices (ints, slices, None, Ellipsis) become one `slice` op and a reshape; in place
 assignment is `slice_assign` writing into the array itself. Advanced indices (integer arrays,
-lists, boolean masks) on leading axes become `take` / `index_update` on the array viewed with
-those axes flattened. A boolean mask is turned into positions on the host (the result's size
-depends on the mask's values), as MXNet does.
+lists, boolean masks) on leading axes, followed by full slices, become `take` / `index_update`
+of whole rows of the array viewed with those axes flattened. A boolean mask is turned into
+positions on the host (the result's size depends on the mask's values), as MXNet does.
+
+Any other mix of basic and advanced indices (an array index after a slice, arrays separated by
+a slice, integers beside arrays, masks beside arrays) follows NumPy's rules exactly by letting
+NumPy resolve them: `_element_positions` indexes, for each axis, a broadcast (zero-copy) grid of
+that axis's coordinates with the same key, which gives every selected element's coordinates in
+the result's shape and order, and so its flat position; `take` / `index_update` on the flattened
+array do the rest on the device (and give the gradient). The host work is proportional to the
+result, not to the array.
 """
 import numbers
 
@@ -109,17 +117,35 @@ def _c_core_array(values, device):
     return from_numpy(values, device=device)
 
 
+def _leading_only(key):
+    """True when the advanced parts of `key` (a tuple) come first and only full slices or an
+    Ellipsis follow them: the case whole rows serve."""
+    lead = sum(1 for k in key if _is_advanced(k))
+    return (all(_is_advanced(k) for k in key[:lead]) and
+            all(k is Ellipsis or isinstance(k, slice) and k == slice(None) for k in key[lead:]))
+
+
+def _element_positions(arr, key):
+    """NumPy's arr[key] for any key, as the int64 flat positions (in arr) of the elements it
+    selects, shaped like the result (see the module's docstring)."""
+    key = tuple(k.asnumpy() if isinstance(k, ndarray) else k for k in key)
+    positions = _onp.broadcast_to(_onp.int64(0), arr.shape)[key]  # also checks the key
+    stride = 1
+    for axis in reversed(range(arr.ndim)):
+        along = [1] * arr.ndim
+        along[axis] = arr.shape[axis]
+        grid = _onp.broadcast_to(_onp.arange(arr.shape[axis], dtype=_onp.int64).reshape(along),
+                                 arr.shape)
+        positions = positions + grid[key] * stride
+        stride *= arr.shape[axis]
+    return positions
+
+
 def _advanced_plan(arr, key):
     """For an index made of advanced parts on the leading axes followed by full slices:
     (number of leading axes, int64 flat positions into them)."""
-    if not isinstance(key, tuple):
-        key = (key,)
     parts = [k for k in key if _is_advanced(k)]
     lead = len(parts)
-    if key[:lead] != tuple(parts) or any(not (isinstance(k, slice) and k == slice(None))
-                                          and k is not Ellipsis for k in key[lead:]):
-        raise IndexError("pymx supports advanced (array) indices only on the leading axes, "
-                         f"followed by full slices; got {key!r}")
     if lead == 1:
         k = parts[0]
         mask = k if isinstance(k, ndarray) and k.dtype == _onp.bool_ else None
@@ -162,6 +188,13 @@ def _needs_wrap(index, n):
 
 def getitem(arr, key):
     if isinstance(key, tuple) and _any_advanced(key) or _is_advanced(key):
+        key = key if isinstance(key, tuple) else (key,)
+        if not _leading_only(key):
+            positions = _element_positions(arr, key)
+            flat = _invoke("reshape", [arr], {"newshape": (-1,)})[0]
+            picked = _invoke("take", [flat, _c_core_array(positions.reshape(-1), arr.device)],
+                             {"axis": 0, "mode": "raise"})[0]
+            return _invoke("reshape", [picked], {"newshape": positions.shape})[0]
         lead, positions = _advanced_plan(arr, key)
         from pymx.numpy import _core as _np
         flat = arr if lead == 1 else _np.reshape(arr, (-1,) + arr.shape[lead:])
@@ -206,6 +239,15 @@ def _fit(value, shape, what):
 def setitem(arr, key, value):
     value = _value_array(arr, value)
     if isinstance(key, tuple) and _any_advanced(key) or _is_advanced(key):
+        key = key if isinstance(key, tuple) else (key,)
+        if not _leading_only(key):
+            positions = _element_positions(arr, key)
+            view = arr._reshape_view((arr.size,))
+            value = _fit(value, positions.shape, "index assignment")
+            value = _invoke("reshape", [value], {"newshape": (-1,)})[0]
+            _invoke("index_update", [view, _c_core_array(positions.reshape(-1), arr.device),
+                                     value], {"axis": 0, "accumulate": False}, out=view)
+            return
         lead, positions = _advanced_plan(arr, key)
         lead_size = int(_onp.prod(arr.shape[:lead], dtype=_onp.int64))
         view = arr._reshape_view((lead_size,) + arr.shape[lead:]) if lead != 1 else arr

@@ -279,6 +279,68 @@ def test_getitem():
         x[1, 2, 3, 4]
 
 
+# Mixes of basic and advanced indices beyond leading arrays, with NumPy's rules: an array after a
+# slice, arrays separated by a slice (their dimensions go first), integers beside arrays (which
+# count as arrays), masks beside slices, newaxis, repeated positions.
+MIXED_KEYS = [
+    (slice(None), [4, 0, 4]),
+    (0, slice(None), [1, 2]),
+    ([0, 2], slice(None), [1, 3]),
+    (slice(1, 3), [[0], [2]], [1, 4]),
+    (Ellipsis, [5, -1]),
+    (slice(None), onp.array([True, False, True, False, True]), 2),
+    ([3, 1], 2),
+    (None, slice(None, None, 2), [0, 0], slice(1, 4)),
+    (slice(None), slice(None), onp.array([[1, 2], [3, 0]])),
+]
+
+
+@pytest.mark.parametrize("key", MIXED_KEYS, ids=range(len(MIXED_KEYS)))
+def test_getitem_mixed_advanced_indices_follow_numpy(key):
+    a = rand((4, 5, 6))
+    got = np.array(a)[key]
+    assert got.shape == a[key].shape
+    onp.testing.assert_array_equal(got.asnumpy(), a[key])
+
+
+def test_getitem_mixed_advanced_indices_gradient():
+    a = rand((4, 5, 6))
+    x = np.array(a)
+    x.attach_grad()
+    key = (slice(None), [4, 0, 4], slice(1, 3))  # position 4 twice: its gradient adds up
+    head = rand(a[key].shape)
+    with autograd.record():
+        y = x[key]
+    y.backward(np.array(head))
+    expected = onp.zeros_like(a)
+    onp.add.at(expected, key, head)
+    onp.testing.assert_allclose(x.grad.asnumpy(), expected, rtol=1e-6)
+
+
+# Without the keys that repeat a position (NumPy leaves which write wins unspecified).
+UNIQUE_KEYS = [k for i, k in enumerate(MIXED_KEYS) if i not in (0, 7)]
+
+
+@pytest.mark.parametrize("key", UNIQUE_KEYS, ids=range(len(UNIQUE_KEYS)))
+def test_setitem_mixed_advanced_indices_follow_numpy(key):
+    a = rand((4, 5, 6))
+    x = np.array(a)
+    value = rand(a[key].shape[-1:])  # broadcast along the leading result dimensions
+    x[key] = value
+    a[key] = value
+    onp.testing.assert_array_equal(x.asnumpy(), a)
+
+
+def test_mixed_advanced_index_errors_are_numpys():
+    x = np.array(rand((4, 5, 6)))
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[:, [1, 5]]
+    with pytest.raises(IndexError, match="integer"):
+        x[:, onp.array([0.5])]
+    with pytest.raises(ValueError, match="could not broadcast"):
+        x[:, [0, 1]] = np.zeros((3,))
+
+
 def test_setitem():
     a = rand((4, 5))
     x = np.array(a)
