@@ -17,10 +17,7 @@
 #include <limits>
 #include <type_traits>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
+#include "ops/max_pool_2d.h"
 #include "ops/nn_common.h"
 #include "ops/pool_geometry.h"
 #include "parallel.h"
@@ -81,9 +78,10 @@ T divisor(const PoolGeom& g, const Span& z, const Span& y, const Span& x) {
 // Max over a kh x kw window = max over kw columns of (max over kh rows). For each output row we
 // first take the elementwise max of its kh input rows (contiguous, vectorisable), then the max of
 // each run of kw neighbours in that row (log2(kw) more vectorisable passes, in place), and pick
-// every stride-th. For LeafNetwork's 4x4/stride-2 pooling that is 5 cheap passes over a row
-// instead of 16 scalar compares per output. Only windows clipped by the right edge ('full'
-// convention) take the scalar path. `row` is scratch of in_width elements.
+// every stride-th: a few cheap passes over a row instead of kh * kw scalar compares per output.
+// Only windows clipped by the right edge ('full' convention) take the scalar path. `row` is
+// scratch of in_width elements. Float planes that max_pool_2d.h's kernels handle (LeafNetwork's
+// stride 2) go there instead; they keep this order of maxima.
 template <typename T>
 void max_pool_2d_plane(const PoolGeom& g, const T* x, T* y, T* row) {
   const int64_t W = g.in[2], kw = g.k[2], sx = g.s[2];
@@ -130,9 +128,46 @@ void max_pool_2d_plane(const PoolGeom& g, const T* x, T* y, T* row) {
 // Planes per parallel chunk: a LeafNetwork plane is 4-64 KiB, so a few pay for a hand-off.
 constexpr int64_t kPlaneGrain = 4;
 
+#if defined(__SSE2__)
+// Float max pooling with max_pool_2d.h's kernels, plane by plane in parallel, each part with its
+// own scratch.
+void simd_max_pool_forward(const OpContext& ctx, const PoolGeom& g, const float* x, float* y) {
+  const nn::SimdLevel level = nn::max_pool_simd_level();
+  const int64_t scratch_size = nn::max_pool_f32_scratch(g);
+  const int64_t parts = parallel_parts(g.planes, kPlaneGrain);
+  float* scratch = static_cast<float*>(ctx.workspace(parts * scratch_size * sizeof(float)));
+  parallel_for_parts(g.planes, kPlaneGrain, [&](int64_t part, int64_t first, int64_t last) {
+    for (int64_t plane = first; plane < last; ++plane) {
+      nn::max_pool_forward_f32(level, g, x + plane * g.in_sp, y + plane * g.out_sp,
+                               scratch + part * scratch_size);
+    }
+  });
+}
+
+void simd_max_pool_backward(const OpContext& ctx, const PoolGeom& g, const float* dy,
+                            const float* x, const float* y, float* dx) {
+  const nn::SimdLevel level = nn::max_pool_simd_level();
+  const int64_t scratch_size = nn::max_pool_f32_scratch(g);
+  const int64_t parts = parallel_parts(g.planes, kPlaneGrain);
+  float* scratch = static_cast<float*>(ctx.workspace(parts * scratch_size * sizeof(float)));
+  parallel_for_parts(g.planes, kPlaneGrain, [&](int64_t part, int64_t first, int64_t last) {
+    for (int64_t plane = first; plane < last; ++plane) {
+      const int64_t in = plane * g.in_sp, out = plane * g.out_sp;
+      nn::max_pool_backward_f32(level, g, dy + out, x + in, y + out, dx + in,
+                                scratch + part * scratch_size);
+    }
+  });
+}
+#endif
+
 template <typename T>
 void pool_forward_typed(const OpContext& ctx, const PoolGeom& g, const T* x, T* y) {
   using A = nn::acc_t<T>;
+#if defined(__SSE2__)
+  if constexpr (std::is_same<T, float>::value) {
+    if (nn::max_pool_forward_f32_handles(g)) return simd_max_pool_forward(ctx, g, x, y);
+  }
+#endif
   const bool separable = g.type == PoolType::kMax && g.nsp <= 2 && g.p[1] == 0 && g.p[2] == 0;
   // One scratch row per part (threads must not share it).
   const int64_t parts = parallel_parts(g.planes, kPlaneGrain);
@@ -179,69 +214,17 @@ void pool_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
   *out_dt = {dt[1]};
 }
 
-// Max-pool backward of one 2-D plane (any stride/pad): each output's gradient goes to the first
-// (row-major) input of its window equal to the output. This is LeafNetwork's second-hottest loop
-// after the GEMMs. A scalar search stops at a data-dependent place (a mispredicted branch or two
-// per window); for float windows up to 4x4 each window row is instead compared with the output
-// in one SSE compare, the rows' 4-bit masks are stacked into one 16-bit mask, and its lowest set
-// bit is the first match in row-major order: no data-dependent branch at all.
 template <typename T>
-void max_pool_2d_plane_backward(const PoolGeom& g, const T* dy, const T* x, const T* y, T* dx) {
+void pool_backward_typed(const OpContext& ctx, const PoolGeom& g, const T* dy, const T* x,
+                         const T* y, T* dx) {
   using A = nn::acc_t<T>;
-  const int64_t W = g.in[2];
 #if defined(__SSE2__)
-  constexpr bool kVectorWindow = std::is_same<T, float>::value;
-#else
-  constexpr bool kVectorWindow = false;
-#endif
-  const bool small_window = g.k[1] <= 4 && g.k[2] <= 4;
-  for (int64_t oy = 0; oy < g.out[1]; ++oy) {
-    const Span ys = window(g, 1, oy);
-    for (int64_t ox = 0; ox < g.out[2]; ++ox) {
-      const Span xs = window(g, 2, ox);
-      const int64_t o = oy * g.out[2] + ox;
-      const T m = y[o];
-#if defined(__SSE2__)
-      if constexpr (kVectorWindow) {
-        if (small_window && xs.lo + 4 <= W) {  // the 4-wide loads stay inside the row
-          const __m128 mv = _mm_set1_ps(m);
-          const float* corner = x + ys.lo * W + xs.lo;
-          auto row_bits = [&](int64_t r) {
-            return static_cast<unsigned>(
-                _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(corner + r * W), mv)));
-          };
-          unsigned bits = 0;
-          if (ys.hi - ys.lo == 4 && xs.hi - xs.lo == 4) {  // LeafNetwork's case, unrolled
-            bits = row_bits(0) | row_bits(1) << 4 | row_bits(2) << 8 | row_bits(3) << 12;
-          } else {
-            const unsigned columns = (1u << (xs.hi - xs.lo)) - 1;
-            for (int64_t r = 0; r < ys.hi - ys.lo; ++r) bits |= (row_bits(r) & columns) << (4 * r);
-          }
-          if (bits != 0) {  // no match only when the output is NaN
-            const int first = __builtin_ctz(bits);
-            dx[(ys.lo + first / 4) * W + xs.lo + first % 4] += dy[o];
-          }
-          continue;
-        }
-      }
-#endif
-      for (int64_t iy = ys.lo; iy < ys.hi; ++iy) {
-        const T* row = x + iy * W;
-        int64_t ix = xs.lo;
-        while (ix < xs.hi && row[ix] != m) ++ix;
-        if (ix < xs.hi) {
-          T& d = dx[iy * W + ix];
-          d = static_cast<T>(static_cast<A>(d) + static_cast<A>(dy[o]));
-          break;
-        }
-      }
+  if constexpr (std::is_same<T, float>::value) {
+    if (nn::max_pool_backward_f32_handles(nn::max_pool_simd_level(), g)) {
+      return simd_max_pool_backward(ctx, g, dy, x, y, dx);
     }
   }
-}
-
-template <typename T>
-void pool_backward_typed(const PoolGeom& g, const T* dy, const T* x, const T* y, T* dx) {
-  using A = nn::acc_t<T>;
+#endif
   // Planes are independent (each writes only its own dx plane), so they run in parallel.
   parallel_for(0, g.planes, kPlaneGrain, [&](int64_t first, int64_t last) {
     for (int64_t plane = first; plane < last; ++plane) {
@@ -252,10 +235,6 @@ void pool_backward_typed(const PoolGeom& g, const T* dy, const T* x, const T* y,
       // Zeroed plane by plane, just before the scatter: zeroing a whole chunk first evicted the
       // planes from the cache before the scatter came back to them.
       std::fill(dxp, dxp + g.in_sp, T(0));
-      if (g.type == PoolType::kMax && g.nsp <= 2) {
-        max_pool_2d_plane_backward(g, dyp, xp, yp, dxp);
-        continue;
-      }
       for_each_window(g, [&](int64_t o, const Span& z, const Span& ys, const Span& xs) {
         if (g.type == PoolType::kMax) {
           for (int64_t iz = z.lo; iz < z.hi; ++iz)
@@ -285,7 +264,7 @@ void pool_backward(const OpContext& ctx, const std::vector<TBlob>& in,
                    const std::vector<TBlob>& out) {
   const PoolGeom g = nn::pool_geometry(*ctx.attrs, in[1].shape);
   PMX_FLOAT_SWITCH(in[1].dtype, T, {
-    pool_backward_typed<T>(g, in[0].data<T>(), in[1].data<T>(), in[2].data<T>(),
+    pool_backward_typed<T>(ctx, g, in[0].data<T>(), in[1].data<T>(), in[2].data<T>(),
                            out[0].data<T>());
   });
 }
