@@ -1,7 +1,9 @@
 """The CPU kernels' fast paths (PERF-CPU): vectorised max-pool forward/backward (including windows
 clipped by the right edge and ties), the batch split of convolution across intra-op threads,
-the row or column split of large GEMMs, ReLU's select-based backward, and batch_norm's lane sums. Each is compared with a NumPy float64
-reference written independently of the kernel's shortcut."""
+the row or column split of large GEMMs, ReLU's select-based backward, the fused convolution +
+relu backward's one-pass mask and bias sum, and batch_norm's two routes (channel runs, channel
+rows) with their lane sums. Each is compared with a NumPy float64 reference written
+independently of the kernel's shortcut."""
 import itertools
 
 import numpy as onp
@@ -165,3 +167,137 @@ def test_parallel_gemm_splits_match_numpy(rows, in_units, hidden):
     onp.testing.assert_allclose(arrays[0].grad.asnumpy(), dyd @ wd, rtol=1e-4, atol=1e-3)
     onp.testing.assert_allclose(arrays[1].grad.asnumpy(), dyd.T @ xd, rtol=1e-4, atol=1e-3)
     onp.testing.assert_allclose(arrays[2].grad.asnumpy(), dyd.sum(axis=0), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype,tol", [("float64", 1e-10), ("float32", 1e-4), ("float16", 2e-2)])
+@pytest.mark.parametrize("use_bias", [True, False])
+def test_fused_relu_backward_mask_and_bias_sum_match_numpy(dtype, tol, use_bias):
+    # One pass per image masks out_grad with relu's mask and sums the bias gradient: 7 images
+    # split unevenly across the parts, 10x9 outputs per filter (not a multiple of the 8 lanes).
+    x = RNG.standard_normal((7, 3, 11, 10)).astype(dtype)
+    w = RNG.standard_normal((5, 3, 2, 2)).astype(dtype)
+    b = RNG.standard_normal(5).astype(dtype)
+    dy = RNG.standard_normal((7, 5, 10, 9)).astype(dtype)
+    arrays = [from_numpy(a) for a in ((x, w, b) if use_bias else (x, w))]
+    for a in arrays:
+        a.attach_grad()
+    with autograd.record():
+        y = npx.convolution(*arrays, kernel=(2, 2), num_filter=5, no_bias=not use_bias,
+                            act_type="relu")
+    y.backward(from_numpy(dy))
+    # relu's gradient passes where the kernel's own output is positive.
+    g = onp.where(y.asnumpy() > 0, dy.astype("float64"), 0.0)
+    xd, wd = x.astype("float64"), w.astype("float64")
+    windows = onp.lib.stride_tricks.sliding_window_view(xd, (2, 2), axis=(2, 3))  # n c oy ox ky kx
+    dx_ref = onp.zeros_like(xd)
+    for ky, kx in itertools.product(range(2), range(2)):
+        dx_ref[:, :, ky:ky + 10, kx:kx + 9] += onp.einsum("nfyx,fc->ncyx", g, wd[:, :, ky, kx])
+    refs = [dx_ref, onp.einsum("ncyxij,nfyx->fcij", windows, g)] + ([g.sum(axis=(0, 2, 3))]
+                                                                    if use_bias else [])
+    for a, ref in zip(arrays, refs):
+        assert a.grad.dtype == onp.dtype(dtype)
+        onp.testing.assert_allclose(a.grad.asnumpy(), ref, rtol=tol, atol=tol * abs(ref).max())
+
+
+def ref_batch_norm(x, gamma, beta, dy, axis, eps, batch_stats, fix_gamma, moving):
+    """batch_norm's (out, mean, var) and (data, gamma, beta) gradients in float64."""
+    axes = tuple(i for i in range(x.ndim) if i != axis % x.ndim)
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    mean, var = (x.mean(axis=axes), x.var(axis=axes)) if batch_stats else moving
+    g = onp.ones_like(gamma) if fix_gamma else gamma
+    invstd = 1 / onp.sqrt(var + eps)
+    xhat = (x - mean.reshape(shape)) * invstd.reshape(shape)
+    dx = dy
+    if batch_stats:
+        dx = dy - dy.mean(axis=axes, keepdims=True) - xhat * (dy * xhat).mean(axis=axes,
+                                                                          keepdims=True)
+    dx = dx * (g * invstd).reshape(shape)
+    dgamma = onp.zeros_like(gamma) if fix_gamma else (dy * xhat).sum(axis=axes)
+    return (g.reshape(shape) * xhat + beta.reshape(shape), mean, var), (dx, dgamma,
+                                                                        dy.sum(axis=axes))
+
+
+@pytest.mark.parametrize("shape,axis", [
+    ((3, 4, 37, 41), 1),   # channel runs longer than a summing group, not a multiple of 8 lanes
+    ((5, 3, 33), 1),       # channel runs just long enough to be read as runs
+    ((9, 6, 5, 3), 1),     # runs of 15: read as rows, several positions per channel
+    ((8, 64, 33, 7), -1),  # channel-last: rows, split into several parts
+    ((300, 257), 1),       # (N, C) after a dense layer: rows, split into several parts
+])
+@pytest.mark.parametrize("dtype,param_dtype,tol", [
+    ("float64", "float64", 1e-10), ("float32", "float32", 1e-4), ("float16", "float32", 2e-2)])
+@pytest.mark.parametrize("batch_stats", [True, False])
+def test_batch_norm_routes_match_numpy(shape, axis, dtype, param_dtype, tol, batch_stats):
+    # Data far from 0 (mean 500, std 3) needs the variance from deviations (a sum of squares
+    # cancels); the moving statistics are used with fix_gamma (the MXNet default), the batch's
+    # without.
+    c, eps, momentum = shape[axis], 1e-3, 0.9
+    x = (RNG.standard_normal(shape) * 3 + 500).astype(dtype)
+    dy = RNG.standard_normal(shape).astype(dtype)
+    gamma, beta = (RNG.standard_normal(c).astype(param_dtype) for _ in range(2))
+    moving = (RNG.standard_normal(c) + 500, RNG.random(c) * 9 + 1)
+
+    def run():
+        arrays = [from_numpy(a) for a in (x, gamma, beta)]
+        for a in arrays:
+            a.attach_grad()
+        running = [from_numpy(m.astype(param_dtype)) for m in moving]
+        with autograd.record():
+            outs = npx.batch_norm(*arrays, *running, eps=eps, momentum=momentum,
+                                  fix_gamma=not batch_stats, use_global_stats=not batch_stats,
+                                  axis=axis, output_mean_var=True)
+        outs[0].backward(from_numpy(dy))
+        return [o.asnumpy() for o in outs], [a.grad.asnumpy() for a in arrays], running
+
+    outs, grads, running = run()
+    wide = [a.astype("float64") for a in (x, gamma, beta, dy)]
+    moving_used = tuple(m.astype(param_dtype).astype("float64") for m in moving)
+    ref_outs, ref_grads = ref_batch_norm(*wide, axis, eps, batch_stats, not batch_stats,
+                                         moving_used)
+    for got, ref in zip(outs + grads, ref_outs + ref_grads):
+        onp.testing.assert_allclose(got, ref, rtol=tol, atol=tol * max(abs(ref).max(), 1))
+    expected_running = moving_used
+    if batch_stats:
+        expected_running = tuple(momentum * m + (1 - momentum) * s
+                                 for m, s in zip(moving_used, ref_outs[1:]))
+    for got, ref in zip(running, expected_running):
+        onp.testing.assert_allclose(got.asnumpy(), ref, rtol=tol)
+    # Sums are taken in a fixed order: a second run gives the same bits.
+    again_outs, again_grads, _ = run()
+    for got, again in zip(outs + grads, again_outs + again_grads):
+        onp.testing.assert_array_equal(got, again)
+
+
+@pytest.mark.parametrize("kernel", [(2, 2), (1, 1)])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_grouped_convolution_backward_matches_numpy(kernel, layout):
+    # Two groups over 5 images (parts of the batch): the weight gradient is accumulated
+    # transposed per group and part. col2im zeroes each channel just before adding into it and a
+    # pointwise kernel's GEMM writes data_grad directly: neither may see what a buffer held
+    # before (the channel-last path computes in a reused workspace, so the second backward runs
+    # on the first one's leftovers).
+    kh, kw = kernel
+    x = RNG.standard_normal((5, 4, 8, 7)).astype("float32")
+    w = RNG.standard_normal((6, 2, kh, kw)).astype("float32")  # 2 groups of 2 channels
+    dy = RNG.standard_normal((5, 6, 9 - kh, 8 - kw)).astype("float32")
+    xd, wd, dyd = x.astype("float64"), w.astype("float64"), dy.astype("float64")
+    dx_ref, dw_ref = onp.zeros(x.shape), onp.zeros(w.shape)
+    for grp, ky, kx in itertools.product(range(2), range(kh), range(kw)):
+        chans, filters = slice(2 * grp, 2 * grp + 2), slice(3 * grp, 3 * grp + 3)
+        window = (slice(None), chans, slice(ky, ky + 9 - kh), slice(kx, kx + 8 - kw))
+        dx_ref[window] += onp.einsum("nfyx,fc->ncyx", dyd[:, filters], wd[filters, :, ky, kx])
+        dw_ref[filters, :, ky, kx] = onp.einsum("nfyx,ncyx->fc", dyd[:, filters], xd[window])
+    nhwc = layout == "NHWC"
+    to_layout = (lambda a: a.transpose(0, 2, 3, 1)) if nhwc else (lambda a: a)
+    xa = from_numpy(onp.ascontiguousarray(to_layout(x)))
+    wa = from_numpy(onp.ascontiguousarray(to_layout(w)))
+    for _ in range(2):
+        xa.attach_grad()
+        wa.attach_grad()
+        with autograd.record():
+            y = npx.convolution(xa, wa, kernel=kernel, num_filter=6, num_group=2, no_bias=True,
+                                layout=layout)
+        y.backward(from_numpy(onp.ascontiguousarray(to_layout(dy))))
+        onp.testing.assert_allclose(xa.grad.asnumpy(), to_layout(dx_ref), rtol=1e-4, atol=1e-4)
+        onp.testing.assert_allclose(wa.grad.asnumpy(), to_layout(dw_ref), rtol=1e-4, atol=1e-3)

@@ -20,7 +20,9 @@
 //
 // layer_norm (eps 1e-5, axis -1): normalises over `axis`; mean/std have data's shape with that
 // axis of extent 1; std = sqrt(var + eps).
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ops/nn_common.h"
 #include "parallel.h"
@@ -55,9 +57,92 @@ void bn_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vecto
   *out_dt = {dt[0], dt[1], dt[1]};
 }
 
+// Note [Batch-norm memory passes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// batch_norm is bound by memory traffic, not arithmetic (LeafNetwork's first one normalises
+// 31 MB). Around the channel axis the data is (outer, n, inner) (AxisView); the kernels take one
+// of two routes.
+//  - Channel runs (inner >= kMinRun: NCHW feature maps). Channels are split over the intra-op
+//    pool, and a thread makes all its passes over one channel's runs (one per outer index,
+//    `inner` long) before the next channel: the forward sums for the mean, for the variance, then
+//    normalises; the backward takes its two sums in one pass, then writes data_grad. The first
+//    pass over a channel comes from memory, the later ones from L2 (LeafNetwork's channels are
+//    1 MB at most) or, for channels of several MB, from L3: a variance from a single read
+//    (merging per-group moments) measured no faster at those sizes.
+//  - Channel rows (inner < kMinRun: (N, C) after a dense layer, channel-last NHWC). A channel's
+//    elements are strided, so every pass walks whole rows of n * inner elements instead, with one
+//    double accumulator per position in the row; the rows are split into parts, each with its
+//    own accumulators, and the parts are added in order.
+// A run is summed in groups of at most kGroup elements, each in kLanes lanes (Note [Lane sums])
+// of the accumulation type, float for float32 (so that it vectorises four to an SSE register),
+// and each group's sum is added in double, so no float partial sum has more than
+// kGroup / kLanes terms. The variance sums squared deviations from the mean (the second pass),
+// so data far from 0 loses no precision to cancellation. Every sum is taken in a fixed order, so
+// results do not depend on the threads' interleaving.
+constexpr int64_t kMinRun = 32;
+constexpr int64_t kGroup = 1024;
+
+// Add sum(x) and sum((x - center)^2) over [0, n) to *total, in groups of kGroup (Note
+// [Batch-norm memory passes]).
+template <typename A, typename T>
+void add_sums(const T* x, int64_t n, double* total) {
+  for (int64_t lo = 0; lo < n; lo += kGroup)
+    *total += static_cast<double>(nn::lane_sum<A>(x + lo, std::min(kGroup, n - lo)));
+}
+
+template <typename A, typename T>
+void add_squared_deviation_sums(const T* x, int64_t n, A center, double* total) {
+  for (int64_t lo = 0; lo < n; lo += kGroup) {
+    *total +=
+        static_cast<double>(nn::lane_sum_sq_dev<A>(x + lo, std::min(kGroup, n - lo), center));
+  }
+}
+
+// Adds sum(dy) and sum(dy * (x - center)) over [0, n) to *sum_dy and *sum_dy_dev, in groups of
+// kGroup (Note [Batch-norm memory passes]): the second sum re-reads the group's dy from L1.
+template <typename A, typename T>
+void add_grad_sums(const T* dy, const T* x, int64_t n, A center, double* sum_dy,
+                   double* sum_dy_dev) {
+  for (int64_t lo = 0; lo < n; lo += kGroup) {
+    const int64_t len = std::min(kGroup, n - lo);
+    *sum_dy += static_cast<double>(nn::lane_sum<A>(dy + lo, len));
+    *sum_dy_dev += static_cast<double>(nn::lane_dot_dev<A>(dy + lo, x + lo, len, center));
+  }
+}
+
+// Channel rows: a part of the rows is at least kRowPartElems elements.
+constexpr int64_t kRowPartElems = int64_t(1) << 15;
+
+int64_t row_grain(const AxisView& v) {
+  return std::max<int64_t>(1, kRowPartElems / std::max<int64_t>(v.n * v.inner, 1));
+}
+
+// Channel rows: calls body(row offset, accumulators) for every row, where the accumulators are
+// kSums sets of n * inner doubles of the row's part (in `scratch`, zeroed first); then adds the
+// parts in order and writes set s's total for channel c, over its `inner` positions, to
+// totals[s * n + c].
+template <int kSums, typename Body>
+void sum_rows(const AxisView& v, std::vector<double>* scratch, double* totals, const Body& body) {
+  const int64_t width = kSums * v.n * v.inner;
+  const int64_t parts = std::max<int64_t>(parallel_parts(v.outer, row_grain(v)), 1);
+  scratch->assign(parts * width, 0.0);
+  double* acc = scratch->data();
+  parallel_for_parts(v.outer, row_grain(v), [&](int64_t part, int64_t first, int64_t last) {
+    for (int64_t o = first; o < last; ++o) body(o * v.n * v.inner, acc + part * width);
+  });
+  for (int64_t part = 1; part < parts; ++part)
+    for (int64_t j = 0; j < width; ++j) acc[j] += acc[part * width + j];
+  for (int64_t c = 0; c < kSums * v.n; ++c) {
+    double total = 0;
+    for (int64_t i = 0; i < v.inner; ++i) total += acc[c * v.inner + i];
+    totals[c] = total;
+  }
+}
+
 template <typename T, typename P>
 void bn_forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
                       const std::vector<TBlob>& out) {
+  using A = nn::acc_t<T>;
   const Attrs& attrs = *ctx.attrs;
   const int axis = nn::normalize_axis(attrs.get_int("axis", 1), in[0].ndim(), "batch_norm");
   const AxisView v = axis_view(in[0].shape, axis);
@@ -73,44 +158,83 @@ void bn_forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   T* y = out[0].data<T>();
   P* mean_out = out[1].data<P>();
   P* var_out = out[2].data<P>();
-  const int64_t count = v.outer * v.inner;
-  // Channels are independent (each reads and writes only its own slices and statistics).
-  parallel_for(0, v.n, 1, [&](int64_t c_lo, int64_t c_hi) {
-    for (int64_t c = c_lo; c < c_hi; ++c) {
-      double mean, var;
-      if (batch_stats) {
-        // Two passes in double (lane sums, Note [Lane sums]): the sums over a batch of conv maps
-        // reach 1e6 elements.
-        double sum = 0;
-        for (int64_t o = 0; o < v.outer; ++o)
-          sum += nn::lane_sum<double>(x + (o * v.n + c) * v.inner, v.inner);
-        mean = count > 0 ? sum / count : 0.0;
-        double sq = 0;
-        for (int64_t o = 0; o < v.outer; ++o)
-          sq += nn::lane_sum_sq_dev<double>(x + (o * v.n + c) * v.inner, v.inner, mean);
-        var = count > 0 ? sq / count : 0.0;
-        moving_mean[c] = static_cast<P>(static_cast<double>(moving_mean[c]) * momentum +
-                                        mean * (1 - momentum));
-        moving_var[c] = static_cast<P>(static_cast<double>(moving_var[c]) * momentum +
-                                       var * (1 - momentum));
-      } else {
-        mean = static_cast<double>(moving_mean[c]);
-        var = static_cast<double>(moving_var[c]);
-      }
-      mean_out[c] = static_cast<P>(mean);
-      var_out[c] = static_cast<P>(var);
-      // y = x * scale + shift, folded per channel.
-      const double g = fix_gamma ? 1.0 : static_cast<double>(gamma[c]);
-      using A = nn::acc_t<T>;
-      const double scale = g / std::sqrt(var + eps);
-      const A scale_a = static_cast<A>(scale);
-      const A shift_a = static_cast<A>(static_cast<double>(beta[c]) - mean * scale);
-      for (int64_t o = 0; o < v.outer; ++o) {
-        const int64_t base = (o * v.n + c) * v.inner;
-        for (int64_t i = 0; i < v.inner; ++i)
-          y[base + i] = static_cast<T>(static_cast<A>(x[base + i]) * scale_a + shift_a);
-      }
+  const double count = static_cast<double>(v.outer * v.inner);
+  // Records channel c's statistics (batch or moving) and returns y = x * scale + shift's
+  // coefficients.
+  auto coefficients = [&](int64_t c, double mean, double var, A* scale, A* shift) {
+    if (batch_stats) {
+      moving_mean[c] = static_cast<P>(static_cast<double>(moving_mean[c]) * momentum +
+                                      mean * (1 - momentum));
+      moving_var[c] = static_cast<P>(static_cast<double>(moving_var[c]) * momentum +
+                                     var * (1 - momentum));
+    } else {
+      mean = static_cast<double>(moving_mean[c]);
+      var = static_cast<double>(moving_var[c]);
     }
+    mean_out[c] = static_cast<P>(mean);
+    var_out[c] = static_cast<P>(var);
+    const double g = fix_gamma ? 1.0 : static_cast<double>(gamma[c]);
+    const double k = g / std::sqrt(var + eps);
+    *scale = static_cast<A>(k);
+    *shift = static_cast<A>(static_cast<double>(beta[c]) - mean * k);
+  };
+  if (v.inner >= kMinRun) {
+    // Channel runs. Channels are independent: each reads and writes only its own runs and
+    // statistics.
+    parallel_for(0, v.n, 1, [&](int64_t c_lo, int64_t c_hi) {
+      for (int64_t c = c_lo; c < c_hi; ++c) {
+        double mean = 0, var = 0;
+        if (batch_stats && count > 0) {
+          double sum = 0, sq = 0;
+          for (int64_t o = 0; o < v.outer; ++o)
+            add_sums<A>(x + (o * v.n + c) * v.inner, v.inner, &sum);
+          mean = sum / count;
+          for (int64_t o = 0; o < v.outer; ++o) {
+            add_squared_deviation_sums(x + (o * v.n + c) * v.inner, v.inner,
+                                       static_cast<A>(mean), &sq);
+          }
+          var = sq / count;
+        }
+        A scale, shift;
+        coefficients(c, mean, var, &scale, &shift);
+        for (int64_t o = 0; o < v.outer; ++o) {
+          const int64_t base = (o * v.n + c) * v.inner;
+          for (int64_t i = 0; i < v.inner; ++i)
+            y[base + i] = static_cast<T>(static_cast<A>(x[base + i]) * scale + shift);
+        }
+      }
+    });
+    return;
+  }
+  // Channel rows.
+  const int64_t width = v.n * v.inner;
+  std::vector<double> mean(v.n, 0.0), var(v.n, 0.0);
+  if (batch_stats) {
+    std::vector<double> acc, center(width);
+    sum_rows<1>(v, &acc, mean.data(), [&](int64_t row, double* a) {
+      for (int64_t j = 0; j < width; ++j) a[j] += static_cast<double>(x[row + j]);
+    });
+    for (int64_t c = 0; c < v.n; ++c) mean[c] = count > 0 ? mean[c] / count : 0.0;
+    for (int64_t j = 0; j < width; ++j) center[j] = mean[j / v.inner];
+    sum_rows<1>(v, &acc, var.data(), [&](int64_t row, double* a) {
+      for (int64_t j = 0; j < width; ++j) {
+        const double d = static_cast<double>(x[row + j]) - center[j];
+        a[j] += d * d;
+      }
+    });
+    for (int64_t c = 0; c < v.n; ++c) var[c] = count > 0 ? var[c] / count : 0.0;
+  }
+  std::vector<A> scale(width), shift(width);
+  for (int64_t c = 0; c < v.n; ++c) {
+    A k, b;
+    coefficients(c, mean[c], var[c], &k, &b);
+    std::fill(scale.begin() + c * v.inner, scale.begin() + (c + 1) * v.inner, k);
+    std::fill(shift.begin() + c * v.inner, shift.begin() + (c + 1) * v.inner, b);
+  }
+  parallel_for(0, v.outer, row_grain(v), [&](int64_t lo, int64_t hi) {
+    for (int64_t o = lo; o < hi; ++o)
+      for (int64_t j = 0; j < width; ++j)
+        y[o * width + j] = static_cast<T>(static_cast<A>(x[o * width + j]) * scale[j] + shift[j]);
   });
 }
 
@@ -155,6 +279,7 @@ void bn_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
 template <typename T, typename P>
 void bn_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
                        const std::vector<TBlob>& out) {
+  using A = nn::acc_t<T>;
   const Attrs& attrs = *ctx.attrs;
   const int axis = nn::normalize_axis(attrs.get_int("axis", 1), in[1].ndim(), "batch_norm");
   const AxisView v = axis_view(in[1].shape, axis);
@@ -170,38 +295,73 @@ void bn_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   P* dgamma = out[1].data<P>();
   P* dbeta = out[2].data<P>();
   const double count = static_cast<double>(v.outer * v.inner);
-  parallel_for(0, v.n, 1, [&](int64_t c_lo, int64_t c_hi) {
-    for (int64_t c = c_lo; c < c_hi; ++c) {
-      const double m = static_cast<double>(mean[c]);
-      const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + eps);
-      double sum_dy = 0, sum_dy_xhat = 0;
-      for (int64_t o = 0; o < v.outer; ++o) {
-        const int64_t base = (o * v.n + c) * v.inner;
-        sum_dy += nn::lane_sum<double>(dy + base, v.inner);
-        sum_dy_xhat += nn::lane_dot_dev<double>(dy + base, x + base, v.inner, m);
-      }
-      sum_dy_xhat *= invstd;
-      dgamma[c] = static_cast<P>(fix_gamma ? 0.0 : sum_dy_xhat);
-      dbeta[c] = static_cast<P>(sum_dy);
-      const double g = fix_gamma ? 1.0 : static_cast<double>(gamma[c]);
-      // Training: dx = g*invstd * (dy - mean(dy) - xhat * mean(dy*xhat)); global: g*invstd*dy.
-      const double k = g * invstd;
-      const double mean_dy = batch_stats && count > 0 ? sum_dy / count : 0.0;
-      const double mean_dy_xhat = batch_stats && count > 0 ? sum_dy_xhat / count : 0.0;
-      // Expanded to dx = a*dy + b*x + shift with the coefficients in double and the loop in the
-      // accumulation type, which vectorises (the sums above stay in double for accuracy).
-      using A = nn::acc_t<T>;
-      const A a = static_cast<A>(k);
-      const A b = static_cast<A>(-k * invstd * mean_dy_xhat);
-      const A shift = static_cast<A>(k * (m * invstd * mean_dy_xhat - mean_dy));
-      for (int64_t o = 0; o < v.outer; ++o) {
-        const int64_t base = (o * v.n + c) * v.inner;
-        for (int64_t i = 0; i < v.inner; ++i) {
-          dx[base + i] = static_cast<T>(a * static_cast<A>(dy[base + i]) +
-                                        b * static_cast<A>(x[base + i]) + shift);
+  // From channel c's sum(dy) and sum(dy * (x - mean)): writes its gamma and beta gradients and
+  // returns the coefficients of dx = a * dy + b * x + shift.
+  auto coefficients = [&](int64_t c, double sum_dy, double sum_dy_dev, A* a, A* b, A* shift) {
+    const double m = static_cast<double>(mean[c]);
+    const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + eps);
+    const double sum_dy_xhat = sum_dy_dev * invstd;
+    dgamma[c] = static_cast<P>(fix_gamma ? 0.0 : sum_dy_xhat);
+    dbeta[c] = static_cast<P>(sum_dy);
+    // Training: dx = g*invstd * (dy - mean(dy) - xhat * mean(dy*xhat)); global: g*invstd*dy,
+    // expanded to a*dy + b*x + shift with the coefficients in double.
+    const double g = fix_gamma ? 1.0 : static_cast<double>(gamma[c]);
+    const double k = g * invstd;
+    const double mean_dy = batch_stats && count > 0 ? sum_dy / count : 0.0;
+    const double mean_dy_xhat = batch_stats && count > 0 ? sum_dy_xhat / count : 0.0;
+    *a = static_cast<A>(k);
+    *b = static_cast<A>(-k * invstd * mean_dy_xhat);
+    *shift = static_cast<A>(k * (m * invstd * mean_dy_xhat - mean_dy));
+  };
+  if (v.inner >= kMinRun) {
+    // Channel runs (Note [Batch-norm memory passes]); channels are independent.
+    parallel_for(0, v.n, 1, [&](int64_t c_lo, int64_t c_hi) {
+      for (int64_t c = c_lo; c < c_hi; ++c) {
+        const A center = static_cast<A>(mean[c]);
+        double sum_dy = 0, sum_dy_dev = 0;
+        for (int64_t o = 0; o < v.outer; ++o) {
+          const int64_t base = (o * v.n + c) * v.inner;
+          add_grad_sums(dy + base, x + base, v.inner, center, &sum_dy, &sum_dy_dev);
+        }
+        A a, b, shift;
+        coefficients(c, sum_dy, sum_dy_dev, &a, &b, &shift);
+        for (int64_t o = 0; o < v.outer; ++o) {
+          const int64_t base = (o * v.n + c) * v.inner;
+          for (int64_t i = 0; i < v.inner; ++i) {
+            dx[base + i] = static_cast<T>(a * static_cast<A>(dy[base + i]) +
+                                          b * static_cast<A>(x[base + i]) + shift);
+          }
         }
       }
+    });
+    return;
+  }
+  // Channel rows.
+  const int64_t width = v.n * v.inner;
+  std::vector<double> center(width), acc, sums(2 * v.n);  // sum(dy), then sum(dy * (x - mean))
+  for (int64_t j = 0; j < width; ++j) center[j] = static_cast<double>(mean[j / v.inner]);
+  sum_rows<2>(v, &acc, sums.data(), [&](int64_t row, double* s) {
+    for (int64_t j = 0; j < width; ++j) {
+      const double g = static_cast<double>(dy[row + j]);
+      s[j] += g;
+      s[width + j] += g * (static_cast<double>(x[row + j]) - center[j]);
     }
+  });
+  std::vector<A> a(width), b(width), shift(width);
+  for (int64_t c = 0; c < v.n; ++c) {
+    A ac, bc, sc;
+    coefficients(c, sums[c], sums[v.n + c], &ac, &bc, &sc);
+    std::fill(a.begin() + c * v.inner, a.begin() + (c + 1) * v.inner, ac);
+    std::fill(b.begin() + c * v.inner, b.begin() + (c + 1) * v.inner, bc);
+    std::fill(shift.begin() + c * v.inner, shift.begin() + (c + 1) * v.inner, sc);
+  }
+  parallel_for(0, v.outer, row_grain(v), [&](int64_t lo, int64_t hi) {
+    for (int64_t o = lo; o < hi; ++o)
+      for (int64_t j = 0; j < width; ++j) {
+        const int64_t k = o * width + j;
+        dx[k] = static_cast<T>(a[j] * static_cast<A>(dy[k]) + b[j] * static_cast<A>(x[k]) +
+                               shift[j]);
+      }
   });
 }
 
