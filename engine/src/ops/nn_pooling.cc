@@ -129,33 +129,32 @@ void max_pool_2d_plane(const PoolGeom& g, const T* x, T* y, T* row) {
 constexpr int64_t kPlaneGrain = 4;
 
 #if defined(__SSE2__)
-// Float max pooling with max_pool_2d.h's kernels, plane by plane in parallel, each part with its
-// own scratch.
-void simd_max_pool_forward(const OpContext& ctx, const PoolGeom& g, const float* x, float* y) {
-  const nn::SimdLevel level = nn::max_pool_simd_level();
+// Calls fn(plane, scratch) for every plane, in parallel; each part of the planes has its own
+// scratch of max_pool_f32_scratch(g) floats for max_pool_2d.h's kernels.
+template <typename Fn>
+void for_each_plane_with_scratch(const OpContext& ctx, const PoolGeom& g, Fn fn) {
   const int64_t scratch_size = nn::max_pool_f32_scratch(g);
   const int64_t parts = parallel_parts(g.planes, kPlaneGrain);
   float* scratch = static_cast<float*>(ctx.workspace(parts * scratch_size * sizeof(float)));
   parallel_for_parts(g.planes, kPlaneGrain, [&](int64_t part, int64_t first, int64_t last) {
-    for (int64_t plane = first; plane < last; ++plane) {
-      nn::max_pool_forward_f32(level, g, x + plane * g.in_sp, y + plane * g.out_sp,
-                               scratch + part * scratch_size);
-    }
+    for (int64_t plane = first; plane < last; ++plane) fn(plane, scratch + part * scratch_size);
+  });
+}
+
+// Float max pooling with max_pool_2d.h's kernels.
+void simd_max_pool_forward(const OpContext& ctx, const PoolGeom& g, const float* x, float* y) {
+  const nn::SimdLevel level = nn::max_pool_simd_level();
+  for_each_plane_with_scratch(ctx, g, [&](int64_t plane, float* scratch) {
+    nn::max_pool_forward_f32(level, g, x + plane * g.in_sp, y + plane * g.out_sp, scratch);
   });
 }
 
 void simd_max_pool_backward(const OpContext& ctx, const PoolGeom& g, const float* dy,
                             const float* x, const float* y, float* dx) {
   const nn::SimdLevel level = nn::max_pool_simd_level();
-  const int64_t scratch_size = nn::max_pool_f32_scratch(g);
-  const int64_t parts = parallel_parts(g.planes, kPlaneGrain);
-  float* scratch = static_cast<float*>(ctx.workspace(parts * scratch_size * sizeof(float)));
-  parallel_for_parts(g.planes, kPlaneGrain, [&](int64_t part, int64_t first, int64_t last) {
-    for (int64_t plane = first; plane < last; ++plane) {
-      const int64_t in = plane * g.in_sp, out = plane * g.out_sp;
-      nn::max_pool_backward_f32(level, g, dy + out, x + in, y + out, dx + in,
-                                scratch + part * scratch_size);
-    }
+  for_each_plane_with_scratch(ctx, g, [&](int64_t plane, float* scratch) {
+    const int64_t in = plane * g.in_sp, out = plane * g.out_sp;
+    nn::max_pool_backward_f32(level, g, dy + out, x + in, y + out, dx + in, scratch);
   });
 }
 #endif
