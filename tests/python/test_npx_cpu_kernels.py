@@ -301,3 +301,40 @@ def test_grouped_convolution_backward_matches_numpy(kernel, layout):
         y.backward(from_numpy(onp.ascontiguousarray(to_layout(dy))))
         onp.testing.assert_allclose(xa.grad.asnumpy(), to_layout(dx_ref), rtol=1e-4, atol=1e-4)
         onp.testing.assert_allclose(wa.grad.asnumpy(), to_layout(dw_ref), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("rows,in_units,hidden", [
+    (1, 300, 70),  # batch 1: the forward and the data gradient have one row (gemv)
+    (40, 300, 1),  # one unit: the forward has one column, the weight gradient one row
+    (1, 20000, 64),  # as the first case, large enough to split across the intra-op threads
+    (20000, 64, 1),  # as the second case, split
+    (2000, 1, 600),  # one input: the weight gradient has one column, from a transposed operand
+])
+def test_vector_products_match_numpy(dtype, rows, in_units, hidden):
+    # Products with one row or one column of C go to gemv (Note [Vector products]); both
+    # orientations of each operand are covered by fully_connected's forward and gradients.
+    x = RNG.standard_normal((rows, in_units)).astype(dtype)
+    w = RNG.standard_normal((hidden, in_units)).astype(dtype)
+    b = RNG.standard_normal(hidden).astype(dtype)
+    dy = RNG.standard_normal((rows, hidden)).astype(dtype)
+    arrays = [from_numpy(a) for a in (x, w, b)]
+    for array in arrays:
+        array.attach_grad()
+    with autograd.record():
+        y = npx.fully_connected(*arrays, num_hidden=hidden)
+    y.backward(from_numpy(dy))
+    tol = dict(rtol=1e-4, atol=1e-3) if dtype == "float32" else dict(rtol=1e-10, atol=1e-10)
+    xd, wd, dyd = x.astype("float64"), w.astype("float64"), dy.astype("float64")
+    onp.testing.assert_allclose(y.asnumpy(), xd @ wd.T + b, **tol)
+    onp.testing.assert_allclose(arrays[0].grad.asnumpy(), dyd @ wd, **tol)
+    onp.testing.assert_allclose(arrays[1].grad.asnumpy(), dyd.T @ xd, **tol)
+
+
+@pytest.mark.parametrize("sa,sb", [((300,), (300, 7)), ((7, 300), (300,)), ((1, 300), (300, 1))])
+def test_matmul_with_vectors_matches_numpy(sa, sb):
+    from pymx import np
+    a = RNG.standard_normal(sa).astype("float32")
+    b = RNG.standard_normal(sb).astype("float32")
+    onp.testing.assert_allclose(np.matmul(np.array(a), np.array(b)).asnumpy(),
+                                a.astype("float64") @ b.astype("float64"), rtol=1e-4, atol=1e-3)
