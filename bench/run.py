@@ -148,7 +148,12 @@ def main():
     args = parser.parse_args()
     args.cases = args.cases.split(",")
 
-    results, lines = {}, []
+    # OpenBLAS reads these when it loads (pymx's, NumPy's and MXNet's copies alike); they change
+    # its kernels and so every GEMM-bound number, hence they head every report.
+    blas_env = {k: v for k, v in sorted(os.environ.items()) if k.startswith("OPENBLAS_")}
+    results = {"environment": blas_env}
+    lines = [f"Environment: {', '.join(f'{k}={v}' for k, v in blas_env.items()) or 'no OPENBLAS_* variables'}"]
+    print(lines[0], flush=True)
     for key, better, impls in cases(args):
         # samples[row][impl] -> values; a row is the case itself or one key of a multi-line impl.
         samples, unit = {}, ""
