@@ -1,6 +1,7 @@
 """Runs pymx and its peers side by side, alternating rounds, and reports medians and ratios.
 
     python bench/run.py [--quick] [--rounds 3] [--cases tiny_op,leafnet,memory,conv,ops,pipeline,engine]
+                        [--leafnet-shapes train:1,infer:4]
                         [--torch-python PATH] [--mxnet-python PATH] [--device cpu|gpu]
                         [--json results.json] [--markdown results.md]
 
@@ -42,9 +43,12 @@ def cases(args):
                       ("mxnet-1.9.1", [mxnet, os.path.join(PEERS, "tiny_op.py"), "mxnet"])]
         out.append(("tiny_op x=x+1 (4,) 10k ops", "lower", impls))
     if "leafnet" in args.cases:
-        shapes = [("train", 4), ("train", 64), ("infer", 1), ("infer", 64)]
+        shapes = [("train", 1), ("train", 4), ("train", 64), ("infer", 1), ("infer", 4), ("infer", 64)]
         if args.quick:
             shapes = [("train", 64), ("infer", 1)]
+        if args.leafnet_shapes:
+            shapes = [(mode, int(batch)) for mode, batch in
+                      (item.split(":") for item in args.leafnet_shapes.split(","))]
         if dev == "gpu":
             shapes += [("train", 256)] if not args.quick else []
         for mode, batch in shapes:
@@ -137,6 +141,7 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cases", default="tiny_op,leafnet")
+    parser.add_argument("--leafnet-shapes", help="only these LeafNetwork runs, e.g. train:1,infer:4")
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--torch-python", default="/work/venv-torch/bin/python")
     parser.add_argument("--mxnet-python", default="/work/venv-mxnet/bin/python")
