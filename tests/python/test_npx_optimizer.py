@@ -65,10 +65,12 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("clip_gradient", [-1.0, 0.3])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_update_matches_formula(case, clip_gradient, dtype):
+@pytest.mark.parametrize("shape", [(4, 5), (3, 70001)], ids=["small", "split"])
+def test_update_matches_formula(case, clip_gradient, dtype, shape):
+    # "split": large enough that the elements are split across the intra-op threads, unevenly.
     op, formula, num_states, extra = case
-    w, g = randn(4, 5), randn(4, 5)
-    states = [onp.abs(randn(4, 5)) for _ in range(num_states)]
+    w, g = randn(*shape), randn(*shape)
+    states = [onp.abs(randn(*shape)) for _ in range(num_states)]
     hyper = {"lr": 0.05, "wd": 0.01, "rescale_grad": 0.5, "clip_gradient": clip_gradient}
     arrays = [arr(v, dtype) for v in [w, g] + states]
     expected = [w] + states

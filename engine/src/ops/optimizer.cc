@@ -28,6 +28,7 @@
 #include <cmath>
 
 #include "ops/nn_common.h"
+#include "parallel.h"
 
 namespace pymx {
 namespace {
@@ -60,7 +61,30 @@ InferFn update_infer(const char* op) {
   };
 }
 
-// Runs step(w, g, s1, s2) per element in double; s1/s2 point at dummies when absent.
+// Elements per parallel chunk: an update is a few arithmetic operations per element, so a chunk
+// must be large to pay for handing it to another thread.
+constexpr int64_t kUpdateGrain = int64_t(1) << 15;
+
+// Runs step(w, g, s1, s2) per element in double, with kStates (0, 1 or 2) optimizer states;
+// absent states are local dummies. Elements are independent, so the chunks split across the
+// intra-op threads give the same result as one loop, and the per-element work has no branch on
+// which states exist (the loop vectorises).
+template <int kStates, typename Step, typename T, typename Params>
+void update_elements(const Step& step, const Hyper& h, const Params& params, T* w, const T* g,
+                     T* s1, T* s2, int64_t n) {
+  parallel_for(0, n, kUpdateGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      double wv = static_cast<double>(w[i]), a = 0.0, b = 0.0;
+      if constexpr (kStates >= 1) a = static_cast<double>(s1[i]);
+      if constexpr (kStates >= 2) b = static_cast<double>(s2[i]);
+      step(h, params, static_cast<double>(g[i]) * h.rescale, &wv, &a, &b);
+      w[i] = static_cast<T>(wv);
+      if constexpr (kStates >= 1) s1[i] = static_cast<T>(a);
+      if constexpr (kStates >= 2) s2[i] = static_cast<T>(b);
+    }
+  });
+}
+
 template <typename Step>
 ComputeFn update_kernel(Step step) {
   return [step](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>&) {
@@ -69,16 +93,14 @@ ComputeFn update_kernel(Step step) {
     PMX_FLOAT_SWITCH(in[0].dtype, T, {
       T* w = in[0].data<T>();
       const T* g = in[1].data<T>();
-      T* s1 = in.size() > 2 ? in[2].data<T>() : nullptr;
-      T* s2 = in.size() > 3 ? in[3].data<T>() : nullptr;
-      for (int64_t i = 0; i < in[0].size(); ++i) {
-        double wv = static_cast<double>(w[i]);
-        double a = s1 ? static_cast<double>(s1[i]) : 0.0;
-        double b = s2 ? static_cast<double>(s2[i]) : 0.0;
-        step(h, params, static_cast<double>(g[i]) * h.rescale, &wv, &a, &b);
-        w[i] = static_cast<T>(wv);
-        if (s1) s1[i] = static_cast<T>(a);
-        if (s2) s2[i] = static_cast<T>(b);
+      const int64_t n = in[0].size();
+      if (in.size() == 2) {
+        update_elements<0>(step, h, params, w, g, static_cast<T*>(nullptr),
+                           static_cast<T*>(nullptr), n);
+      } else if (in.size() == 3) {
+        update_elements<1>(step, h, params, w, g, in[2].data<T>(), static_cast<T*>(nullptr), n);
+      } else {
+        update_elements<2>(step, h, params, w, g, in[2].data<T>(), in[3].data<T>(), n);
       }
     });
   };
