@@ -6,7 +6,9 @@
 #     bash tests/gpu/run.sh            # logs and results under $OUT (default /tmp/pymx-gpu)
 #
 # Steps: install the carried wheels into the image's python3, build pymx with
-# PYMX_CUDA=ON, run the GPU tests, then bench/gpu_bench.py, then the whole Python suite (-x).
+# PYMX_CUDA=ON (and its native tests), run the native tests (ctest: the engine on GPU streams and
+# events, allocation at first use, ...), the GPU tests, then bench/gpu_bench.py, then the whole
+# Python suite (-x).
 # Every step logs to $OUT/<step>.log; a failed step does not stop the later ones; the summary
 # table at the end gives each step's status and time. Budget: well under 8 minutes.
 set -u
@@ -48,8 +50,9 @@ for cxx in /usr/bin/g++ /usr/bin/g++-13; do
 done
 export CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" PYMX_CUDA=ON
 step build 240 "$PY" -m pip install --no-build-isolation --no-deps --no-index -v \
-  -Cbuild-dir="$OUT/build" . ||
+  -Cbuild-dir="$OUT/build" -Ccmake.define.PYMX_BUILD_TESTS=ON . ||
   { printf '%s\n' "${SUMMARY[@]}"; exit 1; }
+step native 120 ctest --test-dir "$OUT/build" --output-on-failure -j 4
 # Leave the source tree so that `import pymx` finds the installed package, not ./pymx.
 cd "$OUT"
 step gputests 150 "$PY" -m pytest "$ROOT"/tests/python/test_gpu_*.py -q -p no:cacheprovider \
