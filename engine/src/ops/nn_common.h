@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -57,36 +56,27 @@ template <typename T>
 void vector_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha,
                     const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
                     int64_t ldc) {
-  const int64_t inc_a = trans_a ? lda : 1;  // a's stride when a is the vector (m == 1)
-  const int64_t inc_b = trans_b ? 1 : ldb;  // b's stride when b is the vector (n == 1)
-  // Outputs [lo, hi) of the vector c.
-  std::function<void(int64_t, int64_t)> outputs;
-  int64_t count = 0;
-  if (m == 1) {
-    // c (1 x n) = a (1 x k) . op(B): with B stored n x k (trans_b), c = B . a; else c = B^T . a.
-    count = n;
-    outputs = [&](int64_t lo, int64_t hi) {
-      if (trans_b) {
-        Blas<T>::gemv(CblasRowMajor, CblasNoTrans, hi - lo, k, alpha, b + lo * ldb, ldb, a,
-                      inc_a, beta, c + lo, 1);
-      } else {
-        Blas<T>::gemv(CblasRowMajor, CblasTrans, k, hi - lo, alpha, b + lo, ldb, a, inc_a, beta,
-                      c + lo, 1);
-      }
-    };
-  } else {
-    // c (m x 1, stride ldc) = op(A) . b (k x 1): with A stored k x m (trans_a), c = A^T . b.
-    count = m;
-    outputs = [&](int64_t lo, int64_t hi) {
-      if (trans_a) {
-        Blas<T>::gemv(CblasRowMajor, CblasTrans, k, hi - lo, alpha, a + lo, lda, b, inc_b, beta,
-                      c + lo * ldc, ldc);
-      } else {
-        Blas<T>::gemv(CblasRowMajor, CblasNoTrans, hi - lo, k, alpha, a + lo * lda, lda, b,
-                      inc_b, beta, c + lo * ldc, ldc);
-      }
-    };
-  }
+  // m == 1: c (1 x n) = a (1 x k) . op(B); with B stored n x k (trans_b), c = B . a, else
+  // c = B^T . a. Otherwise: c (m x 1, stride ldc) = op(A) . b (k x 1); with A stored k x m
+  // (trans_a), c = A^T . b, else c = A . b.
+  const bool row = m == 1;
+  const int64_t count = row ? n : m;  // outputs
+  const int64_t inc_a = trans_a ? lda : 1, inc_b = trans_b ? 1 : ldb;  // the vector's stride
+  const auto outputs = [&](int64_t lo, int64_t hi) {  // outputs [lo, hi) of c
+    if (row && trans_b) {
+      Blas<T>::gemv(CblasRowMajor, CblasNoTrans, hi - lo, k, alpha, b + lo * ldb, ldb, a, inc_a,
+                    beta, c + lo, 1);
+    } else if (row) {
+      Blas<T>::gemv(CblasRowMajor, CblasTrans, k, hi - lo, alpha, b + lo, ldb, a, inc_a, beta,
+                    c + lo, 1);
+    } else if (trans_a) {
+      Blas<T>::gemv(CblasRowMajor, CblasTrans, k, hi - lo, alpha, a + lo, lda, b, inc_b, beta,
+                    c + lo * ldc, ldc);
+    } else {
+      Blas<T>::gemv(CblasRowMajor, CblasNoTrans, hi - lo, k, alpha, a + lo * lda, lda, b, inc_b,
+                    beta, c + lo * ldc, ldc);
+    }
+  };
   const int64_t threads = parallel_max_threads();
   if (threads < 2 || count * k < kParallelGemvMinElements) {
     outputs(0, count);
