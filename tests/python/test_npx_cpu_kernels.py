@@ -145,17 +145,13 @@ def test_convolution_single_image_column_split_matches_numpy():
     onp.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("rows,in_units,hidden", [
-    (300, 200, 70),  # C taller than wide: the GEMMs split rows across the intra-op threads
-    (40, 300, 500),  # C wider than tall: they split columns
-])
-def test_parallel_gemm_splits_match_numpy(rows, in_units, hidden):
-    # fully_connected's forward (X . W^T), weight gradient (dY^T . X) and data gradient (dY . W)
-    # cover both transposes; every product is above the size where the GEMM is split.
-    x = RNG.standard_normal((rows, in_units)).astype("float32")
-    w = RNG.standard_normal((hidden, in_units)).astype("float32")
-    b = RNG.standard_normal(hidden).astype("float32")
-    dy = RNG.standard_normal((rows, hidden)).astype("float32")
+def check_fully_connected(rows, in_units, hidden, dtype, tol):
+    """fully_connected's forward (X . W^T), data gradient (dY . W), weight gradient (dY^T . X) and
+    bias gradient against NumPy float64: between them they take every operand both ways round."""
+    x = RNG.standard_normal((rows, in_units)).astype(dtype)
+    w = RNG.standard_normal((hidden, in_units)).astype(dtype)
+    b = RNG.standard_normal(hidden).astype(dtype)
+    dy = RNG.standard_normal((rows, hidden)).astype(dtype)
     arrays = [from_numpy(a) for a in (x, w, b)]
     for array in arrays:
         array.attach_grad()
@@ -163,10 +159,19 @@ def test_parallel_gemm_splits_match_numpy(rows, in_units, hidden):
         y = npx.fully_connected(*arrays, num_hidden=hidden)
     y.backward(from_numpy(dy))
     xd, wd, dyd = x.astype("float64"), w.astype("float64"), dy.astype("float64")
-    onp.testing.assert_allclose(y.asnumpy(), xd @ wd.T + b, rtol=1e-4, atol=1e-3)
-    onp.testing.assert_allclose(arrays[0].grad.asnumpy(), dyd @ wd, rtol=1e-4, atol=1e-3)
-    onp.testing.assert_allclose(arrays[1].grad.asnumpy(), dyd.T @ xd, rtol=1e-4, atol=1e-3)
-    onp.testing.assert_allclose(arrays[2].grad.asnumpy(), dyd.sum(axis=0), rtol=1e-4, atol=1e-3)
+    onp.testing.assert_allclose(y.asnumpy(), xd @ wd.T + b, **tol)
+    onp.testing.assert_allclose(arrays[0].grad.asnumpy(), dyd @ wd, **tol)
+    onp.testing.assert_allclose(arrays[1].grad.asnumpy(), dyd.T @ xd, **tol)
+    onp.testing.assert_allclose(arrays[2].grad.asnumpy(), dyd.sum(axis=0), **tol)
+
+
+@pytest.mark.parametrize("rows,in_units,hidden", [
+    (300, 200, 70),  # C taller than wide: the GEMMs split rows across the intra-op threads
+    (40, 300, 500),  # C wider than tall: they split columns
+])
+def test_parallel_gemm_splits_match_numpy(rows, in_units, hidden):
+    # Every product is above the size where the GEMM is split.
+    check_fully_connected(rows, in_units, hidden, "float32", dict(rtol=1e-4, atol=1e-3))
 
 
 @pytest.mark.parametrize("dtype,tol", [("float64", 1e-10), ("float32", 1e-4), ("float16", 2e-2)])
@@ -312,23 +317,9 @@ def test_grouped_convolution_backward_matches_numpy(kernel, layout):
     (2000, 1, 600),  # one input: the weight gradient has one column, from a transposed operand
 ])
 def test_vector_products_match_numpy(dtype, rows, in_units, hidden):
-    # Products with one row or one column of C go to gemv (Note [Vector products]); both
-    # orientations of each operand are covered by fully_connected's forward and gradients.
-    x = RNG.standard_normal((rows, in_units)).astype(dtype)
-    w = RNG.standard_normal((hidden, in_units)).astype(dtype)
-    b = RNG.standard_normal(hidden).astype(dtype)
-    dy = RNG.standard_normal((rows, hidden)).astype(dtype)
-    arrays = [from_numpy(a) for a in (x, w, b)]
-    for array in arrays:
-        array.attach_grad()
-    with autograd.record():
-        y = npx.fully_connected(*arrays, num_hidden=hidden)
-    y.backward(from_numpy(dy))
+    # Products with one row or one column of C go to gemv (Note [Vector products]).
     tol = dict(rtol=1e-4, atol=1e-3) if dtype == "float32" else dict(rtol=1e-10, atol=1e-10)
-    xd, wd, dyd = x.astype("float64"), w.astype("float64"), dy.astype("float64")
-    onp.testing.assert_allclose(y.asnumpy(), xd @ wd.T + b, **tol)
-    onp.testing.assert_allclose(arrays[0].grad.asnumpy(), dyd @ wd, **tol)
-    onp.testing.assert_allclose(arrays[1].grad.asnumpy(), dyd.T @ xd, **tol)
+    check_fully_connected(rows, in_units, hidden, dtype, tol)
 
 
 @pytest.mark.parametrize("sa,sb", [((300,), (300, 7)), ((7, 300), (300,)), ((1, 300), (300, 1))])
