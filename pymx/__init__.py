@@ -22,10 +22,10 @@ from pymx import numpy as np
 from pymx import numpy_extension as npx
 from pymx import autograd
 from pymx import gluon
-from pymx import initializer, kvstore, lr_scheduler, optimizer
+from pymx import initializer, kvstore, lr_scheduler, optimizer, profiler
 
 init = initializer  # MXNet's `mx.init` spelling
 
 __all__ = ["np", "npx", "gluon", "autograd", "initializer", "init", "optimizer", "lr_scheduler",
-           "kvstore", "Device", "cpu", "gpu", "cpu_pinned", "num_gpus",
+           "kvstore", "profiler", "Device", "cpu", "gpu", "cpu_pinned", "num_gpus",
            "gpu_memory_info", "current_device", "waitall", "PymxError", "__version__"]

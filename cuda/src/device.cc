@@ -79,6 +79,20 @@ void* create_event(int device_id) {
   return event;
 }
 
+void* create_timing_event(int device_id) {
+  set_device(device_id);
+  cudaEvent_t event = nullptr;
+  PMX_CUDA_CHECK(cudaEventCreate(&event));
+  return event;
+}
+
+float elapsed_ms(void* start_event, void* end_event) {
+  float ms = 0.0f;
+  PMX_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_event),
+                                      static_cast<cudaEvent_t>(end_event)));
+  return ms;
+}
+
 void destroy_event(int device_id, void* event) {
   if (event == nullptr) return;
   PMX_CUDA_IGNORE(cudaSetDevice(device_id));

@@ -23,6 +23,8 @@ void memory_info(int, uint64_t*, uint64_t*) { no_cuda("gpu memory_info"); }
 void* create_stream(int) { no_cuda("create_stream"); }
 void destroy_stream(int, void*) { no_cuda("destroy_stream"); }
 void* create_event(int) { no_cuda("create_event"); }
+void* create_timing_event(int) { no_cuda("create_timing_event"); }
+float elapsed_ms(void*, void*) { no_cuda("elapsed_ms"); }
 void destroy_event(int, void*) { no_cuda("destroy_event"); }
 void record_event(void*, void*) { no_cuda("record_event"); }
 void stream_wait_event(void*, void*) { no_cuda("stream_wait_event"); }

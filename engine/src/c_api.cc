@@ -16,6 +16,7 @@
 #include "pymx/gpu.h"
 #include "pymx/ndarray.h"
 #include "pymx/op.h"
+#include "pymx/profiler.h"
 #include "pymx/storage.h"
 
 namespace pymx {
@@ -455,6 +456,42 @@ int pmx_engine_dump(const char** out_text) {
   PMX_API_BEGIN();
   returned_text = Engine::get()->dump();
   *out_text = returned_text.c_str();
+  PMX_API_END();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operator profiler
+// ---------------------------------------------------------------------------------------------
+
+int pmx_profiler_set_running(int running) {
+  PMX_API_BEGIN();
+  profiler::set_running(running != 0);
+  PMX_API_END();
+}
+
+int pmx_profiler_set_paused(int paused) {
+  PMX_API_BEGIN();
+  profiler::set_paused(paused != 0);
+  PMX_API_END();
+}
+
+int pmx_profiler_trace_json(const char** out_json) {
+  PMX_API_BEGIN();
+  returned_text = profiler::trace_json();
+  *out_json = returned_text.c_str();
+  PMX_API_END();
+}
+
+int pmx_profiler_aggregate_json(const char** out_json) {
+  PMX_API_BEGIN();
+  returned_text = profiler::aggregate_json();
+  *out_json = returned_text.c_str();
+  PMX_API_END();
+}
+
+int pmx_profiler_clear(void) {
+  PMX_API_BEGIN();
+  profiler::clear();
   PMX_API_END();
 }
 

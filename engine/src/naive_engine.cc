@@ -14,6 +14,7 @@
 
 #include "engine_impl.h"
 #include "pymx/gpu.h"
+#include "pymx/profiler.h"
 #include "var.h"
 
 namespace pymx {
@@ -30,7 +31,7 @@ class NaiveEngine final : public EngineBase {
   void push_async(AsyncFn fn, Device device, std::vector<VarHandle> reads,
                   std::vector<VarHandle> writes, FnProperty prop, int priority,
                   const char* name) override {
-    push_serial(fn, device, reads, writes, prop);
+    push_serial(fn, device, reads, writes, prop, name);
   }
 
   void push_sync_fn(SyncFn fn, Device device, std::vector<VarHandle>& reads,
@@ -40,7 +41,7 @@ class NaiveEngine final : public EngineBase {
           fn(ctx);
           done();
         },
-        device, reads, writes, prop);
+        device, reads, writes, prop, name);
   }
 
   void delete_var(SyncFn on_deleted, Device device, VarHandle var) override {
@@ -51,7 +52,7 @@ class NaiveEngine final : public EngineBase {
             on_deleted(ctx);
             done();
           },
-          device);
+          device, "delete_var");
       if (error) errors_.add(std::move(error));  // raised by the next wait_for_all
     }
     delete var;
@@ -90,7 +91,7 @@ class NaiveEngine final : public EngineBase {
 
  private:
   void push_serial(const AsyncFn& fn, Device device, std::vector<VarHandle>& reads,
-                   std::vector<VarHandle>& writes, FnProperty prop) {
+                   std::vector<VarHandle>& writes, FnProperty prop, const char* name) {
     check_engine_device(device);
     deduplicate_vars(&reads, &writes);
     std::shared_ptr<ErrorBox> box;
@@ -99,14 +100,14 @@ class NaiveEngine final : public EngineBase {
         if (!box && errors_.pending(var->error_box())) box = var->error_box();
     bool skip = box && prop != FnProperty::kNoSkip && prop != FnProperty::kDeleteVar;
     if (!skip) {
-      if (std::exception_ptr error = run(fn, device)) box = errors_.add(std::move(error));
+      if (std::exception_ptr error = run(fn, device, name)) box = errors_.add(std::move(error));
     }
     for (Var* var : writes) var->finish_write_serial(box);
   }
 
   // Runs `fn` on this thread and waits for its on_complete (an async fn may call it from
   // another thread). GPU ops run on one stream per device, synchronised afterwards.
-  std::exception_ptr run(const AsyncFn& fn, Device device) {
+  std::exception_ptr run(const AsyncFn& fn, Device device, const char* name) {
     struct Completion {
       std::mutex mu;
       std::condition_variable cv;
@@ -115,24 +116,35 @@ class NaiveEngine final : public EngineBase {
     } completion;
     WorkerThreadScope on_worker;
     RunContext ctx{device, nullptr};
+    profiler::Span span;
     try {
       if (device.is_gpu()) {
         ctx.stream = stream_for(device.id);
         gpu::set_device(device.id);
       }
+      if (profiler::is_recording()) span = profiler::begin_op(device, ctx.stream);
       fn(ctx, OnComplete([&completion](std::exception_ptr error) {
         std::lock_guard<std::mutex> lock(completion.mu);
         completion.error = std::move(error);
         completion.done = true;
         completion.cv.notify_all();  // under the lock: `completion` lives on our stack
       }));
-      std::unique_lock<std::mutex> lock(completion.mu);
-      completion.cv.wait(lock, [&] { return completion.done; });
+      {
+        std::unique_lock<std::mutex> lock(completion.mu);
+        completion.cv.wait(lock, [&] { return completion.done; });
+      }
+      if (span.active) profiler::end_op(&span, name, device, ctx.stream);
       if (completion.error) return completion.error;
-      lock.unlock();
       if (ctx.stream != nullptr) gpu::stream_synchronize(ctx.stream);
     } catch (...) {
-      return std::current_exception();
+      std::exception_ptr error = std::current_exception();
+      if (span.active) {
+        try {
+          profiler::end_op(&span, name, device, ctx.stream);
+        } catch (...) {  // the op's own error is the one to report
+        }
+      }
+      return error;
     }
     return nullptr;
   }

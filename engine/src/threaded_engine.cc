@@ -8,6 +8,7 @@
 #include "engine_impl.h"
 #include "engine_object_pool.h"
 #include "pymx/gpu.h"
+#include "pymx/profiler.h"
 #include "var.h"
 #include "worker_pool.h"
 
@@ -377,6 +378,7 @@ class ThreadedEngine final : public EngineBase {
     try {
       wait_for_events(*op, ctx.stream);
       op->stream = ctx.stream;
+      if (profiler::is_recording()) op->span = profiler::begin_op(op->device, ctx.stream);
       if (!op->is_sync) {
         op->fn(ctx, OnComplete([this, op](std::exception_ptr error) { complete(op, std::move(error)); }));
         return;
@@ -415,6 +417,13 @@ class ThreadedEngine final : public EngineBase {
   }
 
   void complete(Op* op, std::exception_ptr error) {
+    if (op->span.active) {
+      try {
+        profiler::end_op(&op->span, op->display_name(), op->device, op->stream);
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
     if (op->stream != nullptr && op->prop != FnProperty::kDeleteVar) {
       try {
         record_event(op);

@@ -13,6 +13,7 @@
 #include "pymx/base.h"
 #include "engine_object_pool.h"
 #include "pymx/engine.h"
+#include "pymx/profiler.h"
 
 namespace pymx {
 
@@ -182,6 +183,7 @@ struct Op {
   const char* name = nullptr;
   std::shared_ptr<ErrorBox> error;  // the failure this op carries (inherited or its own)
   void* stream = nullptr;           // the GPU stream it ran on (nullptr on the host)
+  profiler::Span span;              // active while the profiler times this op
 
   // Returns the number of vars still blocking the op after this one granted access.
   int dec_wait() { return wait.fetch_sub(1, std::memory_order_acq_rel) - 1; }

@@ -92,6 +92,13 @@ cdef extern from "pymx/c_api.h" nogil:
     int pmx_engine_wait_all()
     int pmx_engine_dump(const char** out_text)
 
+    # Operator profiler
+    int pmx_profiler_set_running(int running)
+    int pmx_profiler_set_paused(int paused)
+    int pmx_profiler_trace_json(const char** out_json)
+    int pmx_profiler_aggregate_json(const char** out_json)
+    int pmx_profiler_clear()
+
     # External memory
     int pmx_array_from_external(void* data, const int64_t* shape, int ndim, int dtype,
                                 int device_type, int device_id, PmxUserDataFree release,

@@ -990,6 +990,38 @@ def engine_dump():
     return text.decode("utf-8", "replace")
 
 
+def profiler_set_running(bint running):
+    check(pmx_profiler_set_running(running))
+
+
+def profiler_set_paused(bint paused):
+    check(pmx_profiler_set_paused(paused))
+
+
+def profiler_trace_json():
+    """The recorded spans as a Chrome trace (JSON text); waits for the GPU spans it reports."""
+    cdef const char* text
+    cdef int rc
+    with nogil:
+        rc = pmx_profiler_trace_json(&text)
+    check(rc)
+    return text.decode("utf-8", "replace")
+
+
+def profiler_aggregate_json():
+    """Aggregate statistics of the recorded spans (JSON text); waits for the GPU spans."""
+    cdef const char* text
+    cdef int rc
+    with nogil:
+        rc = pmx_profiler_aggregate_json(&text)
+    check(rc)
+    return text.decode("utf-8", "replace")
+
+
+def profiler_clear():
+    check(pmx_profiler_clear())
+
+
 def api_version():
     cdef int major, minor
     check(pmx_api_version(&major, &minor))

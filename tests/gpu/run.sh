@@ -7,8 +7,8 @@
 #
 # Steps: install the carried wheels into the image's python3, build pymx with
 # PYMX_CUDA=ON (and its native tests), run the native tests (ctest: the engine on GPU streams and
-# events, allocation at first use, ...), the GPU tests, then bench/gpu_bench.py, then the whole
-# Python suite (-x).
+# events, allocation at first use, ...), the GPU tests, then bench/gpu_bench.py and the per-operator
+# profiles of bench/profile_leafnet.py, then the whole Python suite (-x).
 # Every step logs to $OUT/<step>.log; a failed step does not stop the later ones; the summary
 # table at the end gives each step's status and time. Budget: well under 8 minutes.
 set -u
@@ -58,6 +58,11 @@ cd "$OUT"
 step gputests 150 "$PY" -m pytest "$ROOT"/tests/python/test_gpu_*.py -q -p no:cacheprovider \
   --rootdir "$ROOT" --junitxml "$OUT/gputests.xml" -rfE
 step bench 120 "$PY" "$ROOT"/bench/gpu_bench.py --out "$OUT/gpu_bench.json"
+# Where the time goes (pymx.profiler, per operator, GPU and worker timelines).
+step profile_train 60 "$PY" "$ROOT"/bench/profile_leafnet.py --device gpu --batch 64 \
+  --hybridize --trace "$OUT/profile_train.json"
+step profile_infer 60 "$PY" "$ROOT"/bench/profile_leafnet.py --device gpu --batch 1 --infer \
+  --hybridize --steps 50
 step suite 150 "$PY" -m pytest "$ROOT"/tests/python -x -q -p no:cacheprovider --rootdir "$ROOT"
 echo
 echo "== summary"

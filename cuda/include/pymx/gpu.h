@@ -29,6 +29,9 @@ void memory_info(int device_id, uint64_t* free_bytes, uint64_t* total_bytes);
 void* create_stream(int device_id);         // non-blocking stream
 void destroy_stream(int device_id, void* stream);
 void* create_event(int device_id);          // timing disabled
+void* create_timing_event(int device_id);   // timing enabled (the profiler's spans)
+// Milliseconds between two completed timing events of one device (cudaEventElapsedTime).
+float elapsed_ms(void* start_event, void* end_event);
 void destroy_event(int device_id, void* event);
 void record_event(void* event, void* stream);
 void stream_wait_event(void* stream, void* event);

@@ -189,6 +189,21 @@ PMX_API int pmx_engine_wait_all(void);
 PMX_API int pmx_engine_dump(const char** out_text);
 
 /* ---------------------------------------------------------------------------------------------
+ * Operator profiler: while recording, every op the engine runs is timed (host, and GPU by events).
+ * ------------------------------------------------------------------------------------------- */
+
+/* Recording happens while running and not paused; neither call clears what was recorded. */
+PMX_API int pmx_profiler_set_running(int running);
+PMX_API int pmx_profiler_set_paused(int paused);
+/* The spans recorded so far as a Chrome trace (JSON object), or as JSON aggregate statistics per
+ * device, timeline ("host" / "gpu") and op name. Both wait for the GPU spans they report.
+ * Thread-local; valid until the next pmx_ call on this thread. */
+PMX_API int pmx_profiler_trace_json(const char** out_json);
+PMX_API int pmx_profiler_aggregate_json(const char** out_json);
+/* Forgets every span recorded so far. */
+PMX_API int pmx_profiler_clear(void);
+
+/* ---------------------------------------------------------------------------------------------
  * External memory: arrays over memory pymx does not own (zero-copy DLPack import).
  * ------------------------------------------------------------------------------------------- */
 
