@@ -55,6 +55,44 @@ def test_fused_relu_forward_matches_numpy(case, dtype, tol, use_bias):
     onp.testing.assert_allclose(y.asnumpy(), expected, rtol=tol, atol=tol * 10)
 
 
+# Float32 shapes the direct kernel takes (few taps per output, rows at least one vector wide:
+# Note [Direct convolution]); float64 of the same shapes goes through im2col + GEMM.
+DIRECT_CASES = [  # (x shape, filters, kernel, pad)
+    ((1, 3, 24, 128), 32, 2, 0),   # LeafNetwork's conv1, fewer rows
+    ((2, 3, 13, 40), 13, 3, 1),    # RGB 3x3, filters not a multiple of 8
+    ((1, 1, 9, 17), 5, 5, 2),      # width 17: the last vector overlaps the one before
+]
+
+
+@pytest.mark.parametrize("case", DIRECT_CASES)
+@pytest.mark.parametrize("act_type", [None, "relu"])
+@pytest.mark.parametrize("use_bias", [True, False])
+def test_direct_convolution_matches_numpy_and_the_gemm_path(case, act_type, use_bias):
+    shape, filters, k, pad = case
+    x = RNG.standard_normal(shape)
+    w = RNG.standard_normal((filters, shape[1], k, k))
+    b = RNG.standard_normal(filters) if use_bias else None
+    expected = ref_conv2d(x, w, b, 1, pad, 1)
+    if act_type:
+        expected = onp.maximum(expected, 0)
+    outputs = {}
+    for dtype in ("float32", "float64"):
+        inputs = [arr(x, dtype), arr(w, dtype)] + ([arr(b, dtype)] if use_bias else [])
+        for a in inputs:
+            a.attach_grad()
+        with autograd.record():
+            y = npx.convolution(*inputs, kernel=(k, k), pad=(pad, pad), num_filter=filters,
+                                no_bias=not use_bias, act_type=act_type)
+            loss = (y * arr(onp.cos(expected), dtype)).sum()
+        loss.backward()
+        outputs[dtype] = [y.asnumpy()] + [a.grad.asnumpy() for a in inputs]
+    onp.testing.assert_allclose(outputs["float32"][0], expected, rtol=1e-5, atol=1e-4)
+    if act_type:  # relu's mask could differ between the dtypes where an output is ~0
+        return
+    for got, want in zip(outputs["float32"][1:], outputs["float64"][1:]):
+        onp.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
 def test_fused_relu_channel_last_and_1d():
     x = RNG.standard_normal((2, 5, 5, 3))  # NHWC
     w = RNG.standard_normal((4, 2, 2, 3))  # (F, kh, kw, C)

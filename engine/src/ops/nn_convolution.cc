@@ -1,4 +1,5 @@
-// Convolution, 1-D/2-D/3-D, by im2col + GEMM (OpenBLAS for float32/float64).
+// Convolution, 1-D/2-D/3-D, by im2col + GEMM (OpenBLAS for float32/float64); a float32 forward
+// with few taps per output runs the direct kernel of conv_direct.h instead.
 //
 // | op                    | inputs                        | outputs                             | attrs |
 // |-----------------------|-------------------------------|-------------------------------------|-------|
@@ -45,7 +46,9 @@
 // the step that adds the parts in order reads them transposed.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
+#include "ops/conv_direct.h"
 #include "ops/conv_geometry.h"
 #include "ops/nn_common.h"
 #include "parallel.h"
@@ -179,6 +182,17 @@ template <typename T>
 void conv_forward_typed(const OpContext& ctx, const ConvGeometry& g, const std::vector<TBlob>& in,
                         const std::vector<TBlob>& out) {
   using A = nn::acc_t<T>;
+  if constexpr (std::is_same_v<T, float>) {
+    if (nn::conv2d_direct_f32_handles(g)) {  // few taps per output: Note [Direct convolution]
+      const int64_t scratch = nn::conv2d_direct_f32_scratch(g);
+      nn::conv2d_direct_f32(g, in[0].data<float>(), in[1].data<float>(),
+                            in.size() == 3 ? in[2].data<float>() : nullptr,
+                            nn::conv_fused_relu(*ctx.attrs), out[0].data<float>(),
+                            scratch ? static_cast<float*>(ctx.workspace(scratch * sizeof(float)))
+                                    : nullptr);
+      return;
+    }
+  }
   const bool pointwise = g.is_pointwise();
   const int64_t x_size = g.batch * g.in_c * g.in_sp, y_size = g.batch * g.out_c * g.out_sp;
   const int64_t w_size = in[1].size();

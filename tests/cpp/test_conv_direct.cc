@@ -1,0 +1,111 @@
+// The direct float convolution of engine/src/ops/conv_direct.h at every level this CPU runs
+// (AVX2 and, where the CPU has it, AVX-512; the Python tests reach only the best one), against a
+// float64 reference: padding, output widths that are and are not a multiple of the vector, channel
+// counts that are not a multiple of the 8-channel block, bias or none, relu (NaN kept), several
+// images and bands.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/conv_direct.h"
+#include "ops/conv_geometry.h"
+#include "test_util.h"
+
+using pymx::Attrs;
+using pymx::Shape;
+using pymx::nn::ConvGeometry;
+using pymx::nn::DirectConvLevel;
+
+namespace {
+
+struct Case {
+  Shape data, weight;  // (N, C, H, W), (F, C, kh, kw)
+  std::string pad;
+  bool bias, relu;
+};
+
+void reference(const ConvGeometry& g, const std::vector<float>& x, const std::vector<float>& w,
+               const float* bias, bool relu, std::vector<double>* y) {
+  const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t f = 0; f < g.out_c; ++f)
+      for (int64_t oy = 0; oy < OH; ++oy)
+        for (int64_t ox = 0; ox < OW; ++ox) {
+          double sum = bias ? bias[f] : 0.0;
+          for (int64_t c = 0; c < g.in_c; ++c)
+            for (int64_t ky = 0; ky < g.k[1]; ++ky)
+              for (int64_t kx = 0; kx < g.k[2]; ++kx) {
+                const int64_t iy = oy + ky - g.p[1], ix = ox + kx - g.p[2];
+                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                sum += double(x[((n * g.in_c + c) * H + iy) * W + ix]) *
+                       w[((f * g.in_c + c) * g.k[1] + ky) * g.k[2] + kx];
+              }
+          if (relu && sum < 0) sum = 0;
+          (*y)[((n * g.out_c + f) * OH + oy) * OW + ox] = sum;
+        }
+}
+
+void check(const Case& c, DirectConvLevel level, std::mt19937* rng) {
+  const Attrs attrs{{"kernel", pymx::shape_str({c.weight[2], c.weight[3]})},
+                    {"pad", c.pad},
+                    {"num_filter", std::to_string(c.weight[0])}};
+  const ConvGeometry g = pymx::nn::conv_geometry(attrs, c.data, c.weight);
+  const std::string what = pymx::str_cat(level == DirectConvLevel::kAvx512 ? "avx512" : "avx2",
+                                         " data ", pymx::shape_str(c.data), " weight ",
+                                         pymx::shape_str(c.weight), " pad ", c.pad,
+                                         c.bias ? " bias" : "", c.relu ? " relu" : "");
+  EXPECT(pymx::nn::conv2d_direct_f32_handles(g, level), what);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(g.batch * g.in_c * g.in_sp), w(g.out_c * g.in_c * g.k_sp), b(g.out_c);
+  for (float& v : x) v = normal(*rng);
+  for (float& v : w) v = normal(*rng);
+  for (float& v : b) v = normal(*rng);
+  if (c.relu) x[x.size() / 2] = NAN;  // a NaN input makes NaN outputs, which relu keeps
+  std::vector<float> y(g.batch * g.out_c * g.out_sp, -7.0f);
+  std::vector<float> scratch(pymx::nn::conv2d_direct_f32_scratch(g));
+  pymx::nn::conv2d_direct_f32(g, x.data(), w.data(), c.bias ? b.data() : nullptr, c.relu,
+                              y.data(), scratch.empty() ? nullptr : scratch.data(), level);
+  std::vector<double> expected(y.size());
+  reference(g, x, w, c.bias ? b.data() : nullptr, c.relu, &expected);
+  const double taps = double(g.in_c * g.k_sp);
+  int64_t nans = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (std::isnan(expected[i])) {
+      EXPECT(std::isnan(y[i]), what, ": output ", i, " is ", y[i], ", expected NaN");
+      ++nans;
+      continue;
+    }
+    // float32 products summed over `taps` terms of |x w| ~ 1: a few ulps per term.
+    const double tolerance = 1e-6 * taps * (1.0 + std::fabs(expected[i]));
+    EXPECT(std::fabs(y[i] - expected[i]) <= tolerance, what, ": output ", i, " is ", y[i],
+           ", expected ", expected[i]);
+  }
+  EXPECT(!c.relu || nans > 0, what, ": the NaN input reached no output");
+}
+
+}  // namespace
+
+int main() {
+  const DirectConvLevel best = pymx::nn::conv2d_direct_level();
+  if (best == DirectConvLevel::kNone) {
+    std::printf("test_conv_direct: this CPU has neither AVX2+FMA nor AVX-512; nothing to test\n");
+    return 0;
+  }
+  std::vector<DirectConvLevel> levels = {DirectConvLevel::kAvx2};
+  if (best == DirectConvLevel::kAvx512) levels.push_back(DirectConvLevel::kAvx512);
+  const std::vector<Case> cases = {
+      {{1, 3, 128, 128}, {32, 3, 2, 2}, "(0, 0)", true, true},   // LeafNetwork's conv1
+      {{2, 3, 33, 40}, {13, 3, 3, 3}, "(1, 1)", true, false},    // RGB 3x3, 13 filters
+      {{3, 1, 20, 17}, {5, 1, 5, 5}, "(2, 2)", false, true},     // 5x5, width 17
+      {{1, 2, 19, 31}, {9, 2, 4, 4}, "(0, 3)", true, true},      // 32 taps, uneven padding
+      {{2, 4, 9, 16}, {16, 4, 1, 1}, "(0, 0)", false, false},    // pointwise, one vector wide
+  };
+  std::mt19937 rng(12345);
+  for (DirectConvLevel level : levels)
+    for (const Case& c : cases) check(c, level, &rng);
+  std::printf("test_conv_direct: ok (%zu levels x %zu cases)\n", levels.size(), cases.size());
+  return 0;
+}
