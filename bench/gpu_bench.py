@@ -7,6 +7,7 @@ Rows (every time is the median of several repeats, synchronised at the end of ea
   h2d_pageable_gbs    host -> GPU copy of 256 MiB from pageable memory: GB/s
   h2d_pinned_gbs      the same from page-locked memory
   d2h_pageable_gbs    GPU -> host into pageable memory
+  d2h_pinned_gbs      GPU -> host into page-locked memory
   leafnet_train_sps   LeafNetwork training step (forward, backward, SGD), batch 64, 3x128x128:
                       samples/s; pymx imperative and hybridized, torch eager
   leafnet_infer_sps   LeafNetwork inference, batch 1: samples/s
@@ -21,6 +22,7 @@ import traceback
 import numpy as onp
 
 MiB = 1 << 20
+COPY_ROWS = ("h2d_pageable_gbs", "h2d_pinned_gbs", "d2h_pageable_gbs", "d2h_pinned_gbs")
 
 
 def median_time(fn, repeats, sync):
@@ -63,14 +65,16 @@ def pymx_side(quick):
         host = onp.ones(256 * MiB // 4, dtype="float32")
         on_gpu = from_numpy(host, device=dev)
         pinned = from_numpy(host, device=pymx.cpu_pinned(0))
-        pinned.wait_to_read()
+        pinned_target = np.zeros(host.shape, device=pymx.cpu_pinned(0))
         target = np.zeros(host.shape, device=dev)
-        target.wait_to_read()
-        h2d_pageable = median_time(lambda: from_numpy(host, device=dev).wait_to_read(), 5, npx.waitall)
-        h2d_pinned = median_time(lambda: pinned.copyto(target).wait_to_read(), 5, npx.waitall)
-        d2h_pageable = median_time(lambda: on_gpu.asnumpy(), 5, npx.waitall)
+        npx.waitall()
         gb = host.nbytes / 1e9
-        return gb / h2d_pageable, gb / h2d_pinned, gb / d2h_pageable
+        times = [
+            median_time(lambda: from_numpy(host, device=dev).wait_to_read(), 5, npx.waitall),
+            median_time(lambda: pinned.copyto(target).wait_to_read(), 5, npx.waitall),
+            median_time(lambda: on_gpu.asnumpy(), 5, npx.waitall),
+            median_time(lambda: on_gpu.copyto(pinned_target).wait_to_read(), 5, npx.waitall)]
+        return {key: gb / t for key, t in zip(COPY_ROWS, times)}
 
     def leafnet(hybridize, batch, train, steps):
         net = leaf_network_pymx(nn)
@@ -112,10 +116,8 @@ def pymx_side(quick):
         except Exception as error:  # report and go on with the other rows
             traceback.print_exc()
             value = f"error: {type(error).__name__}: {error}"[:200]
-        if key == "copies" and not isinstance(value, str):
-            results["h2d_pageable_gbs"], results["h2d_pinned_gbs"], results["d2h_pageable_gbs"] = value
-        elif key == "copies":
-            results["h2d_pageable_gbs"] = results["h2d_pinned_gbs"] = results["d2h_pageable_gbs"] = value
+        if key == "copies":
+            results.update(value if isinstance(value, dict) else dict.fromkeys(COPY_ROWS, value))
         else:
             results[key] = value
     return results
@@ -164,11 +166,14 @@ def torch_side(quick):
 
     host = torch.ones(256 * MiB // 4)
     pinned = host.pin_memory()
+    pinned_target = torch.empty_like(host).pin_memory()
     on_gpu = host.to(dev)
     gb = host.numel() * 4 / 1e9
     results["h2d_pageable_gbs"] = gb / median_time(lambda: host.to(dev), 5, sync)
     results["h2d_pinned_gbs"] = gb / median_time(lambda: pinned.to(dev, non_blocking=True), 5, sync)
     results["d2h_pageable_gbs"] = gb / median_time(lambda: on_gpu.cpu(), 5, sync)
+    results["d2h_pinned_gbs"] = gb / median_time(
+        lambda: pinned_target.copy_(on_gpu, non_blocking=True), 5, sync)
 
     def conv_block(cin, cout):
         return [nn.Conv2d(cin, cout, 2), nn.ReLU(), nn.MaxPool2d(4, 2), nn.BatchNorm2d(cout)]
@@ -213,6 +218,7 @@ ROWS = [("tiny_op_us", "tiny-op dispatch, us/op (lower is better)", True),
         ("h2d_pageable_gbs", "H2D pageable, GB/s", False),
         ("h2d_pinned_gbs", "H2D pinned, GB/s", False),
         ("d2h_pageable_gbs", "D2H pageable, GB/s", False),
+        ("d2h_pinned_gbs", "D2H pinned, GB/s", False),
         ("leafnet_train_sps", "LeafNetwork train b64, samples/s", False),
         ("leafnet_train_hybrid_sps", "  hybridized", False),
         ("leafnet_infer_sps", "LeafNetwork infer b1, samples/s", False),

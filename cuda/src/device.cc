@@ -7,6 +7,7 @@
 
 #include "cuda_check.h"
 #include "pymx/gpu.h"
+#include "staged_copy.h"
 
 namespace pymx {
 namespace gpu {
@@ -144,16 +145,20 @@ void free_pinned(void* ptr) {
   PMX_CUDA_CHECK(cudaFreeHost(ptr));
 }
 
+// Large copies from or to pageable memory go through pinned staging chunks: see
+// Note [Staged copies] in staged_copy.cc.
 void copy_host_to_device(void* dst, const void* src, size_t bytes, void* stream) {
   if (bytes == 0) return;
-  PMX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
-                                 static_cast<cudaStream_t>(stream)));
+  auto s = static_cast<cudaStream_t>(stream);
+  if (needs_staging(src, bytes) && staged_copy_host_to_device(dst, src, bytes, s)) return;
+  PMX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
 }
 
 void copy_device_to_host(void* dst, const void* src, size_t bytes, void* stream) {
   if (bytes == 0) return;
-  PMX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
-                                 static_cast<cudaStream_t>(stream)));
+  auto s = static_cast<cudaStream_t>(stream);
+  if (needs_staging(dst, bytes) && staged_copy_device_to_host(dst, src, bytes, s)) return;
+  PMX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
 }
 
 void copy_device_to_device(void* dst, int dst_device, const void* src, int src_device,
