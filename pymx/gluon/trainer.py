@@ -9,6 +9,17 @@ every device runs the optimizer on identical gradients with rescale_grad = 1/bat
 copies stay identical. With update_on_kvstore=True the store updates one master copy per
 parameter instead and broadcasts the new weights. Parameters with grad_req='null' (batch-norm
 running statistics) are skipped: each device keeps its own.
+
+With a dist kvstore ('dist_sync', 'dist_device_sync'; one process per worker under mpiexec) the
+store exists even for one device per process, every worker's weights are replaced by rank 0's
+through the store (as in MXNet), and the sums run over every device of every process. MXNet
+replaces them at the first step, after each worker took its first gradients at its own initial
+weights; pymx does it when the Trainer is created if every parameter is initialized (else at the
+first step), so that all first gradients are taken at the same weights. `step(batch_size)` still
+divides by the batch_size passed, as MXNet's Trainer does: pass the global batch (per-process
+batch * kv.num_workers) for the mean gradient; the per-process batch scales the effective
+learning rate by num_workers. A step makes one kvstore call for all parameters, so the store
+sends one MPI message per dtype.
 """
 import warnings
 
@@ -57,7 +68,15 @@ class Trainer:
         self._update_on_kvstore_arg = update_on_kvstore
         self._kv_initialized = False
         self._kvstore = None
+        self._distributed = False
         self._update_on_kvstore = False
+        if self._is_dist(kvstore) and all(param._data is not None for param in self._params):
+            self._init_kvstore()  # see Note [Gradients across devices]: the first step too
+
+    @staticmethod
+    def _is_dist(kvstore):
+        """Whether `kvstore` (a name or a store) sums across processes."""
+        return 'dist' in str(getattr(kvstore, 'type', kvstore)).lower()
 
     def _check_devices(self):
         devices = None
@@ -91,19 +110,32 @@ class Trainer:
         arg = self._kvstore_arg
         if isinstance(arg, _kvstore.KVStore):
             self._kvstore = arg
-        elif arg and len(self._devices) > 1:
+        elif arg and (len(self._devices) > 1 or self._is_dist(arg)):
             self._kvstore = _kvstore.create(arg)
         else:
             self._kvstore = None
+        self._distributed = self._kvstore is not None and self._is_dist(self._kvstore)
         self._update_on_kvstore = bool(self._kvstore is not None and self._update_on_kvstore_arg)
         if self._update_on_kvstore_arg and self._kvstore is None:
             warnings.warn("update_on_kvstore=True has no effect without a kvstore (one device): "
                           "updates run locally", stacklevel=3)
         if self._update_on_kvstore:
             self._kvstore.set_optimizer(self._optimizer)
-            for i, param in enumerate(self._params):
-                self._kvstore.broadcast(i, param.list_data()[0], out=param.list_data())
+        if self._update_on_kvstore or self._distributed:
+            indices = list(range(len(self._params)))
+            self._kv_call('broadcast', indices, [p.list_data()[0] for p in self._params],
+                          [p.list_data() for p in self._params])
         self._kv_initialized = True
+
+    def _kv_call(self, method, keys, values, outs):
+        """kvstore.<method>(key, value, out=...) for every key: one call with all keys for a dist
+        store (one MPI message per dtype instead of one per parameter), else one call per key."""
+        call = getattr(self._kvstore, method)
+        if self._distributed:
+            call(keys, values, out=outs)
+            return
+        for key, value, out in zip(keys, values, outs):
+            call(key, value, out=out)
 
     def _params_changed(self):
         """Called by Parameter.set_data: the kvstore's master weights are stale."""
@@ -144,13 +176,11 @@ class Trainer:
     def _allreduce_grads(self):
         if self._kvstore is None:
             return
-        for i, param in enumerate(self._params):
-            if param.grad_req == 'null':
-                continue
-            if self._update_on_kvstore:
-                self._kvstore.pushpull(i, param.list_grad(), out=param.list_data())
-            else:
-                self._kvstore.pushpull(i, param.list_grad())
+        indices = [i for i, param in enumerate(self._params) if param.grad_req != 'null']
+        grads = [self._params[i].list_grad() for i in indices]
+        # With update_on_kvstore the store writes the new weights, else the summed gradients.
+        outs = [self._params[i].list_data() for i in indices] if self._update_on_kvstore else grads
+        self._kv_call('pushpull', indices, grads, outs)
 
     def update(self, batch_size, ignore_stale_grad=False):
         """Applies the optimizer (after allreduce_grads())."""

@@ -1,4 +1,5 @@
-"""Key-value stores that aggregate gradients across devices (MXNet's `mx.kvstore`)."""
+"""Key-value stores that sum values across devices and processes (MXNet's `mx.kvstore`)."""
+from .dist import DistKVStore
 from .kvstore import KVStore, create
 
-__all__ = ['KVStore', 'create']
+__all__ = ['KVStore', 'DistKVStore', 'create']

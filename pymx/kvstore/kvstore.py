@@ -23,7 +23,8 @@ class KVStore:
 
     def __init__(self, name='device'):
         if name not in ('device', 'local'):
-            raise ValueError(f"Unknown KVStore type '{name}'; pymx supports 'device' and 'local'")
+            raise ValueError(f"Unknown KVStore type '{name}'; pymx supports 'device', 'local', "
+                             f"'dist_sync' and 'dist_device_sync'")
         self._type = name
         self._merge_device = {}   # key -> Device of its merge buffer
         self._load = {}           # Device -> elements placed there ('device' balancing)
@@ -134,10 +135,15 @@ class KVStore:
 
 
 def create(name='device'):
-    """Creates a KVStore: 'device' (reduce on the devices) or 'local' (reduce on the CPU)."""
+    """Creates a KVStore: 'device' (reduce on the devices), 'local' (reduce on the CPU), or
+    'dist_sync' / 'dist_device_sync' (the same, then across processes over MPI; see dist.py)."""
     if isinstance(name, KVStore):
         return name
     if not isinstance(name, str):
         raise TypeError(f"KVStore name must be a string, got {type(name).__name__}")
-    return KVStore(name.lower())
+    name = name.lower()
+    if 'dist' in name:
+        from .dist import DistKVStore  # dist imports this module
+        return DistKVStore(name)
+    return KVStore(name)
 

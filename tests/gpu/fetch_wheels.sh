@@ -10,7 +10,7 @@ fetch() {
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux_2_28_x86_64 "$@"
 }
-fetch --no-deps -d wheels scipy-openblas32 cython-cmake pytest-timeout tqdm pillow
+fetch --no-deps -d wheels scipy-openblas32 cython-cmake pytest-timeout tqdm pillow mpi4py mpich
 fetch -d wheels matplotlib
 rm -f wheels/numpy-*.whl wheels/packaging-*.whl   # the image's numpy and packaging stay
 fetch -d wheels/fallback pytest                   # installed only when the image lacks pytest
