@@ -1,8 +1,8 @@
 // The direct float convolution of engine/src/ops/conv_direct.h at every level this CPU runs
 // (AVX2 and, where the CPU has it, AVX-512; the Python tests reach only the best one), against a
-// float64 reference: padding, output widths that are and are not a multiple of the vector, channel
-// counts that are not a multiple of the 8-channel block, bias or none, relu (NaN kept), several
-// images and bands.
+// float64 reference: few and many taps, padding, output widths that are and are not a multiple of
+// the vector, channel counts that are not a multiple of the 8-channel block, odd row counts (the
+// two-row blocks), bias or none, relu (NaN kept), several images and bands.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -102,6 +102,8 @@ int main() {
       {{3, 1, 20, 17}, {5, 1, 5, 5}, "(2, 2)", false, true},     // 5x5, width 17
       {{1, 2, 19, 31}, {9, 2, 4, 4}, "(0, 3)", true, true},      // 32 taps, uneven padding
       {{2, 4, 9, 16}, {16, 4, 1, 1}, "(0, 0)", false, false},    // pointwise, one vector wide
+      {{1, 64, 14, 29}, {24, 64, 2, 2}, "(0, 0)", true, true},   // LeafNetwork's conv3: K = 256
+      {{2, 16, 11, 20}, {12, 16, 3, 3}, "(1, 1)", true, false},  // K = 144, padded
   };
   std::mt19937 rng(12345);
   for (DirectConvLevel level : levels)

@@ -55,12 +55,13 @@ def test_fused_relu_forward_matches_numpy(case, dtype, tol, use_bias):
     onp.testing.assert_allclose(y.asnumpy(), expected, rtol=tol, atol=tol * 10)
 
 
-# Float32 shapes the direct kernel takes (few taps per output, rows at least one vector wide:
-# Note [Direct convolution]); float64 of the same shapes goes through im2col + GEMM.
+# Float32 stride-1 shapes with rows at least one vector wide take the direct kernel (Note [Direct
+# convolution]); float64 of the same shapes goes through im2col + GEMM.
 DIRECT_CASES = [  # (x shape, filters, kernel, pad)
     ((1, 3, 24, 128), 32, 2, 0),   # LeafNetwork's conv1, fewer rows
     ((2, 3, 13, 40), 13, 3, 1),    # RGB 3x3, filters not a multiple of 8
     ((1, 1, 9, 17), 5, 5, 2),      # width 17: the last vector overlaps the one before
+    ((2, 64, 11, 29), 12, 2, 0),   # LeafNetwork's conv3: 256 taps, odd row count
 ]
 
 

@@ -2,21 +2,27 @@
 //
 // Note [Direct convolution]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
-// A first layer on RGB images reads K = C * kh * kw = 12 (LeafNetwork: 3 channels, 2x2) or 27
-// (3x3) inputs per output. im2col + GEMM then does little arithmetic per byte it moves: im2col
-// writes K copies of the image, and a GEMM with K = 12 spends its time packing and storing C.
-// LeafNetwork's conv1 at batch 1 took ~200 us that way for 6.2 MFLOP.
-// Here each output row is computed in place: a vector of L consecutive outputs (8 with AVX2, 16
-// with AVX-512) for 8 output channels at once, 8 accumulators, and for each of the K taps one
-// unaligned load of L inputs and 8 multiply-adds with the taps' weights broadcast. The weights
-// are rearranged once per call as [channel block][tap][8], zero-padded to a whole block, so the
-// last block needs no special case (its extra lanes are computed and dropped). A row whose width
-// is not a multiple of L ends with a block that overlaps the one before it: those outputs are
-// computed twice, identically, and every load stays inside the row.
+// im2col + GEMM (Note [Convolution by im2col]) copies every input kh * kw times and, with few
+// taps per output (K = C * kh * kw = 12 for LeafNetwork's first layer), spends its time packing
+// and storing rather than multiplying; at small batches it also splits poorly across threads.
+// Here each output is computed in place: L consecutive outputs of a row (8 with AVX2, 16 with
+// AVX-512) for 8 output channels at once, and for each tap one unaligned load of L inputs and 8
+// multiply-adds with the tap's weights broadcast. With AVX-512's 32 registers two output rows
+// share the broadcasts (16 accumulators, which also hides the multiply-add latency); AVX2 has 16
+// registers and takes one row. The weights are rearranged once per call as [channel block][tap]
+// [8], zero-padded to a whole block, so the last block needs no special case (its extra lanes are
+// computed and dropped). A row whose width is not a multiple of L ends with a block that overlaps
+// the one before: those outputs are computed twice, identically, and every load stays in the row.
 // Padding: each band of output rows first copies the input rows it reads into a zero-bordered
 // scratch, so the inner loop never tests bounds. Work is split into bands of kBandRows output rows
 // of one image (all output channels), claimed by the intra-op threads; the input band stays in
 // cache while every channel block reads it.
+// Measured on LeafNetwork's layers (2 threads, ms, direct vs im2col + OpenBLAS with its AVX-512
+// kernels / with the AVX2 kernels that OPENBLAS_CORETYPE=Haswell selects): batch 1: conv1
+// 0.07 vs 0.20 / 0.20, conv2 0.16 vs 0.27 / 0.39, conv3 0.17 vs 0.22 / 0.34; batch 64: conv1 7.5
+// vs 8.2 / 9.6, conv2 12.9 vs 12.8 / 21.4, conv3 9.7 vs 8.8 / 15.4. Only the AVX-512 GEMM at a
+// large batch and K = 256 is ahead (10 %), so every stride-1 2-D float convolution with up to
+// kMaxTaps taps takes this kernel: one rule, and no dependence on which kernels OpenBLAS picked.
 // Results differ from the GEMM path only in summation order (the tests compare both with float64
 // NumPy within float32 tolerances).
 #include "ops/conv_direct.h"
@@ -31,7 +37,7 @@ namespace pymx {
 namespace nn {
 namespace {
 
-constexpr int64_t kMaxTaps = 32;
+constexpr int64_t kMaxTaps = 4608;  // 512 channels x 3 x 3: the weight block stays in L2
 constexpr int kBlockChannels = 8;
 constexpr int64_t kBandRows = 8;
 
@@ -78,50 +84,79 @@ Source band_source(const Job& job, int64_t image, int64_t first_row, float* scra
   return {scratch, rows * padded_w, padded_w};
 }
 
-// One band: output rows [first_row, first_row + kBandRows) of one image, every channel.
-// V is a GCC vector of L floats; compiled for the instruction set of the caller it is inlined in.
-template <typename V>
-__attribute__((always_inline)) inline void run_band(const Job& job, int64_t task, float* scratch) {
+// L outputs starting at column `col` of kRows consecutive output rows, for one block of channels:
+// `in` is the input at (channel 0, first row's first kernel row, col), `w` and `bias` the block's.
+template <typename V, int kRows>
+__attribute__((always_inline)) inline void block_outputs(const ConvGeometry& g, const Source& src,
+                                                         const float* in, const float* w,
+                                                         const float* bias, int64_t channels,
+                                                         bool relu, float* y, int64_t out_plane) {
+  const V zero = {};
+  V acc[kBlockChannels][kRows];
+#pragma GCC unroll 8
+  for (int o = 0; o < kBlockChannels; ++o)
+    for (int r = 0; r < kRows; ++r) acc[o][r] = zero + bias[o];
+  for (int64_t c = 0; c < g.in_c; ++c) {
+    for (int64_t ky = 0; ky < g.k[1]; ++ky) {
+      const float* row = in + c * src.channel_stride + ky * src.row_stride;
+      for (int64_t kx = 0; kx < g.k[2]; ++kx, w += kBlockChannels) {
+        V v[kRows];
+        for (int r = 0; r < kRows; ++r) std::memcpy(&v[r], row + r * src.row_stride + kx, sizeof(V));
+#pragma GCC unroll 8
+        for (int o = 0; o < kBlockChannels; ++o)
+          for (int r = 0; r < kRows; ++r) acc[o][r] += v[r] * w[o];
+      }
+    }
+  }
+  for (int o = 0; o < channels; ++o) {
+    for (int r = 0; r < kRows; ++r) {
+      V out = acc[o][r];
+      if (relu) out = out < zero ? zero : out;  // NaN stays NaN, as std::max(v, 0)
+      std::memcpy(y + o * out_plane + r * g.out[2], &out, sizeof out);
+    }
+  }
+}
+
+// kRows output rows of one channel block, L outputs at a time; the last step overlaps the one
+// before when the row is not a multiple of L.
+template <typename V, int kRows>
+__attribute__((always_inline)) inline void rows_outputs(const ConvGeometry& g, const Source& src,
+                                                        const float* in, const float* w,
+                                                        const float* bias, int64_t channels,
+                                                        bool relu, float* y, int64_t out_plane) {
   constexpr int64_t L = sizeof(V) / sizeof(float);
+  const int64_t OW = g.out[2];
+  for (int64_t ox = 0; ox < OW; ox += L) {
+    const int64_t col = std::min(ox, OW - L);
+    block_outputs<V, kRows>(g, src, in + col, w, bias, channels, relu, y + col, out_plane);
+  }
+}
+
+// One band: output rows [first_row, first_row + kBandRows) of one image, every channel.
+// V is a GCC vector of L floats, compiled for the instruction set of the caller it is inlined in;
+// kRows output rows share each weight broadcast (kRows * 8 accumulators: 2 rows need AVX-512's
+// 32 vector registers).
+template <typename V, int kRows>
+__attribute__((always_inline)) inline void run_band(const Job& job, int64_t task, float* scratch) {
   const ConvGeometry& g = *job.g;
   const int64_t image = task / job.bands_per_image;
   const int64_t first_row = task % job.bands_per_image * kBandRows;
   const int64_t last_row = std::min(first_row + kBandRows, g.out[1]);
-  const int64_t OW = g.out[2], out_plane = g.out[1] * OW, kh = g.k[1], kw = g.k[2];
-  const int64_t taps = g.in_c * kh * kw;
+  const int64_t OW = g.out[2], out_plane = g.out[1] * OW;
+  const int64_t taps = g.in_c * g.k_sp;
   const Source src = band_source(job, image, first_row, scratch);
-  const V zero = {};
   for (int64_t block = 0; block * kBlockChannels < g.out_c; ++block) {
-    const float* wb = job.blocked_weight + block * taps * kBlockChannels;
-    const float* bb = job.blocked_bias + block * kBlockChannels;
+    const float* w = job.blocked_weight + block * taps * kBlockChannels;
+    const float* bias = job.blocked_bias + block * kBlockChannels;
     const int64_t channels = std::min<int64_t>(kBlockChannels, g.out_c - block * kBlockChannels);
     float* y_block = job.y + (image * g.out_c + block * kBlockChannels) * out_plane;
-    for (int64_t oy = first_row; oy < last_row; ++oy) {
-      for (int64_t ox = 0; ox < OW; ox += L) {
-        const int64_t col = std::min(ox, OW - L);  // the last block overlaps the one before
-        V acc[kBlockChannels];
-#pragma GCC unroll 8
-        for (int o = 0; o < kBlockChannels; ++o) acc[o] = zero + bb[o];
-        const float* w = wb;
-        for (int64_t c = 0; c < g.in_c; ++c) {
-          for (int64_t ky = 0; ky < kh; ++ky) {
-            const float* in = src.base + c * src.channel_stride +
-                              (oy - first_row + ky) * src.row_stride + col;
-            for (int64_t kx = 0; kx < kw; ++kx, w += kBlockChannels) {
-              V v;
-              std::memcpy(&v, in + kx, sizeof v);
-#pragma GCC unroll 8
-              for (int o = 0; o < kBlockChannels; ++o) acc[o] += v * w[o];
-            }
-          }
-        }
-        for (int o = 0; o < channels; ++o) {
-          V out = acc[o];
-          if (job.relu) out = out < zero ? zero : out;  // NaN stays NaN, as std::max(v, 0)
-          std::memcpy(y_block + o * out_plane + oy * OW + col, &out, sizeof out);
-        }
-      }
-    }
+    int64_t oy = first_row;
+    for (; oy + kRows <= last_row; oy += kRows)
+      rows_outputs<V, kRows>(g, src, src.base + (oy - first_row) * src.row_stride, w, bias,
+                             channels, job.relu, y_block + oy * OW, out_plane);
+    for (; oy < last_row; ++oy)  // a band's odd last row
+      rows_outputs<V, 1>(g, src, src.base + (oy - first_row) * src.row_stride, w, bias, channels,
+                         job.relu, y_block + oy * OW, out_plane);
   }
 }
 
@@ -130,12 +165,12 @@ typedef float Floats16 __attribute__((vector_size(64)));
 
 __attribute__((target("avx2,fma"))) void run_band_avx2(const Job& job, int64_t task,
                                                         float* scratch) {
-  run_band<Floats8>(job, task, scratch);
+  run_band<Floats8, 1>(job, task, scratch);
 }
 
 __attribute__((target("avx512f"))) void run_band_avx512(const Job& job, int64_t task,
                                                          float* scratch) {
-  run_band<Floats16>(job, task, scratch);
+  run_band<Floats16, 2>(job, task, scratch);
 }
 
 int64_t band_count(const ConvGeometry& g) { return g.batch * ((g.out[1] + kBandRows - 1) / kBandRows); }

@@ -1,6 +1,5 @@
-// Direct 2-D convolution for float32 when each output reads few inputs (C * kh * kw small, as in
-// a network's first layer on RGB images), for the convolution op's forward (nn_convolution.cc),
-// which uses im2col + GEMM otherwise. The kernel comes for AVX2+FMA and AVX-512, chosen at run
+// Direct 2-D convolution for float32 (stride 1), for the convolution op's forward
+// (nn_convolution.cc), which uses im2col + GEMM otherwise. The kernel comes for AVX2+FMA and AVX-512, chosen at run
 // time; on a CPU with neither, handles() is false. See Note [Direct convolution] in
 // conv_direct.cc.
 #pragma once
@@ -19,7 +18,7 @@ enum class DirectConvLevel { kNone, kAvx2, kAvx512 };
 DirectConvLevel conv2d_direct_level();
 
 // Whether the direct kernel at `level` handles g: 2-D, channel-first, one group, stride 1,
-// dilation 1, in_c * kh * kw <= 32, and at least one vector of outputs per row.
+// dilation 1, in_c * kh * kw <= 4608, and at least one vector of outputs per row.
 bool conv2d_direct_f32_handles(const ConvGeometry& g,
                                DirectConvLevel level = conv2d_direct_level());
 

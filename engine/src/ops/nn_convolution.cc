@@ -1,5 +1,5 @@
-// Convolution, 1-D/2-D/3-D, by im2col + GEMM (OpenBLAS for float32/float64); a float32 forward
-// with few taps per output runs the direct kernel of conv_direct.h instead.
+// Convolution, 1-D/2-D/3-D, by im2col + GEMM (OpenBLAS for float32/float64); the forward of a
+// stride-1 2-D float32 convolution runs the direct kernel of conv_direct.h instead.
 //
 // | op                    | inputs                        | outputs                             | attrs |
 // |-----------------------|-------------------------------|-------------------------------------|-------|
@@ -183,7 +183,7 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeometry& g, const std::
                         const std::vector<TBlob>& out) {
   using A = nn::acc_t<T>;
   if constexpr (std::is_same_v<T, float>) {
-    if (nn::conv2d_direct_f32_handles(g)) {  // few taps per output: Note [Direct convolution]
+    if (nn::conv2d_direct_f32_handles(g)) {  // Note [Direct convolution]
       const int64_t scratch = nn::conv2d_direct_f32_scratch(g);
       nn::conv2d_direct_f32(g, in[0].data<float>(), in[1].data<float>(),
                             in.size() == 3 ? in[2].data<float>() : nullptr,
