@@ -2,13 +2,14 @@
 // (CPU definitions: engine/src/ops/nn_convolution.cc, nn_pooling.cc, nn_fully_connected.cc, whose
 // attribute parsing and output extents are mirrored here; the convolution's geometry is shared:
 // engine/src/ops/conv_geometry.h). Channel-first layouts only; float
-// dtypes.
+// dtypes. Convolution and pooling try their cuDNN path first (cudnn_nn.h); these kernels run
+// where it declines (no cuDNN, PYMX_CUDNN=0, cudnn_off=True, configurations it does not cover).
 //
 // | op                        | inputs                 | outputs                             | attrs |
 // |---------------------------|------------------------|-------------------------------------|-------|
-// | convolution               | data, weight, [bias]   | out                                 | kernel stride dilate pad num_filter num_group no_bias layout act_type |
+// | convolution               | data, weight, [bias]   | out                                 | kernel stride dilate pad num_filter num_group no_bias layout act_type cudnn_off cudnn_tune workspace |
 // | convolution_backward      | out_grad, data, weight, [out] | [data_grad], weight_grad, [bias_grad] | same, need_data_grad |
-// | pooling                   | data                   | out                                 | kernel pool_type global_pool pooling_convention stride pad count_include_pad layout |
+// | pooling                   | data                   | out                                 | kernel pool_type global_pool pooling_convention stride pad count_include_pad layout cudnn_off |
 // | pooling_backward          | out_grad, data, out    | data_grad                           | same |
 // | fully_connected           | data, weight, [bias]   | out                                 | num_hidden no_bias flatten |
 // | fully_connected_backward  | out_grad, data, weight | data_grad, weight_grad, [bias_grad] | same |
@@ -29,6 +30,7 @@
 #include <algorithm>
 
 #include "conv_im2col.cuh"
+#include "cudnn_nn.h"
 #include "kernel_util.cuh"
 #include "launch.h"
 #include "ops/pool_geometry.h"
@@ -167,13 +169,14 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g,
 void conv_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                   const std::vector<TBlob>& out) {
   const ConvGeometry g = conv_geom(*ctx.attrs, in[0].shape, in[1].shape);
-  if (out[0].size() == 0) return;
+  if (out[0].size() == 0 || cudnn_convolution(ctx, g, in, out)) return;
   PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, { conv_forward_typed<T>(ctx, g, in, out); });
 }
 
 void conv_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                            const std::vector<TBlob>& out) {
   const ConvGeometry g = conv_geom(*ctx.attrs, in[1].shape, in[2].shape);
+  if (cudnn_convolution_backward(ctx, g, in, out)) return;
   PMX_GPU_FLOAT_SWITCH(in[1].dtype, T, { conv_backward_typed<T>(ctx, g, in, out); });
 }
 
@@ -266,7 +269,7 @@ void pool_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                   const std::vector<TBlob>& out) {
   const PoolGeom p = nn::pool_geometry(*ctx.attrs, in[0].shape);
   const int64_t n = out[0].size();
-  if (n == 0) return;
+  if (n == 0 || cudnn_pooling(ctx, p, in, out)) return;
   PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, {
     pool_forward_kernel<T><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(in[0].data<T>(),
                                                                         out[0].data<T>(), p);
@@ -277,6 +280,7 @@ void pool_compute(const OpContext& ctx, const std::vector<TBlob>& in,
 void pool_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                            const std::vector<TBlob>& out) {
   const PoolGeom p = nn::pool_geometry(*ctx.attrs, in[1].shape);
+  if (cudnn_pooling_backward(ctx, p, in, out)) return;
   fill_blob(out[0], 0.0, ctx.run.stream);
   const int64_t n = in[0].size();
   if (n == 0) return;

@@ -1,13 +1,14 @@
 // Row-wise NN operators: softmax, log_softmax, batch_norm and layer_norm, forward and backward
 // (CPU definitions: engine/src/ops/nn_softmax.cc, nn_norm.cc). Float dtypes; float16 computes
-// in float; statistics accumulate in double like the CPU's.
+// in float; statistics accumulate in double like the CPU's. batch_norm tries its cuDNN path first
+// (cudnn_batch_norm.cu); these kernels run where it declines.
 //
 // | op                    | inputs                                     | outputs                          | attrs |
 // |-----------------------|--------------------------------------------|----------------------------------|-------|
 // | softmax log_softmax   | data                                       | out                              | axis (-1), temperature |
 // | softmax_backward      | out_grad, out                              | data_grad                        | axis, temperature |
 // | log_softmax_backward  | out_grad, out                              | data_grad                        | axis, temperature |
-// | batch_norm            | data, gamma, beta, moving_mean, moving_var | out, mean, var                   | eps momentum fix_gamma use_global_stats axis |
+// | batch_norm            | data, gamma, beta, moving_mean, moving_var | out, mean, var                   | eps momentum fix_gamma use_global_stats axis cudnn_off |
 // | batch_norm_backward   | out_grad, data, gamma, mean, var           | data_grad, gamma_grad, beta_grad | same |
 // | layer_norm            | data, gamma, beta                          | out, mean, std                   | axis (-1), eps (1e-5) |
 // | layer_norm_backward   | out_grad, data, gamma, mean, std           | data_grad, gamma_grad, beta_grad | same |
@@ -16,6 +17,7 @@
 // (outer, inner) pair (softmax, layer_norm); a "channel" is the outer*inner elements of one
 // index along the axis (batch_norm, layer_norm's gamma/beta gradients). Each row or channel is
 // reduced by a group of threads, as in Note [GPU reductions: a group of threads per output].
+#include "cudnn_nn.h"
 #include "kernel_util.cuh"
 #include "ops/nn_common.h"
 
@@ -246,7 +248,7 @@ BnArgs bn_args(const OpContext& ctx, const Shape& data) {
 void bn_forward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                         const std::vector<TBlob>& out) {
   const BnArgs a = bn_args(ctx, in[0].shape);
-  if (a.v.n == 0) return;
+  if (a.v.n == 0 || cudnn_batch_norm(ctx, in, out)) return;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(a.v.n, 65535));
   PMX_GPU_BN_SWITCH(in[0].dtype, in[1].dtype, {
     bn_forward_kernel<T, P><<<grid, kBlock, 0, stream_of(ctx)>>>(
@@ -259,7 +261,7 @@ void bn_forward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
 void bn_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                          const std::vector<TBlob>& out) {
   const BnArgs a = bn_args(ctx, in[1].shape);
-  if (a.v.n == 0) return;
+  if (a.v.n == 0 || cudnn_batch_norm_backward(ctx, in, out)) return;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(a.v.n, 65535));
   PMX_GPU_BN_SWITCH(in[1].dtype, in[2].dtype, {
     bn_backward_kernel<T, P><<<grid, kBlock, 0, stream_of(ctx)>>>(

@@ -1,4 +1,4 @@
-// Every environment variable pymx reads (5); nothing else in pymx reads any.
+// Every environment variable pymx reads (6); nothing else in pymx reads any.
 //
 //   variable               values                  default   meaning
 //   PYMX_ENGINE            threaded | naive        threaded  naive = run each op at push (debugging)
@@ -7,6 +7,8 @@
 //   PYMX_GPU_COPY_WORKERS  int >= 1                1         copy workers per GPU and direction
 //   PYMX_CPU_CACHE_MB      int >= 0                RAM / 8   freed host memory kept for reuse
 //                                                  (256 MiB to 4 GiB)
+//   PYMX_CUDNN             0 | 1                   1         0 = GPU convolution, pooling and
+//                                                            batch_norm never use cuDNN
 //
 // Why one CPU worker per device by default: on the 2-core reference machine a second worker per
 // device only adds wake-ups (bench/cpp/engine_micro.cc), and data parallelism already uses one
@@ -57,6 +59,9 @@ Config read_config() {
   c.gpu_workers = read_int("PYMX_GPU_WORKERS", 1, 1);
   c.gpu_copy_workers = read_int("PYMX_GPU_COPY_WORKERS", 1, 1);
   c.cpu_cache_bytes = static_cast<size_t>(read_int("PYMX_CPU_CACHE_MB", default_cpu_cache_mb(), 0)) << 20;
+  const int cudnn = read_int("PYMX_CUDNN", 1, 0);
+  PMX_CHECK(cudnn <= 1, "PYMX_CUDNN=\"", cudnn, "\" is not 0 or 1");
+  c.cudnn = cudnn == 1;
   return c;
 }
 

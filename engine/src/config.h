@@ -12,6 +12,7 @@ struct Config {
   int gpu_workers = 1;              // compute workers (one stream each) per GPU
   int gpu_copy_workers = 1;         // copy workers per GPU and direction (H2D, D2H)
   size_t cpu_cache_bytes = 0;       // upper bound on freed host memory kept for reuse
+  bool cudnn = true;                // false: GPU ops never use cuDNN, only pymx's own kernels
 };
 
 // Read once, on first use; thread-safe. Throws Error(kInvalidArg) naming the variable and the

@@ -157,11 +157,19 @@ def fully_connected(x, weight, bias=None, num_hidden=None, no_bias=None, flatten
 _CHANNEL_LAST = ("NWC", "NHWC", "NDHWC")
 
 
+def _cudnn_attrs(attrs, **values):
+    """Adds MXNet's cuDNN attributes that were given (not None) to `attrs`; the operator
+    validates them on every device and uses them on GPUs."""
+    attrs.update((key, value) for key, value in values.items() if value is not None)
+
+
 def convolution(data, weight, bias=None, kernel=None, stride=None, dilate=None, pad=None,
                 num_filter=None, num_group=1, workspace=None, no_bias=None, cudnn_tune=None,
                 cudnn_off=None, layout=None, act_type=None):
     """N-D convolution (1-3 spatial dims) as MXNet's Convolution. kernel and num_filter default
-    to the weight's shape. workspace/cudnn_tune/cudnn_off are accepted and ignored.
+    to the weight's shape. On a GPU it runs through cuDNN when available, unless cudnn_off=True;
+    cudnn_tune (None = 'limited_workspace', 'fastest', 'off') chooses how cuDNN's algorithms are
+    picked, workspace (MB, default 1024) bounds their scratch memory under 'limited_workspace'.
     act_type='relu' (a pymx extension) returns relu(convolution) from one fused kernel."""
     inputs, no_bias = _with_bias("convolution", data, weight, bias, no_bias)
     if kernel is None:
@@ -170,6 +178,7 @@ def convolution(data, weight, bias=None, kernel=None, stride=None, dilate=None, 
              else num_filter, "num_group": num_group, "no_bias": no_bias, "layout": layout}
     if act_type is not None:
         attrs["act_type"] = act_type
+    _cudnn_attrs(attrs, cudnn_off=cudnn_off, cudnn_tune=cudnn_tune, workspace=workspace)
     for key, value in (("stride", stride), ("dilate", dilate), ("pad", pad)):
         if value is not None:
             attrs[key] = tuple(value) if isinstance(value, (tuple, list)) else (value,)
@@ -179,9 +188,11 @@ def convolution(data, weight, bias=None, kernel=None, stride=None, dilate=None, 
 def pooling(data, kernel=None, stride=None, pad=None, pool_type="max",
             pooling_convention="valid", global_pool=False, cudnn_off=None, p_value=None,
             count_include_pad=None, layout=None):
-    """max/avg/sum pooling over 1-3 spatial dims (channel-first layouts)."""
+    """max/avg/sum pooling over 1-3 spatial dims (channel-first layouts). On a GPU it runs
+    through cuDNN where cuDNN computes it exactly, unless cudnn_off=True."""
     attrs = {"pool_type": pool_type, "pooling_convention": pooling_convention,
              "global_pool": global_pool, "layout": layout}
+    _cudnn_attrs(attrs, cudnn_off=cudnn_off)
     for key, value in (("kernel", kernel), ("stride", stride), ("pad", pad)):
         if value is not None:
             attrs[key] = tuple(value) if isinstance(value, (tuple, list)) else (value,)
@@ -197,10 +208,12 @@ def batch_norm(x, gamma, beta, running_mean, running_var, eps=1e-3, momentum=0.9
                cudnn_off=False, min_calib_range=None, max_calib_range=None):
     """Batch normalisation over `axis`. In training mode (autograd.record / train_mode) it uses
     the batch statistics and updates running_mean/running_var in place; otherwise it uses them.
-    output_mean_var=True returns [out, mean, var] (the statistics used)."""
-    outs = invoke("batch_norm", [x, gamma, beta, running_mean, running_var],
-                  {"eps": eps, "momentum": momentum, "fix_gamma": fix_gamma,
-                   "use_global_stats": use_global_stats, "axis": axis})
+    output_mean_var=True returns [out, mean, var] (the statistics used). On a GPU it runs
+    through cuDNN where cuDNN computes it exactly, unless cudnn_off=True."""
+    attrs = {"eps": eps, "momentum": momentum, "fix_gamma": fix_gamma,
+             "use_global_stats": use_global_stats, "axis": axis}
+    _cudnn_attrs(attrs, cudnn_off=cudnn_off)
+    outs = invoke("batch_norm", [x, gamma, beta, running_mean, running_var], attrs)
     return outs if output_mean_var else outs[0]
 
 

@@ -326,6 +326,34 @@ inline bool conv_fused_relu(const Attrs& attrs) {
   return act == "relu";
 }
 
+// cudnn_off (MXNet's attribute on convolution, pooling and batch_norm, default False): True keeps
+// the op on pymx's own GPU kernels instead of cuDNN (cuda/src/cudnn_nn.h). The CPU ops only
+// validate it; shared with the GPU dispatch.
+inline bool cudnn_off(const Attrs& attrs) { return attrs.get_bool("cudnn_off", false); }
+
+// convolution's cudnn_tune (MXNet's attribute): how the GPU convolution chooses its cuDNN
+// algorithms. off: the best one by cuDNN's heuristics whose workspace fits `workspace` MB;
+// limited_workspace (the default, also for None): the fastest measured one that fits; fastest:
+// the fastest measured (cuda/src/cudnn_convolution.cu).
+enum class CudnnTune { kOff, kLimitedWorkspace, kFastest };
+
+inline CudnnTune conv_cudnn_tune(const Attrs& attrs) {
+  const std::string tune = attrs.get_str("cudnn_tune", "None");
+  if (tune == "off") return CudnnTune::kOff;
+  if (tune == "None" || tune == "limited_workspace") return CudnnTune::kLimitedWorkspace;
+  if (tune == "fastest") return CudnnTune::kFastest;
+  PMX_THROW(Status::kInvalidArg, "convolution: cudnn_tune '", tune,
+            "' is not one of None, 'off', 'limited_workspace', 'fastest'");
+}
+
+// convolution's workspace (MXNet's attribute): the most GPU scratch memory, in MB, that a cuDNN
+// algorithm may use unless cudnn_tune='fastest' (default 1024).
+inline int64_t conv_workspace_mb(const Attrs& attrs) {
+  const int64_t mb = attrs.get_int("workspace", 1024);
+  PMX_CHECK(mb >= 0, "convolution: workspace must be >= 0 (MB), got ", mb);
+  return mb;
+}
+
 // need_data_grad=False on convolution_backward / deconvolution_backward: the gradient function
 // found that no gradient can flow through the data input, so the op has no data_grad output and
 // skips its GEMM (and col2im). Outputs are then (weight_grad, [bias_grad]).

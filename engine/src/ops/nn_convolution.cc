@@ -3,7 +3,7 @@
 //
 // | op                    | inputs                        | outputs                             | attrs |
 // |-----------------------|-------------------------------|-------------------------------------|-------|
-// | convolution           | data, weight, [bias]          | out                                 | kernel stride dilate pad num_filter num_group no_bias layout act_type |
+// | convolution           | data, weight, [bias]          | out                                 | kernel stride dilate pad num_filter num_group no_bias layout act_type cudnn_off cudnn_tune workspace |
 // | convolution_backward  | out_grad, data, weight, [out] | [data_grad], weight_grad, [bias_grad] | same as forward, need_data_grad |
 //
 // layout: NCW / NCHW / NCDHW (the default for 1/2/3 spatial dims) or channel-last NWC / NHWC /
@@ -14,6 +14,8 @@
 // act_type (not in MXNet's Convolution): None, or "relu" to return relu(conv + bias); then the
 // backward op also takes the forward output `out`. need_data_grad=False (set by the gradient
 // function, nn_common.h) drops the data_grad output.
+// cudnn_off, cudnn_tune and workspace (MXNet's) choose how the GPU kernel uses cuDNN (nn_common.h,
+// cuda/src/cudnn_convolution.cu); the CPU kernel only validates them.
 //
 // Note [Convolution by im2col]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -74,6 +76,13 @@ Shape out_shape(const ConvGeometry& g) {
   return o;
 }
 
+// Validates the GPU-only attributes, so that a bad value fails on every device.
+void check_cudnn_attrs(const Attrs& attrs) {
+  nn::cudnn_off(attrs);
+  nn::conv_cudnn_tune(attrs);
+  nn::conv_workspace_mb(attrs);
+}
+
 void conv_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
                 std::vector<Shape>* out, std::vector<DType>* out_dt) {
   const bool no_bias = attrs.get_bool("no_bias", false);
@@ -81,6 +90,7 @@ void conv_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vec
   PMX_CHECK(in.size() == expected, "convolution: expected ", expected, " inputs (data, weight",
             no_bias ? "" : ", bias", ") with no_bias=", no_bias, ", got ", in.size());
   nn::conv_fused_relu(attrs);  // validates act_type
+  check_cudnn_attrs(attrs);
   const ConvGeometry g = nn::conv_geometry(attrs, in[0], in[1]);
   const Shape w = weight_shape(g, attrs.get_shape("kernel"));
   PMX_CHECK(in[1] == w, "convolution: weight shape ", shape_str(in[1]), " does not match data ",
@@ -279,6 +289,7 @@ void conv_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
   PMX_CHECK(in.size() == expected, "convolution_backward: expected ", expected,
             " inputs (out_grad, data, weight", relu ? ", out" : "", ") with act_type=",
             attrs.get_str("act_type", "None"), ", got ", in.size());
+  check_cudnn_attrs(attrs);
   const ConvGeometry g = nn::conv_geometry(attrs, in[1], in[2]);
   const Shape w = weight_shape(g, attrs.get_shape("kernel"));
   PMX_CHECK(in[2] == w, "convolution_backward: weight shape ", shape_str(in[2]),

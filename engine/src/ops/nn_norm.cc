@@ -2,7 +2,7 @@
 //
 // | op                   | inputs                                         | outputs                             | attrs |
 // |----------------------|------------------------------------------------|-------------------------------------|-------|
-// | batch_norm           | data, gamma, beta, moving_mean, moving_var     | out, mean, var                      | eps momentum fix_gamma use_global_stats axis |
+// | batch_norm           | data, gamma, beta, moving_mean, moving_var     | out, mean, var                      | eps momentum fix_gamma use_global_stats axis cudnn_off |
 // | batch_norm_backward  | out_grad, data, gamma, mean, var               | data_grad, gamma_grad, beta_grad    | same as forward |
 // | layer_norm           | data, gamma, beta                              | out, mean, std                      | axis eps |
 // | layer_norm_backward  | out_grad, data, gamma, mean, std               | data_grad, gamma_grad, beta_grad    | same as forward |
@@ -16,7 +16,8 @@
 // statistics may be float32 while data is float16 (Gluon keeps them in float32).
 // batch_norm_backward uses the batch-statistics formula when the backward runs in training mode
 // and use_global_stats is off (MXNet's BatchNormBackward rule), else treats mean/var as constants.
-// gamma_grad is zero when fix_gamma.
+// gamma_grad is zero when fix_gamma. cudnn_off (MXNet's): True keeps the GPU kernels off cuDNN
+// (cuda/src/cudnn_batch_norm.cu); the CPU kernels only validate it.
 //
 // layer_norm (eps 1e-5, axis -1): normalises over `axis`; mean/std have data's shape with that
 // axis of extent 1; std = sqrt(var + eps).
@@ -39,6 +40,7 @@ using nn::axis_view;
 void bn_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
               std::vector<Shape>* out, std::vector<DType>* out_dt) {
   PMX_CHECK(!in[0].empty(), "batch_norm: data must have at least one dimension");
+  nn::cudnn_off(attrs);  // validates it
   const int axis = nn::normalize_axis(attrs.get_int("axis", 1), static_cast<int>(in[0].size()),
                                       "batch_norm");
   const Shape c = {in[0][axis]};
@@ -262,6 +264,7 @@ void bn_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
   PMX_CHECK(in[0] == in[1], op, ": out_grad ", shape_str(in[0]), " and data ", shape_str(in[1]),
             " differ");
   PMX_CHECK(!in[1].empty(), op, ": data must have at least one dimension");
+  nn::cudnn_off(attrs);  // validates it
   const int axis = nn::normalize_axis(attrs.get_int("axis", 1), static_cast<int>(in[1].size()), op);
   const Shape c = {in[1][axis]};
   PMX_CHECK(in[2] == c && in[3] == c && in[4] == c, op, ": gamma ", shape_str(in[2]), ", mean ",

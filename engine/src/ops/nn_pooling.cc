@@ -2,7 +2,7 @@
 //
 // | op                | inputs               | outputs    | attrs |
 // |-------------------|----------------------|------------|-------|
-// | pooling           | data                 | out        | kernel pool_type global_pool pooling_convention stride pad count_include_pad layout |
+// | pooling           | data                 | out        | kernel pool_type global_pool pooling_convention stride pad count_include_pad layout cudnn_off |
 // | pooling_backward  | out_grad, data, out  | data_grad  | same as forward |
 //
 // pool_type: max (default), avg, sum. stride defaults to 1 and pad to 0 per spatial dim (MXNet's
@@ -13,6 +13,8 @@
 // to the padded input when count_include_pad (default), else by the window clipped to the input.
 // Backward: max sends each output gradient to the first position (row-major) in its window equal
 // to the output value, as MXNet's unpool does; avg spreads it evenly; sum copies it.
+// cudnn_off (MXNet's): True keeps the GPU kernel off cuDNN (cuda/src/cudnn_pooling.cc); the CPU
+// kernel only validates it.
 #include <algorithm>
 #include <limits>
 #include <type_traits>
@@ -37,6 +39,7 @@ Shape out_shape(const Shape& data, const PoolGeom& g) {
 void pool_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
                 std::vector<Shape>* out, std::vector<DType>* out_dt) {
   const PoolGeom g = nn::pool_geometry(attrs, in[0]);
+  nn::cudnn_off(attrs);  // validates it
   nn::check_float(dt[0], "pooling", "data");
   *out = {out_shape(in[0], g)};
   *out_dt = {dt[0]};
@@ -205,6 +208,7 @@ void pool_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
                          const std::vector<DType>& dt, std::vector<Shape>* out,
                          std::vector<DType>* out_dt) {
   const PoolGeom g = nn::pool_geometry(attrs, in[1]);
+  nn::cudnn_off(attrs);  // validates it
   const Shape o = out_shape(in[1], g);
   PMX_CHECK(in[0] == o && in[2] == o, "pooling_backward: out_grad ", shape_str(in[0]), " and out ",
             shape_str(in[2]), " must have the output shape ", shape_str(o));

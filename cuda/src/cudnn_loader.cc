@@ -1,0 +1,124 @@
+// Finding and loading cuDNN 9. Candidates for libcudnn.so.9, in order:
+//   1. "libcudnn.so.9" by soname: found when the library is already loaded (pymx's Python layer
+//      preloads the nvidia-cudnn wheel), on LD_LIBRARY_PATH, or in the system cache;
+//   2. <dir of libpymx.so>/../nvidia/cudnn/lib/libcudnn.so.9: the nvidia-cudnn wheel installed
+//      next to pymx in the same site-packages.
+//
+// Note [Loading cuDNN's sub-libraries first]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// libcudnn.so.9 is a small shim: each entry point dlopens the sub-library that implements it
+// (libcudnn_graph, libcudnn_ops, libcudnn_cnn, from the shim's own directory) on its first call,
+// and when that fails the shim prints "Cannot load symbol" and aborts the process. A partial
+// install must instead mean "no cuDNN", so the loader opens the three sub-libraries our entry
+// points live in itself, before calling anything; when one is missing cuDNN is unavailable and
+// the ops run their own kernels. Already loaded, they are what the shim then finds.
+#include "cudnn_loader.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "config.h"
+#include "cuda_check.h"
+#include "pymx/base.h"
+
+namespace pymx {
+namespace gpu {
+namespace {
+
+constexpr const char* kCudnnSoname = "libcudnn.so.9";
+constexpr const char* kSubLibraries[] = {"libcudnn_graph.so.9", "libcudnn_ops.so.9",
+                                         "libcudnn_cnn.so.9"};
+
+CudnnApi g_api;
+
+std::string own_library_dir() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&own_library_dir), &info) == 0 || info.dli_fname == nullptr)
+    return "";
+  std::string path = info.dli_fname;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+void* open_shim() {
+  if (void* lib = dlopen(kCudnnSoname, RTLD_NOW | RTLD_GLOBAL)) return lib;
+  const std::string dir = own_library_dir();
+  if (dir.empty()) return nullptr;
+  return dlopen((dir + "/../nvidia/cudnn/lib/" + kCudnnSoname).c_str(), RTLD_NOW | RTLD_GLOBAL);
+}
+
+// Opens the sub-libraries from the shim's directory (Note [Loading cuDNN's sub-libraries
+// first]); false when one cannot be loaded.
+bool open_sub_libraries(void* shim) {
+  char origin[PATH_MAX];
+  if (dlinfo(shim, RTLD_DI_ORIGIN, origin) != 0) return false;
+  for (const char* name : kSubLibraries) {
+    if (dlopen((std::string(origin) + "/" + name).c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr)
+      return false;
+  }
+  return true;
+}
+
+// Loads the library and every entry point into g_api; false, with nothing called, when any of it
+// is missing or the library is not cuDNN 9.
+bool load() {
+  void* shim = open_shim();
+  if (shim == nullptr || !open_sub_libraries(shim)) return false;
+  bool complete = true;
+#define PMX_CUDNN_LOAD(name)                                                  \
+  g_api.name = reinterpret_cast<decltype(g_api.name)>(dlsym(shim, #name)); \
+  complete = complete && g_api.name != nullptr;
+  PMX_CUDNN_API(PMX_CUDNN_LOAD)
+#undef PMX_CUDNN_LOAD
+  // The legacy API we declare is that of cuDNN 9 (version = major * 10000 + minor * 100 + patch).
+  return complete && g_api.cudnnGetVersion() / 10000 == 9;
+}
+
+}  // namespace
+
+bool cudnn_available() {
+  static const bool available = config().cudnn && load();
+  return available;
+}
+
+const CudnnApi& cudnn() {
+  PMX_ASSERT(cudnn_available(), "cudnn() called while cuDNN is not available");
+  return g_api;
+}
+
+void check_cudnn(cudnnStatus_t status, const char* call) {
+  if (status != CUDNN_STATUS_SUCCESS) {
+    PMX_THROW(Status::kCuda, "cuDNN call ", call, " failed with status ", static_cast<int>(status),
+              " (", g_api.cudnnGetErrorString(status), ")");
+  }
+}
+
+cudnnHandle_t cudnn_handle(int device_id, cudaStream_t stream) {
+  static std::mutex mu;
+  // Null entries remember where cuDNN could not create a handle. Never freed.
+  static auto* handles = new std::map<std::pair<int, cudaStream_t>, cudnnHandle_t>();
+  const CudnnApi& api = cudnn();
+  std::lock_guard<std::mutex> lock(mu);
+  auto key = std::make_pair(device_id, stream);
+  auto it = handles->find(key);
+  if (it != handles->end()) return it->second;
+  PMX_CUDA_CHECK(cudaSetDevice(device_id));
+  cudnnHandle_t handle = nullptr;
+  // cudnnCreate fails where this cuDNN cannot run (a driver too old for it, an unsupported GPU):
+  // the ops fall back to their own kernels there rather than fail.
+  if (api.cudnnCreate(&handle) != CUDNN_STATUS_SUCCESS) {
+    handle = nullptr;
+  } else {
+    check_cudnn(api.cudnnSetStream(handle, stream), "cudnnSetStream");
+  }
+  handles->emplace(key, handle);
+  return handle;
+}
+
+}  // namespace gpu
+}  // namespace pymx
