@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "library_dir.h"
 #include "pymx/base.h"
 
 namespace pymx {
@@ -22,18 +23,9 @@ namespace {
 
 constexpr const char* kCublasSoname = "libcublas.so.13";
 
-std::string own_library_dir() {
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&own_library_dir), &info) == 0 || info.dli_fname == nullptr)
-    return "";
-  std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 void* open_cublas() {
   std::vector<std::string> candidates = {kCublasSoname};
-  const std::string dir = own_library_dir();
+  const std::string dir = pymx_library_dir();
   if (!dir.empty()) candidates.push_back(dir + "/../nvidia/cu13/lib/" + kCublasSoname);
   std::string errors;
   for (const std::string& path : candidates) {

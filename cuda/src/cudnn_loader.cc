@@ -24,6 +24,7 @@
 
 #include "config.h"
 #include "cuda_check.h"
+#include "library_dir.h"
 #include "pymx/base.h"
 
 namespace pymx {
@@ -36,18 +37,9 @@ constexpr const char* kSubLibraries[] = {"libcudnn_graph.so.9", "libcudnn_ops.so
 
 CudnnApi g_api;
 
-std::string own_library_dir() {
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&own_library_dir), &info) == 0 || info.dli_fname == nullptr)
-    return "";
-  std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 void* open_shim() {
   if (void* lib = dlopen(kCudnnSoname, RTLD_NOW | RTLD_GLOBAL)) return lib;
-  const std::string dir = own_library_dir();
+  const std::string dir = pymx_library_dir();
   if (dir.empty()) return nullptr;
   return dlopen((dir + "/../nvidia/cudnn/lib/" + kCudnnSoname).c_str(), RTLD_NOW | RTLD_GLOBAL);
 }
