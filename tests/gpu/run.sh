@@ -63,8 +63,9 @@ step profile_train 60 "$PY" "$ROOT"/bench/profile_leafnet.py --device gpu --batc
   --hybridize --trace "$OUT/profile_train.json"
 step profile_infer 60 "$PY" "$ROOT"/bench/profile_leafnet.py --device gpu --batch 1 --infer \
   --hybridize --steps 50
-step suite 150 "$PY" -m pytest "$ROOT"/tests/python -x -q -p no:cacheprovider --rootdir "$ROOT"
+step suite 150 "$PY" -m pytest "$ROOT"/tests/python -x -q -p no:cacheprovider --rootdir "$ROOT" \
+  --ignore-glob='*/test_gpu_*'  # those ran above
 echo
 echo "== summary"
 printf '%s\n' "${SUMMARY[@]}"
-grep -A 12 '^measurement' "$OUT/bench.log" || true
+grep -A 16 '^measurement' "$OUT/bench.log" || true
