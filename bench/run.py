@@ -67,6 +67,10 @@ def cases(args):
                           ("mxnet-1.9.1 hybridize(static)",
                            [mxnet, os.path.join(PEERS, "leafnet_mxnet.py"), *common,
                             "--hybridize", "static"])]
+                if mode == "infer":  # the best CPU inference peer (reference/anchors.md)
+                    impls.append(("torch.compile channels_last",
+                                  [torch, os.path.join(PEERS, "leafnet_torch.py"), *common,
+                                   "--channels-last", "--compile"]))
             out.append((f"leafnet {mode} batch {batch} ({dev})", "higher", impls))
     if "memory" in args.cases:
         # The training step of the leafnet case at batch 64, for long enough to reach its steady

@@ -1,6 +1,9 @@
 """LeafNetwork in PyTorch (the peer for bench/run.py). Prints one JSON line per measurement.
 
-    python leafnet_torch.py --mode train --batch 64 [--channels-last] [--device cuda] [--seconds 3]
+    python leafnet_torch.py --mode train --batch 64 [--channels-last] [--compile] [--device cuda]
+                            [--seconds 3]
+
+--compile measures torch.compile(net) (inductor); its compilation happens in the warm-up steps.
 """
 import argparse
 import json
@@ -32,17 +35,18 @@ def measure(args):
         x = x.to(memory_format=torch.channels_last)
     loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(net.parameters(), lr=0.001)
+    model = torch.compile(net) if args.compile else net
 
     def step():
         if args.mode == "train":
             net.train()
             opt.zero_grad(set_to_none=True)
-            loss_fn(net(x), y).backward()
+            loss_fn(model(x), y).backward()
             opt.step()
         else:
             net.eval()
             with torch.no_grad():
-                net(x)
+                model(x)
 
     def sync():
         if device.type == "cuda":
@@ -68,13 +72,15 @@ def main():
     parser.add_argument("--mode", choices=["train", "infer"], default="train")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--channels-last", action="store_true")
+    parser.add_argument("--compile", action="store_true")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--threads", type=int, default=0)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    name = "torch eager" + (" channels_last" if args.channels_last else "")
+    name = ("torch.compile" if args.compile else "torch eager") + (
+        " channels_last" if args.channels_last else "")
     print(json.dumps({"impl": name, "mode": args.mode, "batch": args.batch,
                       "value": measure(args), "unit": "samples/s"}))
 

@@ -66,8 +66,10 @@ void check(const Case& c, DirectConvLevel level, std::mt19937* rng) {
   if (c.relu) x[x.size() / 2] = NAN;  // a NaN input makes NaN outputs, which relu keeps
   std::vector<float> y(g.batch * g.out_c * g.out_sp, -7.0f);
   std::vector<float> scratch(pymx::nn::conv2d_direct_f32_scratch(g));
-  pymx::nn::conv2d_direct_f32(g, x.data(), w.data(), c.bias ? b.data() : nullptr, c.relu,
-                              y.data(), scratch.empty() ? nullptr : scratch.data(), level);
+  const pymx::nn::DirectConvWeights packed =
+      pymx::nn::conv2d_direct_f32_pack(g, w.data(), c.bias ? b.data() : nullptr);
+  pymx::nn::conv2d_direct_f32(g, x.data(), packed, c.relu, y.data(),
+                              scratch.empty() ? nullptr : scratch.data(), level);
   std::vector<double> expected(y.size());
   reference(g, x, w, c.bias ? b.data() : nullptr, c.relu, &expected);
   const double taps = double(g.in_c * g.k_sp);

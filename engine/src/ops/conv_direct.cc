@@ -203,19 +203,25 @@ int64_t conv2d_direct_f32_scratch(const ConvGeometry& g) {
   return parallel_parts(band_count(g), 1) * scratch_per_part(g);
 }
 
-void conv2d_direct_f32(const ConvGeometry& g, const float* x, const float* w, const float* bias,
-                       bool relu, float* y, float* scratch, DirectConvLevel level) {
+DirectConvWeights conv2d_direct_f32_pack(const ConvGeometry& g, const float* w,
+                                         const float* bias) {
   const int64_t taps = g.in_c * g.k_sp;
   const int64_t blocks = (g.out_c + kBlockChannels - 1) / kBlockChannels;
-  std::vector<float> blocked_weight(blocks * taps * kBlockChannels, 0.0f);
-  std::vector<float> blocked_bias(blocks * kBlockChannels, 0.0f);
+  DirectConvWeights packed;
+  packed.weight.assign(blocks * taps * kBlockChannels, 0.0f);
+  packed.bias.assign(blocks * kBlockChannels, 0.0f);
   for (int64_t oc = 0; oc < g.out_c; ++oc) {
     const int64_t block = oc / kBlockChannels, lane = oc % kBlockChannels;
     for (int64_t t = 0; t < taps; ++t)
-      blocked_weight[(block * taps + t) * kBlockChannels + lane] = w[oc * taps + t];
-    if (bias != nullptr) blocked_bias[oc] = bias[oc];
+      packed.weight[(block * taps + t) * kBlockChannels + lane] = w[oc * taps + t];
+    if (bias != nullptr) packed.bias[oc] = bias[oc];
   }
-  Job job{&g, x, blocked_weight.data(), blocked_bias.data(), relu, y,
+  return packed;
+}
+
+void conv2d_direct_f32(const ConvGeometry& g, const float* x, const DirectConvWeights& weights,
+                       bool relu, float* y, float* scratch, DirectConvLevel level) {
+  Job job{&g, x, weights.weight.data(), weights.bias.data(), relu, y,
           (g.out[1] + kBandRows - 1) / kBandRows, scratch_per_part(g)};
   const bool avx512 = level == DirectConvLevel::kAvx512;
   parallel_for_parts(band_count(g), 1, [&](int64_t part, int64_t lo, int64_t hi) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "ops/conv_geometry.h"
 
@@ -25,10 +26,19 @@ bool conv2d_direct_f32_handles(const ConvGeometry& g,
 // Floats of scratch each thread needs (the zero-padded input rows of one band; 0 without padding).
 int64_t conv2d_direct_f32_scratch(const ConvGeometry& g);
 
-// y = relu?(conv(x, w) + bias) over the whole batch, split across the intra-op threads; `bias`
-// may be null. `scratch` holds conv2d_direct_f32_scratch(g) floats (may be null when that is 0).
-// Requires conv2d_direct_f32_handles(g, level); `level` must not be better than the CPU's.
-void conv2d_direct_f32(const ConvGeometry& g, const float* x, const float* w, const float* bias,
+// The weight (out_c, in_c, kh, kw) and bias (out_c; may be null) in the kernel's layout, made once
+// for any number of calls.
+struct DirectConvWeights {
+  std::vector<float> weight;  // [block of 8 output channels][tap][8], zero-padded
+  std::vector<float> bias;    // [block][8]
+};
+DirectConvWeights conv2d_direct_f32_pack(const ConvGeometry& g, const float* w, const float* bias);
+
+// y = relu?(conv(x, w) + bias) over the whole batch, split across the intra-op threads (run
+// serially when called from inside a parallel loop). `scratch` holds conv2d_direct_f32_scratch(g)
+// floats (may be null when that is 0). Requires conv2d_direct_f32_handles(g, level); `level` must
+// not be better than the CPU's.
+void conv2d_direct_f32(const ConvGeometry& g, const float* x, const DirectConvWeights& weights,
                        bool relu, float* y, float* scratch,
                        DirectConvLevel level = conv2d_direct_level());
 
