@@ -41,17 +41,19 @@ def main():
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.001})
 
+    # Each step waits for its result, as bench/leafnet_bench.py does: a Python thread that ran
+    # ahead would take a core from the operators (on the CPU) and time queueing, not steps.
     def step():
         if args.infer:
-            net(data)
-            return
+            return net(data)
         with autograd.record():
             loss = loss_fn(net(data), label)
         loss.backward()
         trainer.step(args.batch)
+        return loss
 
     for _ in range(3):  # warm-up: kernels, allocator, the hybridized graph
-        step()
+        step().wait_to_read()
     npx.waitall()
 
     profiler.dumps(reset=True)
@@ -60,7 +62,7 @@ def main():
     profiler.set_state("run")
     start = time.perf_counter()
     for _ in range(args.steps):
-        step()
+        step().wait_to_read()
     npx.waitall()
     wall = time.perf_counter() - start
     profiler.set_state("stop")
