@@ -165,16 +165,27 @@ bool needs_staging(const void* host, size_t bytes) {
   return attributes.type == cudaMemoryTypeUnregistered;
 }
 
+namespace {
+
+// Runs `pipeline(ring, plan)` for a copy of `bytes` on `stream`'s ring, holding the ring's mutex
+// and draining the stream if it throws; false when the stream has no ring (pinned memory is out).
+template <typename Pipeline>
+bool on_staging_ring(cudaStream_t stream, size_t bytes, const Pipeline& pipeline) {
+  StagingRing* ring = ring_for(stream);
+  if (ring == nullptr) return false;
+  std::lock_guard<std::mutex> lock(ring->mu);
+  const ChunkPlan plan{bytes, ring->next};
+  ring->next = plan.index(plan.count());
+  run_draining_on_error(stream, [&] { pipeline(*ring, plan); });
+  return true;
+}
+
+}  // namespace
+
 bool staged_copy_host_to_device(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
-  StagingRing* found = ring_for(stream);
-  if (found == nullptr) return false;
-  StagingRing& ring = *found;
-  std::lock_guard<std::mutex> lock(ring.mu);
-  const ChunkPlan plan{bytes, ring.next};
-  ring.next = plan.index(plan.count());
   auto* to = static_cast<char*>(dst);
   auto* from = static_cast<const char*>(src);
-  run_draining_on_error(stream, [&] {
+  return on_staging_ring(stream, bytes, [&](StagingRing& ring, const ChunkPlan& plan) {
     for (size_t k = 0; k < plan.count(); ++k) {
       const int c = plan.index(k);
       PMX_CUDA_CHECK(cudaEventSynchronize(ring.done[c]));  // its last DMA has read it
@@ -184,26 +195,19 @@ bool staged_copy_host_to_device(void* dst, const void* src, size_t bytes, cudaSt
       PMX_CUDA_CHECK(cudaEventRecord(ring.done[c], stream));
     }
   });
-  return true;
 }
 
 bool staged_copy_device_to_host(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
-  StagingRing* found = ring_for(stream);
-  if (found == nullptr) return false;
-  StagingRing& ring = *found;
-  std::lock_guard<std::mutex> lock(ring.mu);
-  const ChunkPlan plan{bytes, ring.next};
-  ring.next = plan.index(plan.count());
   auto* to = static_cast<char*>(dst);
   auto* from = static_cast<const char*>(src);
-  auto start_dma = [&](size_t k) {
-    const int c = plan.index(k);
-    PMX_CUDA_CHECK(cudaEventSynchronize(ring.done[c]));  // no earlier DMA still uses it
-    PMX_CUDA_CHECK(cudaMemcpyAsync(ring.chunk(c), from + plan.offset(k), plan.length(k),
-                                   cudaMemcpyDeviceToHost, stream));
-    PMX_CUDA_CHECK(cudaEventRecord(ring.done[c], stream));
-  };
-  run_draining_on_error(stream, [&] {
+  return on_staging_ring(stream, bytes, [&](StagingRing& ring, const ChunkPlan& plan) {
+    auto start_dma = [&](size_t k) {
+      const int c = plan.index(k);
+      PMX_CUDA_CHECK(cudaEventSynchronize(ring.done[c]));  // no earlier DMA still uses it
+      PMX_CUDA_CHECK(cudaMemcpyAsync(ring.chunk(c), from + plan.offset(k), plan.length(k),
+                                     cudaMemcpyDeviceToHost, stream));
+      PMX_CUDA_CHECK(cudaEventRecord(ring.done[c], stream));
+    };
     const size_t ahead = std::min(plan.count(), static_cast<size_t>(kStagingChunks));
     for (size_t k = 0; k < ahead; ++k) start_dma(k);
     for (size_t k = 0; k < plan.count(); ++k) {
@@ -213,7 +217,6 @@ bool staged_copy_device_to_host(void* dst, const void* src, size_t bytes, cudaSt
       if (k + ahead < plan.count()) start_dma(k + ahead);  // into the chunk just emptied
     }
   });
-  return true;
 }
 
 }  // namespace gpu

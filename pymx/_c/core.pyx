@@ -998,24 +998,25 @@ def profiler_set_paused(bint paused):
     check(pmx_profiler_set_paused(paused))
 
 
-def profiler_trace_json():
-    """The recorded spans as a Chrome trace (JSON text); waits for the GPU spans it reports."""
+cdef str _profiler_report(int (*report)(const char**) noexcept nogil):
+    """The text a profiler report function returns, called without the GIL: it waits for the
+    GPU spans it reports."""
     cdef const char* text
     cdef int rc
     with nogil:
-        rc = pmx_profiler_trace_json(&text)
+        rc = report(&text)
     check(rc)
     return text.decode("utf-8", "replace")
+
+
+def profiler_trace_json():
+    """The recorded spans as a Chrome trace (JSON text)."""
+    return _profiler_report(pmx_profiler_trace_json)
 
 
 def profiler_aggregate_json():
-    """Aggregate statistics of the recorded spans (JSON text); waits for the GPU spans."""
-    cdef const char* text
-    cdef int rc
-    with nogil:
-        rc = pmx_profiler_aggregate_json(&text)
-    check(rc)
-    return text.decode("utf-8", "replace")
+    """Aggregate statistics of the recorded spans (JSON text)."""
+    return _profiler_report(pmx_profiler_aggregate_json)
 
 
 def profiler_clear():

@@ -251,8 +251,9 @@ def _probe(cudnn_setting):
     env.pop("PYMX_CUDNN", None)
     if cudnn_setting is not None:
         env["PYMX_CUDNN"] = cudnn_setting
+    # From the file system root: never from a source tree, whose pymx/ has no compiled core.
     return subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, cwd=os.path.abspath(os.sep))
 
 
 def _cudnn_installed():
