@@ -322,6 +322,13 @@ def test_vector_products_match_numpy(dtype, rows, in_units, hidden):
     check_fully_connected(rows, in_units, hidden, dtype, tol)
 
 
+@pytest.mark.parametrize("rows", [2, 5, 8])
+def test_small_row_products_match_numpy(rows):
+    # A Dense layer at batch 2-8 with a large weight takes the few-row kernel for its forward
+    # (Note [Small-row products]); 3001 inputs leave a tail shorter than a vector.
+    check_fully_connected(rows, 3001, 40, "float32", dict(rtol=1e-4, atol=1e-3))
+
+
 @pytest.mark.parametrize("sa,sb", [((300,), (300, 7)), ((7, 300), (300,)), ((1, 300), (300, 1))])
 def test_matmul_with_vectors_matches_numpy(sa, sb):
     from pymx import np

@@ -10,6 +10,7 @@
 
 #include "blas.h"
 #include "ops/dispatch.h"
+#include "ops/small_rows_product.h"
 #include "parallel.h"
 #include "pymx/op.h"
 
@@ -123,6 +124,10 @@ inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (!trans_a && trans_b && small_rows_product_handles(m, n, k)) {  // Note [Small-row products]
+    small_rows_product_f32(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   gemm_in_parallel<float>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
