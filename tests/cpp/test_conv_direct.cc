@@ -17,7 +17,7 @@
 using pymx::Attrs;
 using pymx::Shape;
 using pymx::nn::ConvGeometry;
-using pymx::nn::DirectConvLevel;
+using pymx::nn::FmaLevel;
 
 namespace {
 
@@ -48,12 +48,12 @@ void reference(const ConvGeometry& g, const std::vector<float>& x, const std::ve
         }
 }
 
-void check(const Case& c, DirectConvLevel level, std::mt19937* rng) {
+void check(const Case& c, FmaLevel level, std::mt19937* rng) {
   const Attrs attrs{{"kernel", pymx::shape_str({c.weight[2], c.weight[3]})},
                     {"pad", c.pad},
                     {"num_filter", std::to_string(c.weight[0])}};
   const ConvGeometry g = pymx::nn::conv_geometry(attrs, c.data, c.weight);
-  const std::string what = pymx::str_cat(level == DirectConvLevel::kAvx512 ? "avx512" : "avx2",
+  const std::string what = pymx::str_cat(level == FmaLevel::kAvx512 ? "avx512" : "avx2",
                                          " data ", pymx::shape_str(c.data), " weight ",
                                          pymx::shape_str(c.weight), " pad ", c.pad,
                                          c.bias ? " bias" : "", c.relu ? " relu" : "");
@@ -91,13 +91,13 @@ void check(const Case& c, DirectConvLevel level, std::mt19937* rng) {
 }  // namespace
 
 int main() {
-  const DirectConvLevel best = pymx::nn::conv2d_direct_level();
-  if (best == DirectConvLevel::kNone) {
+  const FmaLevel best = pymx::nn::fma_level();
+  if (best == FmaLevel::kNone) {
     std::printf("test_conv_direct: this CPU has neither AVX2+FMA nor AVX-512; nothing to test\n");
     return 0;
   }
-  std::vector<DirectConvLevel> levels = {DirectConvLevel::kAvx2};
-  if (best == DirectConvLevel::kAvx512) levels.push_back(DirectConvLevel::kAvx512);
+  std::vector<FmaLevel> levels = {FmaLevel::kAvx2};
+  if (best == FmaLevel::kAvx512) levels.push_back(FmaLevel::kAvx512);
   const std::vector<Case> cases = {
       {{1, 3, 128, 128}, {32, 3, 2, 2}, "(0, 0)", true, true},   // LeafNetwork's conv1
       {{2, 3, 33, 40}, {13, 3, 3, 3}, "(1, 1)", true, false},    // RGB 3x3, 13 filters
@@ -108,7 +108,7 @@ int main() {
       {{2, 16, 11, 20}, {12, 16, 3, 3}, "(1, 1)", true, false},  // K = 144, padded
   };
   std::mt19937 rng(12345);
-  for (DirectConvLevel level : levels)
+  for (FmaLevel level : levels)
     for (const Case& c : cases) check(c, level, &rng);
   std::printf("test_conv_direct: ok (%zu levels x %zu cases)\n", levels.size(), cases.size());
   return 0;

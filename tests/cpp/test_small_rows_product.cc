@@ -13,13 +13,13 @@
 #include "ops/small_rows_product.h"
 #include "test_util.h"
 
-using pymx::nn::SmallRowsLevel;
+using pymx::nn::FmaLevel;
 
 namespace {
 
-void check(SmallRowsLevel level, int64_t m, int64_t n, int64_t k, float alpha, float beta,
+void check(FmaLevel level, int64_t m, int64_t n, int64_t k, float alpha, float beta,
            std::mt19937* rng) {
-  const std::string what = pymx::str_cat(level == SmallRowsLevel::kAvx512 ? "avx512" : "avx2",
+  const std::string what = pymx::str_cat(level == FmaLevel::kAvx512 ? "avx512" : "avx2",
                                          " m ", m, " n ", n, " k ", k, " alpha ", alpha, " beta ",
                                          beta);
   EXPECT(pymx::nn::small_rows_product_handles(m, n, k, level), what);
@@ -54,16 +54,16 @@ void check(SmallRowsLevel level, int64_t m, int64_t n, int64_t k, float alpha, f
 }  // namespace
 
 int main() {
-  const SmallRowsLevel best = pymx::nn::small_rows_level();
-  if (best == SmallRowsLevel::kNone) {
+  const FmaLevel best = pymx::nn::fma_level();
+  if (best == FmaLevel::kNone) {
     std::printf("test_small_rows_product: this CPU has neither AVX2+FMA nor AVX-512\n");
     return 0;
   }
-  std::vector<SmallRowsLevel> levels = {SmallRowsLevel::kAvx2};
-  if (best == SmallRowsLevel::kAvx512) levels.push_back(SmallRowsLevel::kAvx512);
+  std::vector<FmaLevel> levels = {FmaLevel::kAvx2};
+  if (best == FmaLevel::kAvx512) levels.push_back(FmaLevel::kAvx512);
   std::mt19937 rng(2024);
   int cases = 0;
-  for (SmallRowsLevel level : levels) {
+  for (FmaLevel level : levels) {
     for (int64_t m = 2; m <= 8; ++m) {
       check(level, m, 100, 21632, 1.0f, 0.0f, &rng);  // LeafNetwork's first Dense layer
       check(level, m, 7, 10007, 0.5f, 0.0f, &rng);    // odd n, k with a tail

@@ -41,7 +41,7 @@ constexpr int64_t kMaxTaps = 4608;  // 512 channels x 3 x 3: the weight block st
 constexpr int kBlockChannels = 8;
 constexpr int64_t kBandRows = 8;
 
-int64_t lanes(DirectConvLevel level) { return level == DirectConvLevel::kAvx512 ? 16 : 8; }
+int64_t lanes(FmaLevel level) { return level == FmaLevel::kAvx512 ? 16 : 8; }
 
 // One call's data, shared by its tasks.
 struct Job {
@@ -182,19 +182,8 @@ int64_t scratch_per_part(const ConvGeometry& g) {
 
 }  // namespace
 
-DirectConvLevel conv2d_direct_level() {
-  static const DirectConvLevel level = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return DirectConvLevel::kAvx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      return DirectConvLevel::kAvx2;
-    return DirectConvLevel::kNone;
-  }();
-  return level;
-}
-
-bool conv2d_direct_f32_handles(const ConvGeometry& g, DirectConvLevel level) {
-  return level != DirectConvLevel::kNone && g.nsp == 2 && !g.channel_last && g.groups == 1 &&
+bool conv2d_direct_f32_handles(const ConvGeometry& g, FmaLevel level) {
+  return level != FmaLevel::kNone && g.nsp == 2 && !g.channel_last && g.groups == 1 &&
          g.s[1] == 1 && g.s[2] == 1 && g.d[1] == 1 && g.d[2] == 1 &&
          g.in_c * g.k_sp <= kMaxTaps && g.out[2] >= lanes(level);
 }
@@ -220,10 +209,10 @@ DirectConvWeights conv2d_direct_f32_pack(const ConvGeometry& g, const float* w,
 }
 
 void conv2d_direct_f32(const ConvGeometry& g, const float* x, const DirectConvWeights& weights,
-                       bool relu, float* y, float* scratch, DirectConvLevel level) {
+                       bool relu, float* y, float* scratch, FmaLevel level) {
   Job job{&g, x, weights.weight.data(), weights.bias.data(), relu, y,
           (g.out[1] + kBandRows - 1) / kBandRows, scratch_per_part(g)};
-  const bool avx512 = level == DirectConvLevel::kAvx512;
+  const bool avx512 = level == FmaLevel::kAvx512;
   parallel_for_parts(band_count(g), 1, [&](int64_t part, int64_t lo, int64_t hi) {
     float* part_scratch = scratch + part * job.scratch_per_part;
     for (int64_t task = lo; task < hi; ++task) {

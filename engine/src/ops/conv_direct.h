@@ -8,20 +8,15 @@
 #include <vector>
 
 #include "ops/conv_geometry.h"
+#include "ops/fma_level.h"
 
 namespace pymx {
 namespace nn {
 
-// Instruction sets the kernel comes in; kNone: the CPU has neither.
-enum class DirectConvLevel { kNone, kAvx2, kAvx512 };
-
-// The best level this CPU runs (AVX-512F, else AVX2 with FMA). Thread-safe, computed once.
-DirectConvLevel conv2d_direct_level();
-
 // Whether the direct kernel at `level` handles g: 2-D, channel-first, one group, stride 1,
 // dilation 1, in_c * kh * kw <= 4608, and at least one vector of outputs per row.
 bool conv2d_direct_f32_handles(const ConvGeometry& g,
-                               DirectConvLevel level = conv2d_direct_level());
+                               FmaLevel level = fma_level());
 
 // Floats of scratch each thread needs (the zero-padded input rows of one band; 0 without padding).
 int64_t conv2d_direct_f32_scratch(const ConvGeometry& g);
@@ -40,7 +35,7 @@ DirectConvWeights conv2d_direct_f32_pack(const ConvGeometry& g, const float* w, 
 // not be better than the CPU's.
 void conv2d_direct_f32(const ConvGeometry& g, const float* x, const DirectConvWeights& weights,
                        bool relu, float* y, float* scratch,
-                       DirectConvLevel level = conv2d_direct_level());
+                       FmaLevel level = fma_level());
 
 }  // namespace nn
 }  // namespace pymx

@@ -104,30 +104,19 @@ __attribute__((target("avx512f"))) void columns_avx512(int m, int64_t j0, int64_
 
 }  // namespace
 
-SmallRowsLevel small_rows_level() {
-  static const SmallRowsLevel level = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return SmallRowsLevel::kAvx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      return SmallRowsLevel::kAvx2;
-    return SmallRowsLevel::kNone;
-  }();
-  return level;
-}
-
-bool small_rows_product_handles(int64_t m, int64_t n, int64_t k, SmallRowsLevel level) {
-  return level != SmallRowsLevel::kNone && m >= 2 && m <= kMaxRows && n * k >= kMinElementsOfB;
+bool small_rows_product_handles(int64_t m, int64_t n, int64_t k, FmaLevel level) {
+  return level != FmaLevel::kNone && m >= 2 && m <= kMaxRows && n * k >= kMinElementsOfB;
 }
 
 void small_rows_product_f32(int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                             int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                            int64_t ldc, SmallRowsLevel level) {
+                            int64_t ldc, FmaLevel level) {
   const int rows = static_cast<int>(m);
   const int64_t threads = parallel_max_threads();
   // About one chunk of B's rows per thread.
   const int64_t grain = std::max<int64_t>(kRowsOfB, (n + threads - 1) / threads);
   parallel_for(0, n, grain, [&](int64_t j0, int64_t j1) {
-    if (level == SmallRowsLevel::kAvx512) {
+    if (level == FmaLevel::kAvx512) {
       columns_avx512(rows, j0, j1, k, alpha, a, lda, b, ldb, beta, c, ldc);
     } else {
       columns_avx2(rows, j0, j1, k, alpha, a, lda, b, ldb, beta, c, ldc);

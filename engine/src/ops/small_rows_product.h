@@ -8,19 +8,15 @@
 
 #include <cstdint>
 
+#include "ops/fma_level.h"
+
 namespace pymx {
 namespace nn {
-
-// Instruction sets the kernel comes in; kNone: the CPU has neither.
-enum class SmallRowsLevel { kNone, kAvx2, kAvx512 };
-
-// The best level this CPU runs. Thread-safe, computed once.
-SmallRowsLevel small_rows_level();
 
 // Whether the kernel takes an m x k . (n x k)^T product at `level`: 2 <= m <= 8 and B large
 // enough (n * k >= 65536 elements) for packing it to matter.
 bool small_rows_product_handles(int64_t m, int64_t n, int64_t k,
-                                SmallRowsLevel level = small_rows_level());
+                                FmaLevel level = fma_level());
 
 // Row-major C (m x n, row stride ldc) = alpha * A (m x k, row stride lda) . B^T + beta * C, with
 // B n x k (row stride ldb); beta == 0 overwrites C (NaN in C does not propagate). The n rows of B
@@ -28,7 +24,7 @@ bool small_rows_product_handles(int64_t m, int64_t n, int64_t k,
 // do not depend on the thread count. Requires small_rows_product_handles(m, n, k, level).
 void small_rows_product_f32(int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                             int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                            int64_t ldc, SmallRowsLevel level = small_rows_level());
+                            int64_t ldc, FmaLevel level = fma_level());
 
 }  // namespace nn
 }  // namespace pymx
