@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import zlib
 
 import numpy as onp
@@ -182,13 +183,22 @@ def _worker_main(scenario, directory, device_type):
 
 
 # ---- the tests -------------------------------------------------------------------------------
+def _mpiexec():
+    """The mpiexec of the mpich wheel that mpi4py uses: in the install scheme's data directory
+    (a venv's bin, next to the interpreter; /usr/local/bin for a system Python)."""
+    candidates = [os.path.join(os.path.dirname(sys.executable), 'mpiexec'),
+                  os.path.join(sysconfig.get_path('data'), 'bin', 'mpiexec')]
+    for path in candidates:
+        if os.path.exists(path):
+            return path
+    raise AssertionError(f"no mpiexec at {' or '.join(candidates)}: pip install mpich")
+
+
 def _launch(scenario, directory, num_workers=2, device_type='cpu'):
     """Runs the scenario under mpiexec (or alone with num_workers=None): (returncode, output)."""
     command = [sys.executable, __file__, scenario, str(directory), device_type]
     if num_workers is not None:
-        mpiexec = os.path.join(os.path.dirname(sys.executable), 'mpiexec')
-        assert os.path.exists(mpiexec), f"no mpiexec next to {sys.executable}: pip install mpich"
-        command = [mpiexec, '-n', str(num_workers)] + command
+        command = [_mpiexec(), '-n', str(num_workers)] + command
     env = {**os.environ, 'OPENBLAS_NUM_THREADS': '1'}  # 2 ranks share the cores
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
