@@ -34,7 +34,7 @@ def main():
     net = LeafNetwork(dropout=0.2)
     net.initialize(device=device)
     if args.hybridize:
-        net.hybridize()
+        net.hybridize(static_alloc=True, static_shape=True)  # as bench/leafnet_bench.py
     data = np.random.uniform(size=(args.batch, 3, 128, 128), device=device)
     label = np.array(onp.random.default_rng(0).integers(0, 2, args.batch).astype("float32"),
                      device=device)
