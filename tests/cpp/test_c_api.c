@@ -1,6 +1,7 @@
 /* The C API from C: compiling this file as C99 proves c_api.h is C-clean. Round trip (create,
- * copy in, invoke add, copy out), error reporting through pmx_last_error, views, and an engine
- * callback pushed on vars (success and an asynchronous failure surfacing at the wait). */
+ * copy in, invoke add, copy out), error reporting through pmx_last_error, views, an engine
+ * callback pushed on vars (success and an asynchronous failure surfacing at the wait), and the
+ * profiler. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,12 +232,51 @@ static void test_engine_push(void) {
   OK(pmx_engine_wait_all());
 }
 
+/* The profiler from C: callbacks pushed while it runs are in its aggregate statistics and its
+ * trace, under their names; those pushed after it stopped are not. */
+static void test_profiler(void) {
+  PmxVar* var = NULL;
+  const char* json = NULL;
+  int i;
+  OK(pmx_profiler_clear());
+  OK(pmx_var_new(&var));
+  OK(pmx_profiler_set_running(1));
+  for (i = 0; i < 3; ++i) {
+    int* step = (int*)malloc(sizeof(int));
+    *step = 1;
+    OK(pmx_engine_push(add_to_counter, step, count_free, NULL, 0, &var, 1, PMX_DEVICE_CPU, 0,
+                       "profiled_from_c"));
+  }
+  OK(pmx_var_wait(var));
+  OK(pmx_profiler_set_running(0));
+  {
+    int* step = (int*)malloc(sizeof(int));
+    *step = 1;
+    OK(pmx_engine_push(add_to_counter, step, count_free, NULL, 0, &var, 1, PMX_DEVICE_CPU, 0,
+                       "not_profiled"));
+  }
+  OK(pmx_var_wait(var));
+  OK(pmx_profiler_aggregate_json(&json));
+  EXPECT(json != NULL && strstr(json, "\"name\": \"profiled_from_c\", \"count\": 3") != NULL,
+         "aggregate: %s", json ? json : "(null)");
+  EXPECT(json != NULL && strstr(json, "not_profiled") == NULL, "aggregate: %s",
+         json ? json : "(null)");
+  OK(pmx_profiler_trace_json(&json));
+  EXPECT(json != NULL && strstr(json, "\"traceEvents\"") != NULL &&
+             strstr(json, "profiled_from_c") != NULL,
+         "trace: %s", json ? json : "(null)");
+  OK(pmx_profiler_clear());
+  OK(pmx_var_free(var));
+  OK(pmx_engine_wait_all());
+}
+
 int main(void) {
   test_version();
   test_round_trip_add();
   test_views();
   test_errors();
   test_engine_push();
+  test_profiler();
   if (failures == 0) printf("test_c_api: all passed\n");
   return failures == 0 ? 0 : 1;
 }
