@@ -8,9 +8,10 @@ Rows (every time is the median of several repeats, synchronised at the end of ea
   h2d_pinned_gbs      the same from page-locked memory
   d2h_pageable_gbs    GPU -> host into pageable memory
   d2h_pinned_gbs      GPU -> host into page-locked memory
-  leafnet_train_sps   LeafNetwork training step (forward, backward, SGD), batch 64, 3x128x128:
-                      samples/s; pymx imperative and hybridized, torch eager
-  leafnet_infer_sps   LeafNetwork inference, batch 1: samples/s
+  leafnet_train_b{4,64,256}_sps  LeafNetwork training step (forward, backward, SGD) on
+                      3x128x128 images at batch 4, 64 and 256: samples/s; pymx imperative and
+                      hybridized (..._hybrid_sps), torch eager
+  leafnet_infer_b{1,64}_sps      LeafNetwork inference at batch 1 and 64: samples/s
 A row whose side fails prints the error instead of a number; the script never asserts on speed.
 """
 import argparse
@@ -80,7 +81,7 @@ def pymx_side(quick):
         net = leaf_network_pymx(nn)
         net.initialize(device=dev)
         if hybridize:
-            net.hybridize()
+            net.hybridize(static_alloc=True, static_shape=True)  # as bench/leafnet_bench.py
         data = np.random.uniform(size=(batch, 3, 128, 128), device=dev)
         label = from_numpy(onp.random.default_rng(0).integers(0, 2, batch).astype("float32"),
                            device=dev)
@@ -104,13 +105,13 @@ def pymx_side(quick):
         run()  # warm-up (and the hybridize trace)
         return batch * steps / median_time(run, 3, npx.waitall)
 
-    steps = 5 if quick else 20
-    for key, fn in [("tiny_op_us", tiny_ops),
-                    ("copies", copies),
-                    ("leafnet_train_sps", lambda: leafnet(False, 64, True, steps)),
-                    ("leafnet_train_hybrid_sps", lambda: leafnet(True, 64, True, steps)),
-                    ("leafnet_infer_sps", lambda: leafnet(False, 1, False, steps * 10)),
-                    ("leafnet_infer_hybrid_sps", lambda: leafnet(True, 1, False, steps * 10))]:
+    measurements = [("tiny_op_us", tiny_ops), ("copies", copies)]
+    for mode, batch, steps in leafnet_shapes(quick):
+        for hybridize in (False, True):
+            key = f"leafnet_{mode}_b{batch}{'_hybrid' if hybridize else ''}_sps"
+            measurements.append((key, lambda h=hybridize, m=mode, b=batch, n=steps:
+                                 leafnet(h, b, m == "train", n)))
+    for key, fn in measurements:
         try:
             value = fn()
         except Exception as error:  # report and go on with the other rows
@@ -121,6 +122,13 @@ def pymx_side(quick):
         else:
             results[key] = value
     return results
+
+
+def leafnet_shapes(quick):
+    """(mode, batch, steps per timed repeat) of the LeafNetwork rows, for both sides."""
+    steps = 5 if quick else 20
+    return [("train", 4, steps), ("train", 64, steps), ("train", 256, max(steps // 4, 2)),
+            ("infer", 1, steps * 10), ("infer", 64, steps)]
 
 
 def leaf_network_pymx(nn):
@@ -184,33 +192,27 @@ def torch_side(quick):
                              nn.Dropout(0.2), nn.Linear(100, 10), nn.ReLU(), nn.Dropout(0.2),
                              nn.Linear(10, 2)).to(dev)
 
-    steps = 5 if quick else 20
     net = network()
     opt = torch.optim.SGD(net.parameters(), lr=0.001)
     loss_fn = nn.CrossEntropyLoss()
-    data = torch.rand(64, 3, 128, 128, device=dev)
-    label = torch.randint(0, 2, (64,), device=dev)
+    for mode, batch, steps in leafnet_shapes(quick):
+        data = torch.rand(batch, 3, 128, 128, device=dev)
+        label = torch.randint(0, 2, (batch,), device=dev)
 
-    def train():
-        for _ in range(steps):
-            opt.zero_grad()
-            loss_fn(net(data), label).backward()
-            opt.step()
+        def run():
+            for _ in range(steps):
+                if mode == "train":
+                    opt.zero_grad()
+                    loss_fn(net(data), label).backward()
+                    opt.step()
+                else:
+                    with torch.no_grad():
+                        net(data)
 
-    train()
-    sync()
-    results["leafnet_train_sps"] = 64 * steps / median_time(train, 3, sync)
-    net.eval()
-    one = torch.rand(1, 3, 128, 128, device=dev)
-
-    def infer():
-        with torch.no_grad():
-            for _ in range(steps * 10):
-                net(one)
-
-    infer()
-    sync()
-    results["leafnet_infer_sps"] = steps * 10 / median_time(infer, 3, sync)
+        net.train(mode == "train")
+        run()  # warm-up
+        sync()
+        results[f"leafnet_{mode}_b{batch}_sps"] = batch * steps / median_time(run, 3, sync)
     return results
 
 
@@ -218,11 +220,10 @@ ROWS = [("tiny_op_us", "tiny-op dispatch, us/op (lower is better)", True),
         ("h2d_pageable_gbs", "H2D pageable, GB/s", False),
         ("h2d_pinned_gbs", "H2D pinned, GB/s", False),
         ("d2h_pageable_gbs", "D2H pageable, GB/s", False),
-        ("d2h_pinned_gbs", "D2H pinned, GB/s", False),
-        ("leafnet_train_sps", "LeafNetwork train b64, samples/s", False),
-        ("leafnet_train_hybrid_sps", "  hybridized", False),
-        ("leafnet_infer_sps", "LeafNetwork infer b1, samples/s", False),
-        ("leafnet_infer_hybrid_sps", "  hybridized", False)]
+        ("d2h_pinned_gbs", "D2H pinned, GB/s", False)]
+for _mode, _batch, _ in leafnet_shapes(False):
+    ROWS += [(f"leafnet_{_mode}_b{_batch}_sps", f"LeafNetwork {_mode} b{_batch}, samples/s", False),
+             (f"leafnet_{_mode}_b{_batch}_hybrid_sps", "  hybridized", False)]
 
 
 def table(pymx_results, torch_results):

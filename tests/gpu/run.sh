@@ -57,7 +57,7 @@ step native 120 ctest --test-dir "$OUT/build" --output-on-failure -j 4
 cd "$OUT"
 step gputests 150 "$PY" -m pytest "$ROOT"/tests/python/test_gpu_*.py -q -p no:cacheprovider \
   --rootdir "$ROOT" --junitxml "$OUT/gputests.xml" -rfE
-step bench 120 "$PY" "$ROOT"/bench/gpu_bench.py --out "$OUT/gpu_bench.json"
+step bench 180 "$PY" "$ROOT"/bench/gpu_bench.py --out "$OUT/gpu_bench.json"
 # Where the time goes (pymx.profiler, per operator, GPU and worker timelines).
 step profile_train 60 "$PY" "$ROOT"/bench/profile_leafnet.py --device gpu --batch 64 \
   --hybridize --trace "$OUT/profile_train.json"
