@@ -69,21 +69,12 @@ __global__ void relu_mask_kernel(const T* dy, const T* y, T* masked, int64_t n) 
   }
 }
 
-struct FilterDescDeleter {
-  void operator()(cudnnFilterStruct* desc) const { cudnn().cudnnDestroyFilterDescriptor(desc); }
-};
-struct ConvDescDeleter {
-  void operator()(cudnnConvolutionStruct* desc) const {
-    cudnn().cudnnDestroyConvolutionDescriptor(desc);
-  }
-};
-
 // The descriptors of one convolution: data x, output y, weight w, bias (1, C, 1...), and the
 // convolution itself.
 struct ConvDescs {
   TensorDesc x, y, bias;
-  std::unique_ptr<cudnnFilterStruct, FilterDescDeleter> w;
-  std::unique_ptr<cudnnConvolutionStruct, ConvDescDeleter> conv;
+  FilterDesc w;
+  ConvolutionDesc conv;
 };
 
 // Fills `d` for geometry g with data of `dtype`; false when cuDNN cannot take it (dtype, sizes).

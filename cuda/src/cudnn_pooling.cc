@@ -17,7 +17,6 @@
 // the maximum; cuDNN sends it to one of the maxima without saying which. Ties are common (the
 // zeros after a relu), so the max backward always runs the own kernel, which finds that position
 // from the data and the forward output (the same maximum whichever forward computed it).
-#include <memory>
 #include <vector>
 
 #include "cudnn_nn.h"
@@ -30,14 +29,10 @@ namespace {
 using nn::PoolGeom;
 using nn::PoolType;
 
-struct PoolDescDeleter {
-  void operator()(cudnnPoolingStruct* desc) const { cudnn().cudnnDestroyPoolingDescriptor(desc); }
-};
-
 // The descriptors of one pooling: data x, output y, and the pooling.
 struct PoolDescs {
   TensorDesc x, y;
-  std::unique_ptr<cudnnPoolingStruct, PoolDescDeleter> pool;
+  PoolingDesc pool;
 };
 
 // Fills `d` for pooling `p` of `data` (N, C, spatial...) in `dtype`; false when cuDNN cannot

@@ -64,10 +64,19 @@ inline bool cudnn_dims(const std::vector<int64_t>& dims, std::vector<int>* out) 
   return true;
 }
 
-struct TensorDescDeleter {
-  void operator()(cudnnTensorStruct* desc) const { cudnn().cudnnDestroyTensorDescriptor(desc); }
+// A cuDNN descriptor owned like a unique_ptr, destroyed with the loaded API's `kDestroy`.
+template <typename Struct, auto kDestroy>
+struct DescDeleter {
+  void operator()(Struct* desc) const { (cudnn().*kDestroy)(desc); }
 };
-using TensorDesc = std::unique_ptr<cudnnTensorStruct, TensorDescDeleter>;
+template <typename Struct, auto kDestroy>
+using Desc = std::unique_ptr<Struct, DescDeleter<Struct, kDestroy>>;
+
+using TensorDesc = Desc<cudnnTensorStruct, &CudnnApi::cudnnDestroyTensorDescriptor>;
+using FilterDesc = Desc<cudnnFilterStruct, &CudnnApi::cudnnDestroyFilterDescriptor>;
+using ConvolutionDesc =
+    Desc<cudnnConvolutionStruct, &CudnnApi::cudnnDestroyConvolutionDescriptor>;
+using PoolingDesc = Desc<cudnnPoolingStruct, &CudnnApi::cudnnDestroyPoolingDescriptor>;
 
 // A packed (row-major) tensor of `dims` (4 or 5 of them).
 inline TensorDesc tensor_desc(cudnnDataType_t type, const std::vector<int>& dims) {
