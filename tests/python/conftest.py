@@ -3,9 +3,13 @@
 
     from conftest import requires_gpu          # mark GPU-only tests
     def test_x(device): ...                    # runs on cpu(0), and gpu(0) when there is one
+    from conftest import run_python            # a script in a fresh interpreter
 """
 import os
 import random
+import subprocess
+import sys
+import tempfile
 
 import numpy as onp
 import pytest
@@ -16,6 +20,14 @@ from pymx._c import core as _core
 
 # Computed once; every GPU test in the suite skips through this marker.
 requires_gpu = pytest.mark.skipif(pymx.device.num_gpus() == 0, reason="no GPU visible")
+
+
+def run_python(code, env=None, timeout=120):
+    """Runs `code` in a fresh interpreter (its CompletedProcess, text output captured) from outside
+    the source tree, whose pymx/ has no compiled core, so that the child imports the installed
+    pymx; `env` defaults to this process's environment."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=tempfile.gettempdir())
 
 
 @pytest.fixture(autouse=True)

@@ -9,12 +9,10 @@ of dozens of terms). GPU tests skip when no GPU is visible; the attribute checks
 """
 import importlib.util
 import os
-import subprocess
-import sys
 
 import numpy as onp
 import pytest
-from conftest import requires_gpu
+from conftest import requires_gpu, run_python
 from test_npx_nn import ref_conv, ref_pool
 
 from pymx import autograd, npx
@@ -251,9 +249,7 @@ def _probe(cudnn_setting):
     env.pop("PYMX_CUDNN", None)
     if cudnn_setting is not None:
         env["PYMX_CUDNN"] = cudnn_setting
-    # From the file system root: never from a source tree, whose pymx/ has no compiled core.
-    return subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
-                          text=True, timeout=120, cwd=os.path.abspath(os.sep))
+    return run_python(_PROBE, env=env)
 
 
 def _cudnn_installed():

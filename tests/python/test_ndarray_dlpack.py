@@ -3,7 +3,6 @@ producer's memory kept alive exactly as long as the pymx array, and the document
 fallbacks. Export is tested in test_ndarray.py."""
 import gc
 import os
-import subprocess
 import sys
 import weakref
 
@@ -13,6 +12,7 @@ import pytest
 from pymx import np, npx
 from pymx._c import core
 from pymx.device import cpu
+from conftest import run_python
 
 DTYPES = ["float32", "float64", "float16", "uint8", "int8", "int32", "int64", "bool"]
 
@@ -186,11 +186,8 @@ print("ok")
 
 
 @pytest.mark.parametrize("engine", ["threaded", "naive"])
-def test_no_crash_at_interpreter_exit(engine, tmp_path):
-    env = dict(os.environ, PYMX_ENGINE=engine)
-    # Run outside the source tree, so that the child imports the installed pymx.
-    done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], env=env, capture_output=True,
-                          text=True, timeout=60, cwd=tmp_path)
+def test_no_crash_at_interpreter_exit(engine):
+    done = run_python(EXIT_SCRIPT, env=dict(os.environ, PYMX_ENGINE=engine), timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 

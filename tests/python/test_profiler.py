@@ -1,15 +1,13 @@
 """pymx.profiler: what is recorded (and when not), the trace file, the aggregate table, errors."""
 import json
 import os
-import subprocess
-import sys
 import threading
 
 import pytest
 
 import pymx
 from pymx import gluon, np, npx, profiler
-from conftest import requires_gpu
+from conftest import requires_gpu, run_python
 
 _DEFAULTS = dict(profiler._config)
 
@@ -168,13 +166,10 @@ print(json.dumps({e["name"]: e["count"] for e in json.loads(profiler.dumps(forma
 """
 
 
-def test_threaded_and_naive_engines_record_the_same_operators(tmp_path):
+def test_threaded_and_naive_engines_record_the_same_operators():
     recorded = {}
     for engine in ("threaded", "naive"):
-        # Run outside the source tree, whose pymx/ has no compiled core.
-        out = subprocess.run([sys.executable, "-c", _ENGINE_SCRIPT], capture_output=True,
-                             text=True, timeout=120, cwd=tmp_path,
-                             env={**os.environ, "PYMX_ENGINE": engine})
+        out = run_python(_ENGINE_SCRIPT, env={**os.environ, "PYMX_ENGINE": engine})
         assert out.returncode == 0, out.stderr
         recorded[engine] = json.loads(out.stdout)
     assert recorded["threaded"] == recorded["naive"] == {"zeros": 1, "multiply_scalar": 25,

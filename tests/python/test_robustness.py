@@ -6,9 +6,6 @@ instead of killing pytest. Each probe asserts the exception type and that the me
 offending value(s); each child ends by checking that a small op still gives the right answer.
 """
 import os
-import subprocess
-import sys
-import tempfile
 import textwrap
 
 import numpy as onp
@@ -17,6 +14,7 @@ import pytest
 import pymx
 from pymx import gluon, np
 from pymx.gluon import nn
+from conftest import run_python
 
 # Helpers every child interpreter starts with.
 _PRELUDE = '''
@@ -48,9 +46,7 @@ def run_probes(body, timeout=120, env=None):
     """Runs _PRELUDE + body + check_usable() in a fresh interpreter; fails with its output when
     it crashes, hangs or raises."""
     code = _PRELUDE + textwrap.dedent(body) + "\ncheck_usable()\nprint('PROBES-OK')\n"
-    # Run outside the source tree, so that the child imports the installed pymx.
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=tempfile.gettempdir())
+    proc = run_python(code, env=env, timeout=timeout)
     assert proc.returncode == 0 and "PROBES-OK" in proc.stdout, (
         f"child exited with {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}\n"
         f"stderr:\n{proc.stderr[-4000:]}")
