@@ -147,6 +147,10 @@ class RecyclingPool {
 
   static void release(T* object) { FreeList::push(object); }
 
+  // Hands this thread's cached objects to the shared list (a thread about to exit that may
+  // never have acquired one, so has no releaser registered).
+  static void release_thread_cache() { FreeList::release_thread(); }
+
  private:
   using FreeList = BatchedFreeList<T, &T::pool_next>;
 

@@ -24,9 +24,10 @@ class NaiveEngine final : public EngineBase {
  public:
   ~NaiveEngine() override {
     for (auto& [device, stream] : streams_) gpu::destroy_stream(device, stream);
+    Var::release_all_in_use_by(this);  // vars the owner never deleted
   }
 
-  VarHandle new_var() override { return new Var; }
+  VarHandle new_var() override { return Var::acquire(this); }
 
   void push_async(AsyncFn fn, Device device, std::vector<VarHandle> reads,
                   std::vector<VarHandle> writes, FnProperty prop, int priority,
@@ -55,7 +56,7 @@ class NaiveEngine final : public EngineBase {
           device, "delete_var");
       if (error) errors_.add(std::move(error));  // raised by the next wait_for_all
     }
-    delete var;
+    Var::release(var);
   }
 
   void wait_for_var(VarHandle var) override {

@@ -86,22 +86,10 @@ class ThreadedEngine final : public EngineBase {
     wait_pending();
     for (auto& pool : cpu_pools_) delete pool.load();
     for (auto& pools : gpu_pools_) delete pools.load();
-    // Vars the owner never deleted: nothing is queued on them any more.
-    for (Var* var = live_vars_; var != nullptr;) {
-      Var* next = var->next_live;
-      ObjectPool<Var>::destroy(var);
-      var = next;
-    }
+    Var::release_all_in_use_by(this);  // vars the owner never deleted: nothing is queued on them
   }
 
-  VarHandle new_var() override {
-    Var* var = ObjectPool<Var>::create();
-    std::lock_guard<std::mutex> lock(registry_mu_);
-    var->next_live = live_vars_;
-    if (live_vars_ != nullptr) live_vars_->prev_live = var;
-    live_vars_ = var;
-    return var;
-  }
+  VarHandle new_var() override { return Var::acquire(this); }
 
   void push_async(AsyncFn fn, Device device, std::vector<VarHandle> reads,
                   std::vector<VarHandle> writes, FnProperty prop, int priority,
@@ -195,9 +183,8 @@ class ThreadedEngine final : public EngineBase {
         out += str_cat("  gpu(", id, ") queues: compute ", pools->compute->queued(), ", to gpu ",
                        pools->copy_to_gpu->queued(), ", from gpu ", pools->copy_from_gpu->queued(),
                        "\n");
-    std::lock_guard<std::mutex> lock(registry_mu_);
-    for (Var* var = live_vars_; var != nullptr; var = var->next_live) {
-      std::string line = var->describe();
+    for (Var* var : Var::all()) {
+      std::string line = var->describe(this);
       if (!line.empty()) out += "  " + line + "\n";
     }
     return out;
@@ -243,7 +230,7 @@ class ThreadedEngine final : public EngineBase {
     wait_pending();
     for_each_pool([](WorkerPool* pool) { pool->stop(); });
     pools_mu_.lock();
-    registry_mu_.lock();
+    Var::registry_mutex().lock();
     errors_.mutex().lock();
   }
 
@@ -264,7 +251,7 @@ class ThreadedEngine final : public EngineBase {
  private:
   void unlock_after_fork() {
     errors_.mutex().unlock();
-    registry_mu_.unlock();
+    Var::registry_mutex().unlock();
     pools_mu_.unlock();
   }
 
@@ -440,7 +427,7 @@ class ThreadedEngine final : public EngineBase {
     for (Var* var : op->writes) {
       Unblocked unblocked;
       if (var->complete_write(op->prop == FnProperty::kDeleteVar, box, &unblocked)) {
-        unregister_and_free(var);
+        Var::release(var);
       } else {
         unblocked.for_each(ready);
       }
@@ -451,16 +438,6 @@ class ThreadedEngine final : public EngineBase {
       std::lock_guard<std::mutex> lock(finished_mu_);
       finished_cv_.notify_all();
     }
-  }
-
-  void unregister_and_free(Var* var) {
-    {
-      std::lock_guard<std::mutex> lock(registry_mu_);
-      if (var->prev_live != nullptr) var->prev_live->next_live = var->next_live;
-      if (var->next_live != nullptr) var->next_live->prev_live = var->prev_live;
-      if (live_vars_ == var) live_vars_ = var->next_live;
-    }
-    ObjectPool<Var>::destroy(var);
   }
 
   void wait_pending() {
@@ -481,9 +458,6 @@ class ThreadedEngine final : public EngineBase {
   std::condition_variable finished_cv_;  // pending_ reached zero
 
   ErrorList errors_;
-
-  std::mutex registry_mu_;
-  Var* live_vars_ = nullptr;  // guarded by registry_mu_
 
   std::mutex pools_mu_;  // creation of pools
   std::array<std::atomic<WorkerPool*>, kMaxCpuDevices> cpu_pools_;

@@ -7,13 +7,72 @@
 
 namespace pymx {
 
-Var::Var() : head_(ObjectPool<VarBlock>::create()) {}
+namespace {
 
-Var::~Var() {
-  // Only a var with nothing queued is freed (after its deletion op), so the queue is the
+// Every Var ever constructed (Note [Var registry]). Never destroyed: vars are released during
+// static destruction.
+struct Registry {
+  std::mutex mu;
+  std::vector<Var*> vars;
+};
+
+Registry& registry() {
+  static Registry* instance = new Registry;
+  return *instance;
+}
+
+}  // namespace
+
+Var::Var() : head_(ObjectPool<VarBlock>::create()) {
+  std::lock_guard<std::mutex> lock(registry().mu);
+  registry().vars.push_back(this);
+}
+
+Var* Var::acquire(const void* owner) {
+  Var* var = RecyclingPool<Var>::acquire();
+  std::lock_guard<std::mutex> lock(var->mu_);  // dump() may be reading the var
+  var->owner_ = owner;
+  return var;
+}
+
+void Var::release(Var* var) {
+  var->reset();
+  RecyclingPool<Var>::release(var);
+}
+
+void Var::release_all_in_use_by(const void* owner) {
+  for (Var* var : all()) {
+    bool in_use;
+    {
+      std::lock_guard<std::mutex> lock(var->mu_);
+      in_use = var->owner_ == owner;
+    }
+    if (in_use) release(var);
+  }
+}
+
+std::vector<Var*> Var::all() {
+  std::lock_guard<std::mutex> lock(registry().mu);
+  return registry().vars;
+}
+
+std::mutex& Var::registry_mutex() { return registry().mu; }
+
+void Var::release_thread_cache() { RecyclingPool<Var>::release_thread_cache(); }
+
+void Var::reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A var is released with nothing queued (after its deletion op), so the queue is the
   // sentinel plus, at most, the deletion's own finished block.
   if (pending_write_ != nullptr && pending_write_ != head_) ObjectPool<VarBlock>::destroy(pending_write_);
-  ObjectPool<VarBlock>::destroy(head_);
+  pending_write_ = nullptr;
+  num_pending_reads_ = 0;
+  version_ = 0;
+  error_.reset();
+  writer_event_.reset();
+  reader_events_.clear();
+  has_events_.store(false, std::memory_order_relaxed);
+  owner_ = nullptr;
 }
 
 bool Var::append_read(Op* op) {
@@ -140,9 +199,9 @@ void Var::collect_events(bool for_write, void* stream, std::vector<GpuEventPtr>*
     if (needs_wait(reader)) out->push_back(reader);
 }
 
-std::string Var::describe() {
+std::string Var::describe(const void* owner) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (pending_write_ == nullptr && num_pending_reads_ == 0) return "";
+  if (owner_ != owner || (pending_write_ == nullptr && num_pending_reads_ == 0)) return "";
   std::string out = str_cat("var ", static_cast<const void*>(this), " (version ", version_, "): ");
   if (num_pending_reads_ == kWriteRunning) {
     out += str_cat("running write '", pending_write_->trigger->display_name(), "'");

@@ -76,10 +76,30 @@ struct Unblocked {
 // kWriteRunning while pending_write_ runs. An op counts the vars that still block it
 // (Op::wait); each var that grants access decrements it, and whoever brings it to zero
 // dispatches the op. Nothing is dispatched while mu_ is held.
+//
+// Note [Var registry]
+// ~~~~~~~~~~~~~~~~~~~
+// Engine::dump() describes every var with pending work, so an engine must be able to find its
+// vars. A list of live vars, linked into by new_var on the pushing thread and unlinked from by
+// the var's deletion on a worker, made both threads take one lock and write its cache lines
+// for every op's output: measured, that doubled a tiny op (0.9 -> 1.9 us/op, bench/RESULTS.md).
+// So vars are never freed: a deleted var is reset and kept, constructed, in a per-thread pool
+// (RecyclingPool), and every Var ever constructed is on one append-only list that grows only
+// when a pool is empty. dump() walks that list and describes the vars its engine uses; the
+// pushing thread and the workers share nothing per var beyond the var itself.
 class Var {
  public:
-  Var();
-  ~Var();
+  // A var in use by `owner` (the engine that made it), from this thread's pool of vars.
+  static Var* acquire(const void* owner);
+  // Returns a var whose deletion completed (or that its engine never deleted) to the pool.
+  static void release(Var* var);
+  // Releases every var `owner` still uses (an engine being destroyed, with nothing pending).
+  static void release_all_in_use_by(const void* owner);
+  // Every var ever made, free or in use (for dump(); see Note [Var registry]).
+  static std::vector<Var*> all();
+  static std::mutex& registry_mutex();  // held across fork()
+  static void release_thread_cache();   // a worker thread about to exit
+
   Var(const Var&) = delete;
   Var& operator=(const Var&) = delete;
 
@@ -116,10 +136,18 @@ class Var {
   void collect_events(bool for_write, void* stream, std::vector<GpuEventPtr>* out);
   bool has_events() const { return has_events_.load(std::memory_order_acquire); }
 
-  // One line describing running and queued accesses (Engine::dump()).
-  std::string describe();
+  // One line describing running and queued accesses (Engine::dump()); empty when nothing is
+  // pending or the var is not in use by `owner`.
+  std::string describe(const void* owner);
+
+  Var* pool_next = nullptr;  // RecyclingPool's link
 
  private:
+  friend class RecyclingPool<Var>;
+  Var();
+  ~Var() = delete;  // vars are recycled, never freed (Note [Var registry])
+  void reset();
+
   static constexpr int kWriteRunning = -1;
 
   std::mutex mu_;
@@ -131,11 +159,7 @@ class Var {
   GpuEventPtr writer_event_;
   std::vector<GpuEventPtr> reader_events_;
   std::atomic<bool> has_events_{false};
-
- public:
-  // Intrusive list of live vars, for Engine::dump() (guarded by the engine's registry mutex).
-  Var* prev_live = nullptr;
-  Var* next_live = nullptr;
+  const void* owner_ = nullptr;  // the engine using the var; null while it is in a pool
 };
 
 // The deduplicated vars of one op, stored in the op (a few inline, more on the heap), so the

@@ -119,7 +119,7 @@ void WorkerPool::worker_loop(int index) {
   while (Op* op = pop()) run_(op, ctx);
   ObjectPool<Op>::release_thread_cache();
   ObjectPool<VarBlock>::release_thread_cache();
-  ObjectPool<Var>::release_thread_cache();
+  Var::release_thread_cache();
 }
 
 void WorkerPool::start() {

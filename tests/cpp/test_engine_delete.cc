@@ -6,7 +6,10 @@
 #include <chrono>
 #include <mutex>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "pymx/engine.h"
 #include "test_util.h"
@@ -113,6 +116,54 @@ void test_dump_lists_pending_ops(Engine* e) {
   e->wait_for_all();
 }
 
+// Deleted vars are recycled (Note [Var registry]): a new var never inherits a deleted one's
+// version or its failure, even while that failure is not yet reported.
+void test_recycled_vars_start_clean(Engine* e) {
+  std::vector<VarHandle> vars;
+  for (int round = 0; round < 4; ++round) {
+    std::atomic<int> deleted{0};
+    for (size_t i = 0; i < vars.size(); ++i) {
+      e->push_sync([i](RunContext) {
+        if (i % 2 == 0) throw std::runtime_error("failing write");
+      }, Device::cpu(0), {}, {vars[i]});
+      e->delete_var([&deleted](RunContext) { ++deleted; }, Device::cpu(0), vars[i]);
+    }
+    while (deleted < static_cast<int>(vars.size())) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the deletions complete
+    vars.clear();
+    for (int i = 0; i < 300; ++i) {
+      VarHandle v = e->new_var();
+      EXPECT(e->var_version(v) == 0, "round ", round, ": a new var has version ", e->var_version(v));
+      e->wait_for_var(v);  // a recycled var carrying the unreported failure would throw here
+      vars.push_back(v);
+    }
+    bool threw = false;
+    try {
+      e->wait_for_all();
+    } catch (const std::exception&) {
+      threw = true;
+    }
+    EXPECT(threw == (round > 0), "round ", round, ": failing writes reported: ", threw);
+  }
+  for (VarHandle v : vars) e->delete_var({}, Device::cpu(0), v);
+  e->wait_for_all();
+}
+
+// Two engines at once: each one's dump() lists only its own vars.
+void test_dump_lists_own_vars_only() {
+  auto mine = make_engine("threaded", 1), other = make_engine("threaded", 1);
+  VarHandle v = other->new_var();
+  std::atomic<bool> release{false};
+  other->push_sync([&](RunContext) { while (!release) std::this_thread::yield(); },
+                   Device::cpu(0), {}, {v}, FnProperty::kNormal, 0, "other_engines_gate");
+  std::string dump = mine->dump();
+  EXPECT(other->dump().find("other_engines_gate") != std::string::npos, other->dump());
+  release = true;
+  other->wait_for_all();
+  EXPECT(dump.find("var ") == std::string::npos, "an idle engine listed another's var: ", dump);
+  // `v` is never deleted: the engine releases it when destroyed.
+}
+
 // Push work, fork while it is pending, use the engine in both processes.
 void test_fork() {
   Engine* e = Engine::get();
@@ -186,14 +237,16 @@ int main() {
     auto engine = make_engine(kind, 4);
     test_delete_runs_last(engine.get());
     test_versions(engine.get());
-    std::printf("%s engine: deletion order and versions hold\n", kind);
+    test_recycled_vars_start_clean(engine.get());
+    std::printf("%s engine: deletion order, versions and recycled vars hold\n", kind);
   }
   {
     auto threaded = make_engine("threaded", 4);
     test_reads_overlap_writes_exclusive(threaded.get());
     test_devices_have_own_workers(threaded.get());
     test_dump_lists_pending_ops(threaded.get());
-  }  // its workers are gone: at fork only the process engine's (stopped by its fork hook) exist
+  }
+  test_dump_lists_own_vars_only();  // its workers are gone: at fork only the process engine's (stopped by its fork hook) exist
   test_fork();
   std::printf("threaded engine: overlap, devices, dump, fork hold\nPASSED\n");
   leave_work_pending_at_exit();
