@@ -1,4 +1,4 @@
-// Every environment variable pymx reads (6); nothing else in pymx reads any.
+// Every environment variable pymx reads (7); nothing else in pymx reads any.
 //
 //   variable               values                  default   meaning
 //   PYMX_ENGINE            threaded | naive        threaded  naive = run each op at push (debugging)
@@ -9,6 +9,8 @@
 //                                                  (256 MiB to 4 GiB)
 //   PYMX_CUDNN             0 | 1                   1         0 = GPU convolution, pooling and
 //                                                            batch_norm never use cuDNN
+//   PYMX_EXEC_BULK_EXEC_INFERENCE  0 | 1           1         0 = a hybridized graph replays
+//                                                            op by op, never as one engine op
 //
 // Why one CPU worker per device by default: on the 2-core reference machine a second worker per
 // device only adds wake-ups (bench/cpp/engine_micro.cc), and data parallelism already uses one
@@ -62,6 +64,9 @@ Config read_config() {
   const int cudnn = read_int("PYMX_CUDNN", 1, 0);
   PMX_CHECK(cudnn <= 1, "PYMX_CUDNN=\"", cudnn, "\" is not 0 or 1");
   c.cudnn = cudnn == 1;
+  const int bulk = read_int("PYMX_EXEC_BULK_EXEC_INFERENCE", 1, 0);
+  PMX_CHECK(bulk <= 1, "PYMX_EXEC_BULK_EXEC_INFERENCE=\"", bulk, "\" is not 0 or 1");
+  c.bulk_inference = bulk == 1;
   return c;
 }
 

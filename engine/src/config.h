@@ -13,6 +13,7 @@ struct Config {
   int gpu_copy_workers = 1;         // copy workers per GPU and direction (H2D, D2H)
   size_t cpu_cache_bytes = 0;       // upper bound on freed host memory kept for reuse
   bool cudnn = true;                // false: GPU ops never use cuDNN, only pymx's own kernels
+  bool bulk_inference = true;       // false: graphs replay op by op (Note [Bulk execution])
 };
 
 // Read once, on first use; thread-safe. Throws Error(kInvalidArg) naming the variable and the

@@ -23,6 +23,8 @@
 #include <utility>
 
 #include "autograd.h"
+#include "config.h"
+#include "invoke.h"
 
 namespace pymx {
 namespace graph {
@@ -327,6 +329,18 @@ bool infer_outputs(const GraphNode& node, const std::vector<NDArray>& args,
 
 }  // namespace
 
+// True when every op node of the graph runs on `run_device` and has output shapes inferred in
+// `pool` (from an earlier run with these input shapes): the run may then go in bulk.
+bool Graph::all_inferred_on(const BufferPool& pool, Device run_device) const {
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    const GraphNode& node = nodes_[n];
+    if (node.op == nullptr) continue;
+    if (node.device != trace_device_ && node.device != run_device) return false;
+    if (node.num_outputs == 0 || !pool.inferred[first_value_[n]]) return false;
+  }
+  return true;
+}
+
 std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
   PMX_CHECK(inputs.size() == num_inputs_, "graph run: the graph takes ", num_inputs_,
             " inputs, got ", inputs.size());
@@ -351,6 +365,11 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
     lease.pool->begin_run(inputs, num_values_);
   }
   BufferPool* const pool = lease.pool.get();
+  // See Note [Bulk execution] in invoke.h.
+  std::unique_ptr<BulkInvoke> bulk;
+  if (pool && config().bulk_inference && !autograd::is_recording() && !is_tracing() &&
+      all_inferred_on(*pool, run_device))
+    bulk = std::make_unique<BulkInvoke>(run_device);
 
   std::vector<NDArray> values(num_values_);
   // slot_of[value]: the pool buffer whose memory the value uses (views share their base's), or
@@ -391,8 +410,13 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
           slot_of[first + k] = static_cast<int64_t>(slot);
         }
       }
-      std::vector<NDArray> results = invoke(*node.op, args, node.attrs, device, outs);
-      for (int k = 0; k < node.num_outputs; ++k) values[first + k] = std::move(results[k]);
+      if (bulk) {
+        bulk->add(*node.op, node.attrs, args, outs);
+        for (int k = 0; k < node.num_outputs; ++k) values[first + k] = outs[k];
+      } else {
+        std::vector<NDArray> results = invoke(*node.op, args, node.attrs, device, outs);
+        for (int k = 0; k < node.num_outputs; ++k) values[first + k] = std::move(results[k]);
+      }
     }
     // Every reference to a dying value must be gone before its buffer counts as free.
     args.clear();
@@ -403,6 +427,7 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
         pool->free.push_back(static_cast<size_t>(slot_of[v]));
     }
   }
+  if (bulk) bulk->push("graph");
   std::vector<NDArray> results;
   results.reserve(outputs_.size());
   for (const ValueRef& ref : outputs_) results.push_back(fetch(ref));

@@ -12,6 +12,7 @@
 #include "pymx/gpu.h"
 #include "pymx/graph.h"
 #include "pymx/op.h"
+#include "pymx/profiler.h"
 
 namespace pymx {
 namespace {
@@ -90,6 +91,7 @@ struct InvokeRecord {
   std::vector<Operand> in_operands;
   std::vector<Operand> out_operands;
   const ComputeFn* compute = nullptr;
+  const char* name = nullptr;  // the op's (the registry's string)
   bool is_train = false;
   uint64_t seed = 0;
   std::atomic<int> refs{0};
@@ -119,6 +121,7 @@ class RecordRef {
     }
   }
   InvokeRecord* operator->() const { return record_; }
+  InvokeRecord* get() const { return record_; }
 
  private:
   static void release(std::vector<Operand>& operands) {
@@ -157,6 +160,49 @@ void address(const std::vector<Operand>& operands, std::vector<TBlob>& blobs, vo
     void* base = operands[i].chunk->data(stream);
     blobs[i].dptr = base == nullptr ? nullptr : static_cast<char*>(base) + operands[i].byte_offset;
   }
+}
+
+// The kernel of `op` for `device`; throws naming both when there is none.
+const ComputeFn& kernel_for(const OpDef& op, Device device) {
+  const ComputeFn& compute = device.is_gpu() ? op.compute_gpu : op.compute_cpu;
+  if (!compute) {
+    PMX_CHECK(op.infer, "unknown operator '", op.name, "' (no definition registered)");
+    PMX_THROW(Status::kInvalidArg, "operator '", op.name, "' has no kernel for ", device.str(),
+              device.is_gpu() && !gpu::built_with_cuda() ? " (pymx was built without CUDA)" : "");
+  }
+  return compute;
+}
+
+// Refills `record` for one call of `op` (see Note [Invoke without allocations]).
+void fill_record(InvokeRecord* record, const OpDef& op, const Attrs& attrs,
+                 const ComputeFn& compute, const NDArray* const* inputs, int num_inputs,
+                 const std::vector<NDArray>& outputs) {
+  record->attrs = attrs;
+  record->compute = &compute;
+  record->name = op.name.c_str();
+  record->is_train = autograd::is_training();
+  record->seed = op.uses_rng ? next_seed() : 0;
+  record->in_blobs.resize(num_inputs);
+  record->in_operands.resize(num_inputs);
+  for (int i = 0; i < num_inputs; ++i)
+    describe(*inputs[i], &record->in_blobs[i], &record->in_operands[i]);
+  record->out_blobs.resize(outputs.size());
+  record->out_operands.resize(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i)
+    describe(outputs[i], &record->out_blobs[i], &record->out_operands[i]);
+}
+
+// Runs the recorded kernel on a worker: gives the operands without memory their address, then
+// calls the kernel.
+void run_kernel(InvokeRecord* record, RunContext run) {
+  address(record->in_operands, record->in_blobs, run.stream);
+  address(record->out_operands, record->out_blobs, run.stream);
+  OpContext ctx;
+  ctx.run = run;
+  ctx.attrs = &record->attrs;
+  ctx.is_train = record->is_train;
+  ctx.seed = record->seed;
+  (*record->compute)(ctx, record->in_blobs, record->out_blobs);
 }
 
 // Per-call working vectors (see the note), one set per thread.
@@ -239,12 +285,7 @@ void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
   const Device out_device =
       device.type == DeviceType::kCPUPinned ? Device::cpu(device.id) : device;
 
-  const ComputeFn& compute = device.is_gpu() ? op.compute_gpu : op.compute_cpu;
-  if (!compute) {
-    PMX_CHECK(op.infer, "unknown operator '", op.name, "' (no definition registered)");
-    PMX_THROW(Status::kInvalidArg, "operator '", op.name, "' has no kernel for ", device.str(),
-              device.is_gpu() && !gpu::built_with_cuda() ? " (pymx was built without CUDA)" : "");
-  }
+  const ComputeFn& compute = kernel_for(op, device);
 
   ScratchLease lease;
   Scratch& s = *lease.scratch;
@@ -275,18 +316,7 @@ void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
   }
 
   RecordRef record(RecyclingPool<InvokeRecord>::acquire());
-  record->attrs = attrs;
-  record->compute = &compute;
-  record->is_train = autograd::is_training();
-  record->seed = op.uses_rng ? next_seed() : 0;
-  record->in_blobs.resize(num_inputs);
-  record->in_operands.resize(num_inputs);
-  for (int i = 0; i < num_inputs; ++i)
-    describe(*inputs[i], &record->in_blobs[i], &record->in_operands[i]);
-  record->out_blobs.resize(num_outputs);
-  record->out_operands.resize(num_outputs);
-  for (int i = 0; i < num_outputs; ++i)
-    describe((*outputs)[i], &record->out_blobs[i], &record->out_operands[i]);
+  fill_record(record.get(), op, attrs, compute, inputs, num_inputs, *outputs);
 
   s.reads.clear();
   s.writes.clear();
@@ -303,16 +333,7 @@ void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
   // reference, so the scratch vectors are reused instead of moved away.
   static_cast<EngineBase*>(Engine::get())
       ->push_sync_fn(
-          [record = std::move(record)](RunContext run) {
-            address(record->in_operands, record->in_blobs, run.stream);
-            address(record->out_operands, record->out_blobs, run.stream);
-            OpContext ctx;
-            ctx.run = run;
-            ctx.attrs = &record->attrs;
-            ctx.is_train = record->is_train;
-            ctx.seed = record->seed;
-            (*record->compute)(ctx, record->in_blobs, record->out_blobs);
-          },
+          [record = std::move(record)](RunContext run) { run_kernel(record.get(), run); },
           device, s.reads, s.writes, FnProperty::kNormal, op.name.c_str());
 
   if (autograd::is_recording())
@@ -348,6 +369,55 @@ std::vector<NDArray> invoke(const OpDef& op, const std::vector<NDArray>& inputs,
 std::vector<NDArray> invoke(const std::string& op_name, const std::vector<NDArray>& inputs,
                             const Attrs& attrs) {
   return invoke(op_registry::get(op_name), inputs, attrs);
+}
+
+// See Note [Bulk execution] in invoke.h.
+struct BulkInvoke::Calls {
+  std::vector<RecordRef> records;
+  std::vector<VarHandle> reads, writes;
+};
+
+BulkInvoke::BulkInvoke(Device device) : device_(device), calls_(std::make_unique<Calls>()) {}
+
+BulkInvoke::~BulkInvoke() = default;
+
+void BulkInvoke::add(const OpDef& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
+                     const std::vector<NDArray>& outputs) {
+  for (const std::vector<NDArray>* arrays : {&inputs, &outputs})
+    for (const NDArray& array : *arrays)
+      PMX_CHECK(array.device() == device_, "operator '", op.name, "': an operand is on ",
+                array.device().str(), " but the bulk push runs on ", device_.str());
+  const ArrayPointers input_pointers(inputs.size(), [&](size_t i) { return &inputs[i]; });
+  calls_->records.emplace_back(RecyclingPool<InvokeRecord>::acquire());
+  fill_record(calls_->records.back().get(), op, attrs, kernel_for(op, device_),
+              input_pointers.data(), static_cast<int>(inputs.size()), outputs);
+  for (const NDArray& input : inputs) calls_->reads.push_back(input.var());
+  for (const NDArray& output : outputs) calls_->writes.push_back(output.var());
+  for (int m : op.mutate_inputs) calls_->writes.push_back(inputs.at(m).var());
+}
+
+void BulkInvoke::push(const char* name) {
+  auto records = std::make_shared<std::vector<RecordRef>>(std::move(calls_->records));
+  static_cast<EngineBase*>(Engine::get())
+      ->push_sync_fn(
+          [records](RunContext run) {
+            for (const RecordRef& record : *records) {
+              if (!profiler::is_recording()) {
+                run_kernel(record.get(), run);
+                continue;
+              }
+              profiler::Span span = profiler::begin_op(run.device, run.stream);
+              try {
+                run_kernel(record.get(), run);
+              } catch (...) {
+                profiler::end_op(&span, record->name, run.device, run.stream);
+                throw;
+              }
+              profiler::end_op(&span, record->name, run.device, run.stream);
+            }
+          },
+          device_, calls_->reads, calls_->writes, FnProperty::kNormal, name);
+  calls_ = std::make_unique<Calls>();
 }
 
 }  // namespace pymx

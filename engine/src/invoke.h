@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "pymx/ndarray.h"
@@ -40,5 +41,40 @@ class ArrayPointers {
 void invoke_into(const OpDef& op, const NDArray* const* inputs, int num_inputs,
                  const Attrs& attrs, Device device, const NDArray* const* out, int num_out,
                  std::vector<NDArray>* outputs);
+
+// Note [Bulk execution]
+// ~~~~~~~~~~~~~~~~~~~~~
+// A hybridized graph replayed op by op pushes each op to the engine like an imperative call: per
+// op the engine links vars, hands the op to a worker and, on a GPU, records and waits on events.
+// On a GPU that is most of a batch-1 forward; on the CPU a few percent. When a replay writes into
+// the graph's static buffers and nothing is recorded for autograd, Graph::run instead pushes the
+// whole graph as one engine op (MXNet's bulk execution): it reads the graph's inputs and
+// constants, writes every buffer the run uses, and runs the kernels in order on one worker and
+// stream, so a buffer reused within the run needs no engine ordering. Results are those of the
+// op-by-op replay; an error in any kernel fails the whole op, so every output carries it.
+// PYMX_EXEC_BULK_EXEC_INFERENCE=0 turns it off (MXNet's MXNET_EXEC_BULK_EXEC_INFERENCE). While
+// the profiler records, each kernel is also a span of its own inside the op's span.
+
+// Collects op calls whose outputs are already chosen (static buffers), then pushes them as one
+// engine op on `device`. Not thread-safe; one per replay.
+class BulkInvoke {
+ public:
+  explicit BulkInvoke(Device device);
+  ~BulkInvoke();
+  BulkInvoke(const BulkInvoke&) = delete;
+  BulkInvoke& operator=(const BulkInvoke&) = delete;
+
+  // Adds a call of `op` reading `inputs` and writing `outputs` (shapes and dtypes as `op`
+  // infers them; memory allocated now or when the kernel runs). All on `device`.
+  void add(const OpDef& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
+           const std::vector<NDArray>& outputs);
+  // Pushes the calls added so far as one engine op named `name` (a string that outlives it).
+  void push(const char* name);
+
+ private:
+  struct Calls;
+  Device device_;
+  std::unique_ptr<Calls> calls_;
+};
 
 }  // namespace pymx

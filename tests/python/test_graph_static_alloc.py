@@ -3,14 +3,18 @@ buffers between runs and reuses only those nothing else holds. Results must be e
 graph without it, whatever the caller keeps (outputs, autograd tapes), and a steady loop must not
 allocate.
 """
+import json
+import os
+import textwrap
 import threading
 
 import numpy as onp
 import pytest
 
 import pymx
-from pymx import autograd, gluon, np, npx
+from pymx import autograd, gluon, np, npx, profiler
 from pymx.gluon import nn
+from conftest import run_python
 
 RNG = onp.random.default_rng(7)
 X = RNG.standard_normal((2, 3, 12, 12)).astype("float32")
@@ -138,6 +142,95 @@ def test_concurrent_runs_from_two_threads():
     for thread in threads:
         thread.join()
     assert not failures, failures
+
+
+def _profiled_counts(fn):
+    """{op name: count} of what the engine ran on cpu(0) while fn() ran (the profiler records)."""
+    profiler.set_state("run")
+    try:
+        fn()
+        npx.waitall()
+    finally:
+        profiler.set_state("stop")
+    entries = json.loads(profiler.dumps(reset=True, format="json"))
+    return {e["name"]: e["count"] for e in entries
+            if e["device"] == "cpu(0)" and e["timeline"] == "host"}
+
+
+def test_inference_replay_runs_as_one_engine_op():
+    """Note [Bulk execution]: once a signature's shapes are known, a replay that records nothing
+    is one engine op ("graph") whose kernels are profiled one by one; a recorded replay is not."""
+    plain, static = _graphs()
+    inputs = _inputs(1.0)
+    static.run(inputs)  # infers the buffers' shapes: op by op
+    npx.waitall()
+    bulk = _profiled_counts(lambda: static.run(inputs))
+    assert bulk == {"graph": 1, "convolution": 1, "relu": 1, "pooling": 1, "reshape": 1,
+                    "tanh": 1, "sum": 1, "multiply_scalar": 1}, bulk
+    _assert_same(static.run(inputs), plain.run(inputs))
+    with autograd.record(train_mode=False):
+        recorded = _profiled_counts(lambda: static.run(inputs))
+    assert "graph" not in recorded and recorded["convolution"] == 1, recorded
+
+
+def test_inference_replay_equals_recorded_replay(device):
+    """The one-op replay and the op-by-op replay (recorded) of one static graph agree exactly."""
+    _, static = _graphs(device)
+    for scale in (1.0, -2.0, 0.5):
+        bulk = static.run(_inputs(scale, device))
+        with autograd.record(train_mode=False):
+            op_by_op = static.run(_inputs(scale, device))
+        _assert_same(bulk, op_by_op)
+
+
+def test_kernel_error_in_a_bulk_replay_reaches_every_output_once():
+    def model(x, indices):
+        picked = np.take(x, indices, axis=0, mode="raise")
+        return [picked * 2.0, np.tanh(x).sum()]
+
+    x = np.array(X[0, 0])
+    good, bad = np.array(onp.array([0, 3, 11])), np.array(onp.array([0, 12, 1]))
+    graph, _ = autograd._trace(model, [x, good])
+    graph.static_alloc = True
+    for _ in range(2):
+        want = [o.asnumpy() for o in graph.run([x, good])]
+    outs = graph.run([x, bad])
+    with pytest.raises(IndexError, match="index 12 is out of bounds for axis 0 with size 12"):
+        outs[0].asnumpy()
+    npx.waitall()  # reported once: nothing left to raise
+    del outs
+    for got, expected in zip(graph.run([x, good]), want):
+        onp.testing.assert_array_equal(got.asnumpy(), expected)
+
+
+def test_bulk_execution_off_replays_op_by_op():
+    code = textwrap.dedent("""
+        import json, numpy as onp, pymx
+        from pymx import autograd, np, npx, profiler
+        x = np.array(onp.arange(24, dtype="float32").reshape(2, 12))
+        def model(a):
+            return [np.tanh(a * 2.0).sum(axis=1)]
+        graph, _ = autograd._trace(model, [x])
+        graph.static_alloc = True
+        want = np.tanh(x * 2.0).sum(axis=1).asnumpy()
+        graph.run([x])
+        profiler.set_state("run")
+        got = graph.run([x])[0].asnumpy()
+        npx.waitall()
+        profiler.set_state("stop")
+        names = {e["name"] for e in json.loads(profiler.dumps(format="json"))}
+        onp.testing.assert_allclose(got, want, rtol=1e-6)
+        print(sorted(names))
+    """)
+    off = run_python(code, env={**os.environ, "PYMX_EXEC_BULK_EXEC_INFERENCE": "0"})
+    assert off.returncode == 0, off.stderr
+    assert "'graph'" not in off.stdout and "'tanh'" in off.stdout, off.stdout
+    on = run_python(code, env={**os.environ, "PYMX_EXEC_BULK_EXEC_INFERENCE": "1"})
+    assert on.returncode == 0, on.stderr
+    assert "'graph'" in on.stdout and "'tanh'" in on.stdout, on.stdout
+    bad = run_python(code, env={**os.environ, "PYMX_EXEC_BULK_EXEC_INFERENCE": "yes"})
+    assert bad.returncode != 0
+    assert 'PYMX_EXEC_BULK_EXEC_INFERENCE="yes" is not an integer' in bad.stderr, bad.stderr
 
 
 def _leafnet_like():
