@@ -12,6 +12,7 @@ Rows (every time is the median of several repeats, synchronised at the end of ea
                       3x128x128 images at batch 4, 64 and 256: samples/s; pymx imperative and
                       hybridized (..._hybrid_sps), torch eager
   leafnet_infer_b{1,64}_sps      LeafNetwork inference at batch 1 and 64: samples/s
+                      (hybridized: one engine op per forward, replayed as a CUDA graph)
 A row whose side fails prints the error instead of a number; the script never asserts on speed.
 """
 import argparse
@@ -121,6 +122,8 @@ def pymx_side(quick):
             results.update(value if isinstance(value, dict) else dict.fromkeys(COPY_ROWS, value))
         else:
             results[key] = value
+    from pymx._c import core
+    results["cuda_graph_stats"] = core.cuda_graph_stats()
     return results
 
 
@@ -237,6 +240,8 @@ def table(pymx_results, torch_results):
         fmt = lambda v: f"{v:12.2f}" if isinstance(v, float) else f"{str(v)[:12]:>12s}"
         lines.append(f"{label:44s} {fmt(mine)} {fmt(peer)} {ratio:>11s}")
     lines.append("ratio: > 1 means pymx is faster (for us/op: torch time / pymx time)")
+    if "cuda_graph_stats" in pymx_results:
+        lines.append(f"pymx CUDA graphs of hybridized replays: {pymx_results['cuda_graph_stats']}")
     errors = [f"{k}: {v}" for k, v in pymx_results.items() if isinstance(v, str)]
     return "\n".join(lines + errors)
 

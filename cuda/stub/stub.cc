@@ -43,6 +43,10 @@ void copy_device_to_host(void*, const void*, size_t, void*) { no_cuda("copy_devi
 void copy_device_to_device(void*, int, const void*, int, size_t, void*) {
   no_cuda("copy_device_to_device");
 }
+void begin_capture(void*) { no_cuda("begin_capture"); }
+void* end_capture(void*) { no_cuda("end_capture"); }
+void launch_graph(void*, void*) { no_cuda("launch_graph"); }
+void destroy_graph(void*) {}
 void register_kernels() {}
 
 }  // namespace gpu

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "c_api_internal.h"
+#include "captured_graphs.h"
 #include "invoke.h"
 #include "pymx/autograd.h"
 #include "pymx/engine.h"
@@ -456,6 +457,15 @@ int pmx_engine_dump(const char** out_text) {
   PMX_API_BEGIN();
   returned_text = Engine::get()->dump();
   *out_text = returned_text.c_str();
+  PMX_API_END();
+}
+
+int pmx_cuda_graph_stats(uint64_t* out_captured, uint64_t* out_replayed, uint64_t* out_refused) {
+  PMX_API_BEGIN();
+  const CaptureStats stats = capture_stats();
+  *out_captured = stats.captured;
+  *out_replayed = stats.replayed;
+  *out_refused = stats.refused;
   PMX_API_END();
 }
 

@@ -1,4 +1,4 @@
-// Every environment variable pymx reads (7); nothing else in pymx reads any.
+// Every environment variable pymx reads (8); nothing else in pymx reads any.
 //
 //   variable               values                  default   meaning
 //   PYMX_ENGINE            threaded | naive        threaded  naive = run each op at push (debugging)
@@ -11,6 +11,8 @@
 //                                                            batch_norm never use cuDNN
 //   PYMX_EXEC_BULK_EXEC_INFERENCE  0 | 1           1         0 = a hybridized graph replays
 //                                                            op by op, never as one engine op
+//   PYMX_ENABLE_CUDA_GRAPHS  0 | 1                 1         0 = a bulk replay on a GPU launches
+//                                                            its kernels, never a CUDA graph
 //
 // Why one CPU worker per device by default: on the 2-core reference machine a second worker per
 // device only adds wake-ups (bench/cpp/engine_micro.cc), and data parallelism already uses one
@@ -67,6 +69,9 @@ Config read_config() {
   const int bulk = read_int("PYMX_EXEC_BULK_EXEC_INFERENCE", 1, 0);
   PMX_CHECK(bulk <= 1, "PYMX_EXEC_BULK_EXEC_INFERENCE=\"", bulk, "\" is not 0 or 1");
   c.bulk_inference = bulk == 1;
+  const int cuda_graphs = read_int("PYMX_ENABLE_CUDA_GRAPHS", 1, 0);
+  PMX_CHECK(cuda_graphs <= 1, "PYMX_ENABLE_CUDA_GRAPHS=\"", cuda_graphs, "\" is not 0 or 1");
+  c.cuda_graphs = cuda_graphs == 1;
   return c;
 }
 

@@ -14,6 +14,7 @@ struct Config {
   size_t cpu_cache_bytes = 0;       // upper bound on freed host memory kept for reuse
   bool cudnn = true;                // false: GPU ops never use cuDNN, only pymx's own kernels
   bool bulk_inference = true;       // false: graphs replay op by op (Note [Bulk execution])
+  bool cuda_graphs = true;          // false: bulk replays on a GPU never use CUDA graphs
 };
 
 // Read once, on first use; thread-safe. Throws Error(kInvalidArg) naming the variable and the

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "autograd.h"
+#include "captured_graphs.h"
 #include "config.h"
 #include "invoke.h"
 
@@ -211,6 +212,8 @@ void Graph::plan_lifetimes() {
 // parallelism, one thread per device) take separate pools.
 struct Graph::BufferPool {
   Device device;
+  // CUDA graphs of this pool's bulk replays (GPU pools; Note [CUDA graphs for bulk replays]).
+  std::shared_ptr<CapturedGraphs> captured_graphs;
   // The input shapes and dtypes that out_shapes/out_dtypes were inferred for.
   std::vector<Shape> input_shapes;
   std::vector<DType> input_dtypes;
@@ -297,6 +300,8 @@ struct Graph::BufferPools {
     }
     auto pool = std::make_unique<BufferPool>();
     pool->device = device;
+    if (device.is_gpu() && config().cuda_graphs)
+      pool->captured_graphs = std::make_shared<CapturedGraphs>();
     return pool;
   }
 
@@ -369,7 +374,7 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
   std::unique_ptr<BulkInvoke> bulk;
   if (pool && config().bulk_inference && !autograd::is_recording() && !is_tracing() &&
       all_inferred_on(*pool, run_device))
-    bulk = std::make_unique<BulkInvoke>(run_device);
+    bulk = std::make_unique<BulkInvoke>(run_device, pool->captured_graphs);
 
   std::vector<NDArray> values(num_values_);
   // slot_of[value]: the pool buffer whose memory the value uses (views share their base's), or

@@ -5,6 +5,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "captured_graphs.h"
 #include "engine_impl.h"
 #include "engine_object_pool.h"
 #include "invoke.h"
@@ -43,6 +44,9 @@ uint64_t next_seed() {
 struct Workspace {
   StorageHandle host;
   std::unordered_map<int, StorageHandle> gpu;  // by device id
+  // Changes whenever one of this thread's blocks is reallocated; never the same for two blocks
+  // (Note [CUDA graphs for bulk replays] in captured_graphs.cc).
+  uint64_t generation = 0;
 
   ~Workspace() {
     storage::free(host);
@@ -51,6 +55,7 @@ struct Workspace {
 };
 
 thread_local Workspace t_workspace;
+std::atomic<uint64_t> g_workspace_generations{0};
 
 void validate_out(const OpDef& op, size_t i, const NDArray& out, const Shape& shape, DType dtype,
                   Device device) {
@@ -192,17 +197,25 @@ void fill_record(InvokeRecord* record, const OpDef& op, const Attrs& attrs,
     describe(outputs[i], &record->out_blobs[i], &record->out_operands[i]);
 }
 
-// Runs the recorded kernel on a worker: gives the operands without memory their address, then
-// calls the kernel.
-void run_kernel(InvokeRecord* record, RunContext run) {
-  address(record->in_operands, record->in_blobs, run.stream);
-  address(record->out_operands, record->out_blobs, run.stream);
+// Gives the recorded operands without memory their address (allocating it, on the worker).
+void address_operands(InvokeRecord* record, void* stream) {
+  address(record->in_operands, record->in_blobs, stream);
+  address(record->out_operands, record->out_blobs, stream);
+}
+
+// Calls the recorded kernel; its operands have their addresses.
+void call_kernel(InvokeRecord* record, RunContext run) {
   OpContext ctx;
   ctx.run = run;
   ctx.attrs = &record->attrs;
   ctx.is_train = record->is_train;
   ctx.seed = record->seed;
   (*record->compute)(ctx, record->in_blobs, record->out_blobs);
+}
+
+void run_kernel(InvokeRecord* record, RunContext run) {
+  address_operands(record, run.stream);
+  call_kernel(record, run);
 }
 
 // Per-call working vectors (see the note), one set per thread.
@@ -256,6 +269,7 @@ void* OpContext::workspace(size_t bytes) const {
     const Device where = run.device.is_gpu() ? run.device : Device::cpu(0);
     *slot = storage::alloc(bytes + bytes / 2, where, run.stream);
     slot->stream = run.stream;
+    t_workspace.generation = g_workspace_generations.fetch_add(1, std::memory_order_relaxed) + 1;
   }
   return slot->dptr;
 }
@@ -375,9 +389,61 @@ std::vector<NDArray> invoke(const std::string& op_name, const std::vector<NDArra
 struct BulkInvoke::Calls {
   std::vector<RecordRef> records;
   std::vector<VarHandle> reads, writes;
+  bool uses_rng = false;
 };
 
-BulkInvoke::BulkInvoke(Device device) : device_(device), calls_(std::make_unique<Calls>()) {}
+namespace {
+
+using Records = std::vector<RecordRef>;
+
+// Runs the kernels in order, each a profiler span of its own while the profiler records.
+void run_in_order(const Records& records, RunContext run) {
+  for (const RecordRef& record : records) {
+    if (!profiler::is_recording()) {
+      run_kernel(record.get(), run);
+      continue;
+    }
+    profiler::Span span = profiler::begin_op(run.device, run.stream);
+    try {
+      run_kernel(record.get(), run);
+    } catch (...) {
+      profiler::end_op(&span, record->name, run.device, run.stream);
+      throw;
+    }
+    profiler::end_op(&span, record->name, run.device, run.stream);
+  }
+}
+
+void append_blob(const TBlob& blob, CaptureKey* key) {
+  key->push_back(reinterpret_cast<intptr_t>(blob.dptr));
+  key->push_back(static_cast<int64_t>(blob.dtype));
+  key->push_back(static_cast<int64_t>(blob.shape.size()));
+  key->insert(key->end(), blob.shape.begin(), blob.shape.end());
+}
+
+// See Note [CUDA graphs for bulk replays]: operands are allocated first, then the kernels run
+// from a captured graph, are captured, or run directly.
+void run_captured(const Records& records, CapturedGraphs& graphs, RunContext run) {
+  CaptureKey key;
+  for (const RecordRef& record : records) {
+    address_operands(record.get(), run.stream);
+    key.push_back(record->is_train);
+    for (const TBlob& blob : record->in_blobs) append_blob(blob, &key);
+    for (const TBlob& blob : record->out_blobs) append_blob(blob, &key);
+  }
+  key.push_back(static_cast<int64_t>(t_workspace.generation));
+  graphs.run(
+      key, run.stream,
+      [&] {
+        for (const RecordRef& record : records) call_kernel(record.get(), run);
+      },
+      [] { return t_workspace.generation; });
+}
+
+}  // namespace
+
+BulkInvoke::BulkInvoke(Device device, std::shared_ptr<CapturedGraphs> graphs)
+    : device_(device), graphs_(std::move(graphs)), calls_(std::make_unique<Calls>()) {}
 
 BulkInvoke::~BulkInvoke() = default;
 
@@ -391,29 +457,23 @@ void BulkInvoke::add(const OpDef& op, const Attrs& attrs, const std::vector<NDAr
   calls_->records.emplace_back(RecyclingPool<InvokeRecord>::acquire());
   fill_record(calls_->records.back().get(), op, attrs, kernel_for(op, device_),
               input_pointers.data(), static_cast<int>(inputs.size()), outputs);
+  calls_->uses_rng = calls_->uses_rng || op.uses_rng;
   for (const NDArray& input : inputs) calls_->reads.push_back(input.var());
   for (const NDArray& output : outputs) calls_->writes.push_back(output.var());
   for (int m : op.mutate_inputs) calls_->writes.push_back(inputs.at(m).var());
 }
 
 void BulkInvoke::push(const char* name) {
-  auto records = std::make_shared<std::vector<RecordRef>>(std::move(calls_->records));
+  auto records = std::make_shared<Records>(std::move(calls_->records));
+  // A seed is an argument of the captured kernels, new for every call: never captured.
+  std::shared_ptr<CapturedGraphs> graphs = calls_->uses_rng ? nullptr : graphs_;
   static_cast<EngineBase*>(Engine::get())
       ->push_sync_fn(
-          [records](RunContext run) {
-            for (const RecordRef& record : *records) {
-              if (!profiler::is_recording()) {
-                run_kernel(record.get(), run);
-                continue;
-              }
-              profiler::Span span = profiler::begin_op(run.device, run.stream);
-              try {
-                run_kernel(record.get(), run);
-              } catch (...) {
-                profiler::end_op(&span, record->name, run.device, run.stream);
-                throw;
-              }
-              profiler::end_op(&span, record->name, run.device, run.stream);
+          [records, graphs](RunContext run) {
+            if (graphs != nullptr && run.stream != nullptr && !profiler::is_recording()) {
+              run_captured(*records, *graphs, run);
+            } else {
+              run_in_order(*records, run);
             }
           },
           device_, calls_->reads, calls_->writes, FnProperty::kNormal, name);

@@ -55,11 +55,15 @@ void invoke_into(const OpDef& op, const NDArray* const* inputs, int num_inputs,
 // PYMX_EXEC_BULK_EXEC_INFERENCE=0 turns it off (MXNet's MXNET_EXEC_BULK_EXEC_INFERENCE). While
 // the profiler records, each kernel is also a span of its own inside the op's span.
 
+class CapturedGraphs;
+
 // Collects op calls whose outputs are already chosen (static buffers), then pushes them as one
-// engine op on `device`. Not thread-safe; one per replay.
+// engine op on `device`. On a GPU, `graphs` (may be null) keeps CUDA graphs of the kernels for
+// later pushes of the same calls (Note [CUDA graphs for bulk replays] in captured_graphs.cc).
+// Not thread-safe; one per replay.
 class BulkInvoke {
  public:
-  explicit BulkInvoke(Device device);
+  explicit BulkInvoke(Device device, std::shared_ptr<CapturedGraphs> graphs = nullptr);
   ~BulkInvoke();
   BulkInvoke(const BulkInvoke&) = delete;
   BulkInvoke& operator=(const BulkInvoke&) = delete;
@@ -74,6 +78,7 @@ class BulkInvoke {
  private:
   struct Calls;
   Device device_;
+  std::shared_ptr<CapturedGraphs> graphs_;
   std::unique_ptr<Calls> calls_;
 };
 

@@ -91,6 +91,7 @@ cdef extern from "pymx/c_api.h" nogil:
     int pmx_var_wait(PmxVar* var)
     int pmx_engine_wait_all()
     int pmx_engine_dump(const char** out_text)
+    int pmx_cuda_graph_stats(uint64_t* out_captured, uint64_t* out_replayed, uint64_t* out_refused)
 
     # Operator profiler
     int pmx_profiler_set_running(int running)

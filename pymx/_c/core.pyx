@@ -990,6 +990,13 @@ def engine_dump():
     return text.decode("utf-8", "replace")
 
 
+def cuda_graph_stats():
+    """{'captured', 'replayed', 'refused'}: CUDA graphs of bulk replays since the process started."""
+    cdef uint64_t captured, replayed, refused
+    check(pmx_cuda_graph_stats(&captured, &replayed, &refused))
+    return {"captured": captured, "replayed": replayed, "refused": refused}
+
+
 def profiler_set_running(bint running):
     check(pmx_profiler_set_running(running))
 

@@ -56,6 +56,17 @@ void copy_device_to_host(void* dst, const void* src, size_t bytes, void* stream)
 void copy_device_to_device(void* dst, int dst_device, const void* src, int src_device,
                            size_t bytes, void* stream);
 
+// CUDA graphs, for replaying a bulk op's kernels (Note [CUDA graphs for bulk replays] in
+// engine/src/captured_graphs.cc). begin_capture starts capturing what this thread launches on
+// `stream` (thread-local mode: other threads' calls are unaffected). end_capture always ends the
+// capture and returns an executable graph, or nullptr when the capture failed or holds work that
+// must not be replayed: a replay may only touch device memory the caller knows, so anything but
+// kernels, memsets and device-to-device copies (a copy from a host buffer that is gone by the
+// replay, a host callback) refuses the graph.
+void begin_capture(void* stream);
+void* end_capture(void* stream);
+void launch_graph(void* graph, void* stream);
+void destroy_graph(void* graph);  // errors dropped: may run at process exit
 // Registers every GPU kernel with the operator registry (no-op in the stub).
 void register_kernels();
 

@@ -187,6 +187,10 @@ PMX_API int pmx_var_wait(PmxVar* var);
 PMX_API int pmx_engine_wait_all(void);
 /* Pending ops per var, as text. Thread-local; valid until the next pmx_ call on this thread. */
 PMX_API int pmx_engine_dump(const char** out_text);
+/* Counts of CUDA graphs for bulk replays of hybridized graphs since the process started: graphs
+ * captured and kept, replays that launched one, captures refused (their kernels run directly). */
+PMX_API int pmx_cuda_graph_stats(uint64_t* out_captured, uint64_t* out_replayed,
+                                 uint64_t* out_refused);
 
 /* ---------------------------------------------------------------------------------------------
  * Operator profiler: while recording, every op the engine runs is timed (host, and GPU by events).

@@ -1,0 +1,115 @@
+"""CUDA graphs for bulk replays (Note [CUDA graphs for bulk replays]): a hybridized static graph's
+inference replay on a GPU is captured once and later launched as one graph. A replay must give
+exactly what the op-by-op replay gives, see new input data and new parameter values written in
+place, and never capture what it cannot repeat (random numbers). Skipped when no GPU is visible."""
+import os
+
+import numpy as onp
+import pytest
+from conftest import requires_gpu, run_python
+
+import pymx
+from pymx import autograd, np, npx
+from pymx._c import core as _core
+from pymx.gluon import nn
+
+pytestmark = requires_gpu
+
+RNG = onp.random.default_rng(3)
+IMAGES = RNG.standard_normal((2, 3, 32, 32)).astype("float32")
+
+
+def _net(dropout=0.0):
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(8, kernel_size=2, activation="relu"), nn.MaxPool2D(pool_size=4, strides=2),
+            nn.BatchNorm(), nn.Conv2D(16, kernel_size=2, activation="relu"), nn.Flatten(),
+            nn.Dense(10, activation="relu"), nn.Dropout(dropout), nn.Dense(2))
+    net.initialize(pymx.initializer.Xavier(), device=pymx.gpu(0))
+    net(np.zeros((1, 3, 32, 32), device=pymx.gpu(0)))
+    net.hybridize(static_alloc=True, static_shape=True)
+    return net
+
+
+def _op_by_op(net, x):
+    """The same replay, op by op: a recorded replay is never bulked (nothing is attached, so
+    nothing is kept for backward)."""
+    with autograd.record(train_mode=False):
+        return net(x).asnumpy()
+
+
+def _stats():
+    return _core.cuda_graph_stats()
+
+
+def test_replays_launch_one_captured_graph_and_match_op_by_op():
+    net = _net()
+    x = np.array(IMAGES, device=pymx.gpu(0))
+    want = _op_by_op(net, x)
+    before = _stats()
+    outputs = [net(x) for _ in range(6)]  # all held: each call writes new buffers
+    got = [o.asnumpy() for o in outputs]
+    for result in got:
+        onp.testing.assert_array_equal(result, want)
+    del outputs
+    for _ in range(6):  # outputs dropped each time: two buffers alternate, both captured
+        onp.testing.assert_array_equal(net(x).asnumpy(), want)
+    after = _stats()
+    assert after["refused"] == before["refused"], after
+    assert after["captured"] > before["captured"] and after["replayed"] > before["replayed"], after
+
+
+def test_replay_reads_inputs_and_parameters_written_in_place():
+    net = _net()
+    x = np.array(IMAGES, device=pymx.gpu(0))
+    for _ in range(4):
+        net(x).wait_to_read()
+    replayed = _stats()["replayed"]
+    x[:] = np.array(IMAGES * -0.5, device=pymx.gpu(0))
+    dense = net[-1].weight.data()
+    dense[:] = dense * 3.0
+    want = _op_by_op(net, x)
+    for _ in range(3):
+        onp.testing.assert_array_equal(net(x).asnumpy(), want)
+    assert _stats()["replayed"] > replayed
+
+
+def test_new_shapes_and_new_input_arrays_run_correctly():
+    net = _net()
+    for batch in (2, 5, 2, 5, 2):
+        x = np.array(RNG.standard_normal((batch, 3, 32, 32)).astype("float32"), device=pymx.gpu(0))
+        for _ in range(3):
+            onp.testing.assert_array_equal(net(x).asnumpy(), _op_by_op(net, x))
+
+
+def test_random_ops_are_never_captured():
+    net = _net(dropout=0.5)
+    x = np.array(IMAGES, device=pymx.gpu(0))
+    before = _stats()
+    with autograd.train_mode():
+        masks = [net(x).asnumpy() for _ in range(4)]
+    assert _stats()["captured"] == before["captured"]
+    assert any((m != masks[0]).any() for m in masks[1:]), "dropout drew the same mask 4 times"
+
+
+def test_cuda_graphs_off():
+    code = """
+import numpy as onp, pymx
+from pymx import np
+from pymx._c import core
+from pymx.gluon import nn
+net = nn.HybridSequential()
+net.add(nn.Dense(4, activation="relu"), nn.Dense(2))
+net.initialize(device=pymx.gpu(0))
+x = np.ones((3, 5), device=pymx.gpu(0))
+net(x)
+net.hybridize(static_alloc=True, static_shape=True)
+for _ in range(5):
+    net(x).wait_to_read()
+print(core.cuda_graph_stats()["captured"])
+"""
+    off = run_python(code, env={**os.environ, "PYMX_ENABLE_CUDA_GRAPHS": "0"})
+    assert off.returncode == 0, off.stderr
+    assert off.stdout.strip() == "0"
+    on = run_python(code, env={**os.environ, "PYMX_ENABLE_CUDA_GRAPHS": "1"})
+    assert on.returncode == 0, on.stderr
+    assert int(on.stdout.strip()) >= 1
