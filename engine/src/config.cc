@@ -1,4 +1,4 @@
-// Every environment variable pymx reads (8); nothing else in pymx reads any.
+// Every environment variable pymx reads (9); nothing else in pymx reads any.
 //
 //   variable               values                  default   meaning
 //   PYMX_ENGINE            threaded | naive        threaded  naive = run each op at push (debugging)
@@ -11,6 +11,8 @@
 //                                                            batch_norm never use cuDNN
 //   PYMX_EXEC_BULK_EXEC_INFERENCE  0 | 1           1         0 = a hybridized graph replays
 //                                                            op by op, never as one engine op
+//   PYMX_EXEC_BULK_EXEC_TRAIN      0 | 1           1         the same for replays recorded by
+//                                                            autograd (training forward passes)
 //   PYMX_ENABLE_CUDA_GRAPHS  0 | 1                 1         0 = a bulk replay on a GPU launches
 //                                                            its kernels, never a CUDA graph
 //
@@ -45,6 +47,13 @@ int read_int(const char* name, int default_value, int min_value) {
   return static_cast<int>(value);
 }
 
+// A 0 | 1 setting that defaults to 1.
+bool read_switch(const char* name) {
+  const int value = read_int(name, 1, 0);
+  PMX_CHECK(value <= 1, name, "=\"", value, "\" is not 0 or 1");
+  return value == 1;
+}
+
 int default_cpu_cache_mb() {
   const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page_size <= 0) return 256;
@@ -63,15 +72,10 @@ Config read_config() {
   c.gpu_workers = read_int("PYMX_GPU_WORKERS", 1, 1);
   c.gpu_copy_workers = read_int("PYMX_GPU_COPY_WORKERS", 1, 1);
   c.cpu_cache_bytes = static_cast<size_t>(read_int("PYMX_CPU_CACHE_MB", default_cpu_cache_mb(), 0)) << 20;
-  const int cudnn = read_int("PYMX_CUDNN", 1, 0);
-  PMX_CHECK(cudnn <= 1, "PYMX_CUDNN=\"", cudnn, "\" is not 0 or 1");
-  c.cudnn = cudnn == 1;
-  const int bulk = read_int("PYMX_EXEC_BULK_EXEC_INFERENCE", 1, 0);
-  PMX_CHECK(bulk <= 1, "PYMX_EXEC_BULK_EXEC_INFERENCE=\"", bulk, "\" is not 0 or 1");
-  c.bulk_inference = bulk == 1;
-  const int cuda_graphs = read_int("PYMX_ENABLE_CUDA_GRAPHS", 1, 0);
-  PMX_CHECK(cuda_graphs <= 1, "PYMX_ENABLE_CUDA_GRAPHS=\"", cuda_graphs, "\" is not 0 or 1");
-  c.cuda_graphs = cuda_graphs == 1;
+  c.cudnn = read_switch("PYMX_CUDNN");
+  c.bulk_inference = read_switch("PYMX_EXEC_BULK_EXEC_INFERENCE");
+  c.bulk_train = read_switch("PYMX_EXEC_BULK_EXEC_TRAIN");
+  c.cuda_graphs = read_switch("PYMX_ENABLE_CUDA_GRAPHS");
   return c;
 }
 

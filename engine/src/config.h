@@ -13,7 +13,8 @@ struct Config {
   int gpu_copy_workers = 1;         // copy workers per GPU and direction (H2D, D2H)
   size_t cpu_cache_bytes = 0;       // upper bound on freed host memory kept for reuse
   bool cudnn = true;                // false: GPU ops never use cuDNN, only pymx's own kernels
-  bool bulk_inference = true;       // false: graphs replay op by op (Note [Bulk execution])
+  bool bulk_inference = true;       // false: graph replays op by op (Note [Bulk execution])
+  bool bulk_train = true;           // the same for replays recorded by autograd
   bool cuda_graphs = true;          // false: bulk replays on a GPU never use CUDA graphs
 };
 

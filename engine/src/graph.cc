@@ -372,7 +372,8 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
   BufferPool* const pool = lease.pool.get();
   // See Note [Bulk execution] in invoke.h.
   std::unique_ptr<BulkInvoke> bulk;
-  if (pool && config().bulk_inference && !autograd::is_recording() && !is_tracing() &&
+  const bool recording = autograd::is_recording();
+  if (pool && (recording ? config().bulk_train : config().bulk_inference) && !is_tracing() &&
       all_inferred_on(*pool, run_device))
     bulk = std::make_unique<BulkInvoke>(run_device, pool->captured_graphs);
 
@@ -417,6 +418,11 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
       }
       if (bulk) {
         bulk->add(*node.op, node.attrs, args, outs);
+        if (recording) {
+          const ArrayPointers arg_pointers(args.size(), [&](size_t i) { return &args[i]; });
+          autograd::record_op(*node.op, node.attrs, arg_pointers.data(),
+                              static_cast<int>(args.size()), &outs, autograd::is_training());
+        }
         for (int k = 0; k < node.num_outputs; ++k) values[first + k] = outs[k];
       } else {
         std::vector<NDArray> results = invoke(*node.op, args, node.attrs, device, outs);

@@ -47,13 +47,15 @@ void invoke_into(const OpDef& op, const NDArray* const* inputs, int num_inputs,
 // A hybridized graph replayed op by op pushes each op to the engine like an imperative call: per
 // op the engine links vars, hands the op to a worker and, on a GPU, records and waits on events.
 // On a GPU that is most of a batch-1 forward; on the CPU a few percent. When a replay writes into
-// the graph's static buffers and nothing is recorded for autograd, Graph::run instead pushes the
-// whole graph as one engine op (MXNet's bulk execution): it reads the graph's inputs and
-// constants, writes every buffer the run uses, and runs the kernels in order on one worker and
-// stream, so a buffer reused within the run needs no engine ordering. Results are those of the
-// op-by-op replay; an error in any kernel fails the whole op, so every output carries it.
-// PYMX_EXEC_BULK_EXEC_INFERENCE=0 turns it off (MXNet's MXNET_EXEC_BULK_EXEC_INFERENCE). While
-// the profiler records, each kernel is also a span of its own inside the op's span.
+// the graph's static buffers, Graph::run instead pushes the whole graph as one engine op (MXNet's
+// bulk execution): it reads the graph's inputs and constants, writes every buffer the run uses,
+// and runs the kernels in order on one worker and stream, so a buffer reused within the run
+// needs no engine ordering. While autograd records, each node is still recorded on the tape, so
+// backward is unchanged. Results are those of the op-by-op replay; an error in any kernel fails
+// the whole op, so every output carries it. PYMX_EXEC_BULK_EXEC_INFERENCE=0 and
+// PYMX_EXEC_BULK_EXEC_TRAIN=0 turn it off for unrecorded and recorded replays (MXNet's
+// MXNET_EXEC_BULK_EXEC_INFERENCE / _TRAIN). While the profiler records, each kernel is also a
+// span of its own inside the op's span.
 
 class CapturedGraphs;
 

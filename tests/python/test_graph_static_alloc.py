@@ -157,30 +157,31 @@ def _profiled_counts(fn):
             if e["device"] == "cpu(0)" and e["timeline"] == "host"}
 
 
-def test_inference_replay_runs_as_one_engine_op():
-    """Note [Bulk execution]: once a signature's shapes are known, a replay that records nothing
-    is one engine op ("graph") whose kernels are profiled one by one; a recorded replay is not."""
+def test_replays_run_as_one_engine_op():
+    """Note [Bulk execution]: once a signature's shapes are known, a replay into static buffers is
+    one engine op ("graph") whose kernels are profiled one by one, recorded or not."""
     plain, static = _graphs()
     inputs = _inputs(1.0)
     static.run(inputs)  # infers the buffers' shapes: op by op
     npx.waitall()
-    bulk = _profiled_counts(lambda: static.run(inputs))
-    assert bulk == {"graph": 1, "convolution": 1, "relu": 1, "pooling": 1, "reshape": 1,
-                    "tanh": 1, "sum": 1, "multiply_scalar": 1}, bulk
+    kernels = {"convolution": 1, "relu": 1, "pooling": 1, "reshape": 1, "tanh": 1, "sum": 1,
+               "multiply_scalar": 1}
+    assert _profiled_counts(lambda: static.run(inputs)) == {"graph": 1, **kernels}
     _assert_same(static.run(inputs), plain.run(inputs))
-    with autograd.record(train_mode=False):
-        recorded = _profiled_counts(lambda: static.run(inputs))
-    assert "graph" not in recorded and recorded["convolution"] == 1, recorded
+    x = _inputs(1.0)[0]
+    x.attach_grad()
+    npx.waitall()
+    with autograd.record():
+        recorded = _profiled_counts(lambda: static.run([x, inputs[1]]))
+    assert recorded == {"graph": 1, **kernels}, recorded
+    assert "graph" not in _profiled_counts(lambda: plain.run(inputs))
 
 
-def test_inference_replay_equals_recorded_replay(device):
-    """The one-op replay and the op-by-op replay (recorded) of one static graph agree exactly."""
+def test_bulk_replay_equals_op_by_op_replay(device):
     _, static = _graphs(device)
+    plain, _ = _graphs(device)
     for scale in (1.0, -2.0, 0.5):
-        bulk = static.run(_inputs(scale, device))
-        with autograd.record(train_mode=False):
-            op_by_op = static.run(_inputs(scale, device))
-        _assert_same(bulk, op_by_op)
+        _assert_same(static.run(_inputs(scale, device)), plain.run(_inputs(scale, device)))
 
 
 def test_kernel_error_in_a_bulk_replay_reaches_every_output_once():
@@ -214,23 +215,34 @@ def test_bulk_execution_off_replays_op_by_op():
         graph.static_alloc = True
         want = np.tanh(x * 2.0).sum(axis=1).asnumpy()
         graph.run([x])
+        x.attach_grad()
         profiler.set_state("run")
         got = graph.run([x])[0].asnumpy()
         npx.waitall()
+        inference = {e["name"] for e in json.loads(profiler.dumps(reset=True, format="json"))}
+        with autograd.record():
+            y = graph.run([x])[0]
+        y.backward()
+        npx.waitall()
         profiler.set_state("stop")
-        names = {e["name"] for e in json.loads(profiler.dumps(format="json"))}
+        training = {e["name"] for e in json.loads(profiler.dumps(format="json"))}
         onp.testing.assert_allclose(got, want, rtol=1e-6)
-        print(sorted(names))
+        t = onp.tanh(2.0 * onp.arange(24).reshape(2, 12))
+        onp.testing.assert_allclose(x.grad.asnumpy(), 2.0 * (1 - t * t), rtol=1e-5, atol=1e-6)
+        print("graph" in inference, "graph" in training)
     """)
-    off = run_python(code, env={**os.environ, "PYMX_EXEC_BULK_EXEC_INFERENCE": "0"})
-    assert off.returncode == 0, off.stderr
-    assert "'graph'" not in off.stdout and "'tanh'" in off.stdout, off.stdout
-    on = run_python(code, env={**os.environ, "PYMX_EXEC_BULK_EXEC_INFERENCE": "1"})
-    assert on.returncode == 0, on.stderr
-    assert "'graph'" in on.stdout and "'tanh'" in on.stdout, on.stdout
-    bad = run_python(code, env={**os.environ, "PYMX_EXEC_BULK_EXEC_INFERENCE": "yes"})
+
+    def bulked(**settings):
+        result = run_python(code, env={**os.environ, **settings})
+        assert result.returncode == 0, result.stderr
+        return result.stdout.split()
+
+    assert bulked() == ["True", "True"]
+    assert bulked(PYMX_EXEC_BULK_EXEC_INFERENCE="0") == ["False", "True"]
+    assert bulked(PYMX_EXEC_BULK_EXEC_TRAIN="0") == ["True", "False"]
+    bad = run_python(code, env={**os.environ, "PYMX_EXEC_BULK_EXEC_TRAIN": "yes"})
     assert bad.returncode != 0
-    assert 'PYMX_EXEC_BULK_EXEC_INFERENCE="yes" is not an integer' in bad.stderr, bad.stderr
+    assert 'PYMX_EXEC_BULK_EXEC_TRAIN="yes" is not an integer' in bad.stderr, bad.stderr
 
 
 def _leafnet_like():
