@@ -115,3 +115,27 @@ print(core.cuda_graph_stats()["captured"])
     on = run_python(code, env={**os.environ, "PYMX_ENABLE_CUDA_GRAPHS": "1"})
     assert on.returncode == 0, on.stderr
     assert int(on.stdout.strip()) >= 1
+
+
+def test_training_forward_replays_train_like_op_by_op():
+    """Recorded forward passes are bulked and, without dropout, captured too: training through
+    them must give exactly the parameters of the op-by-op twin."""
+    from pymx import gluon
+    nets = [_net(), _net(static_alloc=False)]
+    for mine, theirs in zip(nets[1].collect_params().values(), nets[0].collect_params().values()):
+        mine.set_data(theirs.data())
+    x = np.array(IMAGES, device=pymx.gpu(0))
+    y = np.array(onp.array([0.0, 1.0], dtype="float32"), device=pymx.gpu(0))
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    trainers = [gluon.Trainer(n.collect_params(), "sgd", {"learning_rate": 0.05}) for n in nets]
+    before = _stats()
+    for _ in range(6):
+        for net, trainer in zip(nets, trainers):
+            with autograd.record():
+                loss = loss_fn(net(x), y)
+            loss.backward()
+            trainer.step(2)
+    for mine, theirs in zip(nets[0].collect_params().values(), nets[1].collect_params().values()):
+        onp.testing.assert_array_equal(mine.data().asnumpy(), theirs.data().asnumpy())
+    after = _stats()
+    assert after["refused"] == before["refused"] and after["replayed"] > before["replayed"], after
