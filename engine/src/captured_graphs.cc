@@ -26,8 +26,9 @@ namespace pymx {
 // on. Ops with random numbers are never captured (their seed changes per call), and nothing is
 // captured while the profiler records (its spans are events between the kernels).
 // A key is captured the second time it is seen, so one-off shapes and first runs (which may
-// tune cuDNN and grow the workspace) never pay for a capture. A caller that passes a fresh
-// input array each call gets a new key each time and the kernels run directly.
+// tune cuDNN and grow the workspace) never pay for a capture. The graph's inputs are copied
+// into static buffers first (outside the capture), so a caller that passes a fresh input array
+// each call, as a serving loop does, still replays one graph.
 
 namespace {
 

@@ -346,6 +346,17 @@ bool Graph::all_inferred_on(const BufferPool& pool, Device run_device) const {
   return true;
 }
 
+bool Graph::input_is_written(size_t input) const {
+  for (const GraphNode& node : nodes_) {
+    if (node.op == nullptr) continue;
+    for (int m : node.op->mutate_inputs) {
+      const ValueRef& ref = node.inputs.at(m);
+      if (ref.kind == ValueRef::Kind::kInput && ref.index == input) return true;
+    }
+  }
+  return false;
+}
+
 std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
   PMX_CHECK(inputs.size() == num_inputs_, "graph run: the graph takes ", num_inputs_,
             " inputs, got ", inputs.size());
@@ -377,12 +388,31 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
       all_inferred_on(*pool, run_device))
     bulk = std::make_unique<BulkInvoke>(run_device, pool->captured_graphs);
 
+  // A bulk replay that may be a CUDA graph reads copies of the inputs in static buffers, so its
+  // key does not change when the caller passes new input arrays (Note [CUDA graphs for bulk
+  // replays]). Not while recording (the gradient must reach the caller's arrays) nor for an
+  // input a node writes.
+  std::vector<NDArray> staged_inputs;
+  if (bulk && pool->captured_graphs && !recording) {
+    const OpDef& copy = op_registry::get("copy");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      size_t slot = 0;
+      if (inputs[i].device() != run_device || input_is_written(i)) {
+        staged_inputs.push_back(inputs[i]);
+        continue;
+      }
+      staged_inputs.push_back(pool->take(inputs[i].shape(), inputs[i].dtype(), &slot));
+      bulk->add_before_capture(copy, Attrs(), {inputs[i]}, {staged_inputs.back()});
+    }
+  }
+  const std::vector<NDArray>& node_inputs = staged_inputs.empty() ? inputs : staged_inputs;
+
   std::vector<NDArray> values(num_values_);
   // slot_of[value]: the pool buffer whose memory the value uses (views share their base's), or
   // -1. Only kept with static allocation.
   std::vector<int64_t> slot_of(pool ? num_values_ : 0, -1);
   auto fetch = [&](const ValueRef& ref) -> NDArray {
-    if (ref.kind == ValueRef::Kind::kInput) return inputs[ref.index];
+    if (ref.kind == ValueRef::Kind::kInput) return node_inputs[ref.index];
     if (ref.kind == ValueRef::Kind::kConstant) return constant_on(ref.index, run_device);
     return values[value_index(ref)];
   };

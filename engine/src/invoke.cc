@@ -388,6 +388,7 @@ std::vector<NDArray> invoke(const std::string& op_name, const std::vector<NDArra
 // See Note [Bulk execution] in invoke.h.
 struct BulkInvoke::Calls {
   std::vector<RecordRef> records;
+  size_t num_before_capture = 0;  // records[0, num_before_capture) are never captured
   std::vector<VarHandle> reads, writes;
   bool uses_rng = false;
 };
@@ -421,21 +422,25 @@ void append_blob(const TBlob& blob, CaptureKey* key) {
   key->insert(key->end(), blob.shape.begin(), blob.shape.end());
 }
 
-// See Note [CUDA graphs for bulk replays]: operands are allocated first, then the kernels run
-// from a captured graph, are captured, or run directly.
-void run_captured(const Records& records, CapturedGraphs& graphs, RunContext run) {
+// See Note [CUDA graphs for bulk replays]: operands are allocated first and the records before
+// `first_captured` run directly; the rest run from a captured graph, are captured, or run
+// directly.
+void run_captured(const Records& records, size_t first_captured, CapturedGraphs& graphs,
+                  RunContext run) {
+  for (const RecordRef& record : records) address_operands(record.get(), run.stream);
+  for (size_t i = 0; i < first_captured; ++i) call_kernel(records[i].get(), run);
   CaptureKey key;
-  for (const RecordRef& record : records) {
-    address_operands(record.get(), run.stream);
-    key.push_back(record->is_train);
-    for (const TBlob& blob : record->in_blobs) append_blob(blob, &key);
-    for (const TBlob& blob : record->out_blobs) append_blob(blob, &key);
+  for (size_t i = first_captured; i < records.size(); ++i) {
+    const InvokeRecord& record = *records[i].get();
+    key.push_back(record.is_train);
+    for (const TBlob& blob : record.in_blobs) append_blob(blob, &key);
+    for (const TBlob& blob : record.out_blobs) append_blob(blob, &key);
   }
   key.push_back(static_cast<int64_t>(t_workspace.generation));
   graphs.run(
       key, run.stream,
       [&] {
-        for (const RecordRef& record : records) call_kernel(record.get(), run);
+        for (size_t i = first_captured; i < records.size(); ++i) call_kernel(records[i].get(), run);
       },
       [] { return t_workspace.generation; });
 }
@@ -463,15 +468,25 @@ void BulkInvoke::add(const OpDef& op, const Attrs& attrs, const std::vector<NDAr
   for (int m : op.mutate_inputs) calls_->writes.push_back(inputs.at(m).var());
 }
 
+void BulkInvoke::add_before_capture(const OpDef& op, const Attrs& attrs,
+                                    const std::vector<NDArray>& inputs,
+                                    const std::vector<NDArray>& outputs) {
+  PMX_ASSERT(calls_->num_before_capture == calls_->records.size(),
+             "add_before_capture after add (operator '", op.name, "')");
+  add(op, attrs, inputs, outputs);
+  ++calls_->num_before_capture;
+}
+
 void BulkInvoke::push(const char* name) {
   auto records = std::make_shared<Records>(std::move(calls_->records));
+  const size_t first_captured = calls_->num_before_capture;
   // A seed is an argument of the captured kernels, new for every call: never captured.
   std::shared_ptr<CapturedGraphs> graphs = calls_->uses_rng ? nullptr : graphs_;
   static_cast<EngineBase*>(Engine::get())
       ->push_sync_fn(
-          [records, graphs](RunContext run) {
+          [records, first_captured, graphs](RunContext run) {
             if (graphs != nullptr && run.stream != nullptr && !profiler::is_recording()) {
-              run_captured(*records, *graphs, run);
+              run_captured(*records, first_captured, *graphs, run);
             } else {
               run_in_order(*records, run);
             }

@@ -74,6 +74,10 @@ class BulkInvoke {
   // infers them; memory allocated now or when the kernel runs). All on `device`.
   void add(const OpDef& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
            const std::vector<NDArray>& outputs);
+  // The same for a call that runs first on every push and is never part of a CUDA graph (a copy
+  // of a caller's input into a static buffer). Only before the first add().
+  void add_before_capture(const OpDef& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
+                          const std::vector<NDArray>& outputs);
   // Pushes the calls added so far as one engine op named `name` (a string that outlives it).
   void push(const char* name);
 

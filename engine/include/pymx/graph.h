@@ -74,6 +74,8 @@ class Graph {
   struct BufferPools;
   NDArray constant_on(size_t index, Device device) const;
   bool all_inferred_on(const BufferPool& pool, Device run_device) const;
+  // Whether a node writes graph input `input` in place.
+  bool input_is_written(size_t input) const;
   // Fills first_value_ and dead_after_ once the nodes and outputs are final.
   void plan_lifetimes();
   size_t value_index(const ValueRef& ref) const { return first_value_[ref.index] + ref.output; }
