@@ -139,7 +139,7 @@ class DeviceCache {
   }
 
   void* malloc_with_retry(size_t requested, size_t rounded) {
-    PMX_CUDA_CHECK(cudaSetDevice(device_));
+    set_device(device_);
     void* ptr = nullptr;
     cudaError_t err = cudaMalloc(&ptr, rounded);
     if (err == cudaErrorMemoryAllocation) {
@@ -163,7 +163,7 @@ class DeviceCache {
 
   // Caller holds mu_.
   void release_all_cached() {
-    PMX_CUDA_CHECK(cudaSetDevice(device_));
+    set_device(device_);
     for (auto& entry : cache_) {
       CachedBlock& block = entry.second;
       if (block.event != nullptr) {
@@ -182,7 +182,7 @@ class DeviceCache {
       free_events_.pop_back();
       return event;
     }
-    PMX_CUDA_CHECK(cudaSetDevice(device_));
+    set_device(device_);
     cudaEvent_t event = nullptr;
     PMX_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     return event;

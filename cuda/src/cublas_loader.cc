@@ -15,6 +15,7 @@
 
 #include "cuda_check.h"
 #include "library_dir.h"
+#include "pymx/gpu.h"
 #include "pymx/base.h"
 
 namespace pymx {
@@ -78,7 +79,7 @@ cublasHandle_t cublas_handle(int device_id, cudaStream_t stream) {
   auto key = std::make_pair(device_id, stream);
   auto it = handles->find(key);
   if (it != handles->end()) return it->second;
-  PMX_CUDA_CHECK(cudaSetDevice(device_id));
+  set_device(device_id);
   cublasHandle_t handle = nullptr;
   check_cublas(api.create(&handle), "cublasCreate_v2");
   check_cublas(api.set_stream(handle, stream), "cublasSetStream_v2");

@@ -25,6 +25,7 @@
 #include "config.h"
 #include "cuda_check.h"
 #include "library_dir.h"
+#include "pymx/gpu.h"
 #include "pymx/base.h"
 
 namespace pymx {
@@ -99,7 +100,7 @@ cudnnHandle_t cudnn_handle(int device_id, cudaStream_t stream) {
   auto key = std::make_pair(device_id, stream);
   auto it = handles->find(key);
   if (it != handles->end()) return it->second;
-  PMX_CUDA_CHECK(cudaSetDevice(device_id));
+  set_device(device_id);
   cudnnHandle_t handle = nullptr;
   // cudnnCreate fails where this cuDNN cannot run (a driver too old for it, an unsupported GPU):
   // the ops fall back to their own kernels there rather than fail.

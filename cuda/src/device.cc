@@ -5,6 +5,7 @@
 
 #include <mutex>
 
+#include "config.h"
 #include "cuda_check.h"
 #include "pymx/gpu.h"
 #include "staged_copy.h"
@@ -13,6 +14,16 @@ namespace pymx {
 namespace gpu {
 
 bool built_with_cuda() { return true; }
+
+// Note [Logical GPUs]
+// ~~~~~~~~~~~~~~~~~~~
+// PYMX_LOGICAL_GPUS_PER_GPU=n shows each physical GPU p as n devices gpu(p*n) ... gpu(p*n+n-1),
+// each with its own engine workers and streams and its own caching allocator, sharing the
+// physical device's memory and compute (its memory_info is the physical device's; out of memory,
+// a logical device releases only its own cache). It exists to run multi-device code (data
+// parallelism, kvstore reduction, copies between devices) on a machine with fewer GPUs, as
+// cpu(0) and cpu(1) do on the host. Every CUDA call that names a device goes through
+// physical_device(); copies between logical devices of one physical GPU are plain device copies.
 
 // The count cannot change while the process runs (CUDA_VISIBLE_DEVICES is read once by the
 // driver), so it is queried once; a failed query is not cached and throws again next time.
@@ -30,7 +41,7 @@ int device_count() {
     (void)cudaGetLastError();
     throw_cuda_error(err, "cudaGetDeviceCount(&count)", __FILE__, __LINE__);
   }
-  cached = count;
+  cached = count * config().logical_gpus_per_gpu;
   if (count > 0) register_kernels();  // a GPU is about to be used: check the kernel table once
   return cached;
 }
@@ -42,16 +53,18 @@ void check_device(int device_id) {
             count > 0 ? str_cat(" (valid ids 0..", count - 1, ")") : std::string());
 }
 
-void set_device(int device_id) {
+int physical_device(int device_id) {
   check_device(device_id);
-  PMX_CUDA_CHECK(cudaSetDevice(device_id));
+  return device_id / config().logical_gpus_per_gpu;
 }
 
+void set_device(int device_id) { PMX_CUDA_CHECK(cudaSetDevice(physical_device(device_id))); }
+
 void memory_info(int device_id, uint64_t* free_bytes, uint64_t* total_bytes) {
-  check_device(device_id);
+  const int physical = physical_device(device_id);
   int previous = 0;
   PMX_CUDA_CHECK(cudaGetDevice(&previous));
-  PMX_CUDA_CHECK(cudaSetDevice(device_id));
+  PMX_CUDA_CHECK(cudaSetDevice(physical));
   size_t free_b = 0, total_b = 0;
   cudaError_t err = cudaMemGetInfo(&free_b, &total_b);
   PMX_CUDA_CHECK(cudaSetDevice(previous));
@@ -69,7 +82,7 @@ void* create_stream(int device_id) {
 
 void destroy_stream(int device_id, void* stream) {
   if (stream == nullptr) return;
-  PMX_CUDA_IGNORE(cudaSetDevice(device_id));
+  PMX_CUDA_IGNORE(cudaSetDevice(physical_device(device_id)));
   PMX_CUDA_IGNORE(cudaStreamDestroy(static_cast<cudaStream_t>(stream)));
 }
 
@@ -96,7 +109,7 @@ float elapsed_ms(void* start_event, void* end_event) {
 
 void destroy_event(int device_id, void* event) {
   if (event == nullptr) return;
-  PMX_CUDA_IGNORE(cudaSetDevice(device_id));
+  PMX_CUDA_IGNORE(cudaSetDevice(physical_device(device_id)));
   PMX_CUDA_IGNORE(cudaEventDestroy(static_cast<cudaEvent_t>(event)));
 }
 
@@ -165,11 +178,12 @@ void copy_device_to_device(void* dst, int dst_device, const void* src, int src_d
                            size_t bytes, void* stream) {
   if (bytes == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
-  if (dst_device == src_device) {
+  const int dst_physical = physical_device(dst_device), src_physical = physical_device(src_device);
+  if (dst_physical == src_physical) {
     PMX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
   } else {
     // Peer copies work without peer access enabled (the driver stages through the host).
-    PMX_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, s));
+    PMX_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_physical, src, src_physical, bytes, s));
   }
 }
 

@@ -15,6 +15,10 @@ namespace {
 
 bool built_with_cuda() { return false; }
 int device_count() { return 0; }
+int physical_device(int device_id) {
+  PMX_THROW(Status::kNoCuda, "gpu(", device_id,
+            ") does not exist: pymx was built without CUDA (0 GPUs visible)");
+}
 void check_device(int device_id) {
   PMX_THROW(Status::kNoCuda, "gpu(", device_id,
             ") does not exist: pymx was built without CUDA (0 GPUs visible)");

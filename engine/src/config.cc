@@ -1,4 +1,4 @@
-// Every environment variable pymx reads (9); nothing else in pymx reads any.
+// Every environment variable pymx reads (10); nothing else in pymx reads any.
 //
 //   variable               values                  default   meaning
 //   PYMX_ENGINE            threaded | naive        threaded  naive = run each op at push (debugging)
@@ -15,6 +15,9 @@
 //                                                            autograd (training forward passes)
 //   PYMX_ENABLE_CUDA_GRAPHS  0 | 1                 1         0 = a bulk replay on a GPU launches
 //                                                            its kernels, never a CUDA graph
+//   PYMX_LOGICAL_GPUS_PER_GPU  int >= 1            1         each physical GPU appears as this
+//                                                            many devices (testing multi-GPU
+//                                                            code on fewer GPUs)
 //
 // Why one CPU worker per device by default: on the 2-core reference machine a second worker per
 // device only adds wake-ups (bench/cpp/engine_micro.cc), and data parallelism already uses one
@@ -76,6 +79,7 @@ Config read_config() {
   c.bulk_inference = read_switch("PYMX_EXEC_BULK_EXEC_INFERENCE");
   c.bulk_train = read_switch("PYMX_EXEC_BULK_EXEC_TRAIN");
   c.cuda_graphs = read_switch("PYMX_ENABLE_CUDA_GRAPHS");
+  c.logical_gpus_per_gpu = read_int("PYMX_LOGICAL_GPUS_PER_GPU", 1, 1);
   return c;
 }
 

@@ -16,6 +16,7 @@ struct Config {
   bool bulk_inference = true;       // false: graph replays op by op (Note [Bulk execution])
   bool bulk_train = true;           // the same for replays recorded by autograd
   bool cuda_graphs = true;          // false: bulk replays on a GPU never use CUDA graphs
+  int logical_gpus_per_gpu = 1;     // devices each physical GPU appears as (Note [Logical GPUs])
 };
 
 // Read once, on first use; thread-safe. Throws Error(kInvalidArg) naming the variable and the

@@ -16,8 +16,11 @@ namespace gpu {
 
 bool built_with_cuda();
 
-// 0 when there is no driver or no device; other CUDA failures throw Error(kCuda).
+// 0 when there is no driver or no device; other CUDA failures throw Error(kCuda). Counts logical
+// GPUs: PYMX_LOGICAL_GPUS_PER_GPU per physical one (Note [Logical GPUs] in cuda/src/device.cc).
 int device_count();
+// The CUDA device behind gpu(device_id) (itself unless physical GPUs are split).
+int physical_device(int device_id);
 
 // Throws Error(kInvalidArg) naming the id and the count when `device_id` is not a visible GPU.
 void check_device(int device_id);
