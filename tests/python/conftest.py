@@ -4,7 +4,9 @@
     from conftest import requires_gpu          # mark GPU-only tests
     def test_x(device): ...                    # runs on cpu(0), and gpu(0) when there is one
     from conftest import run_python            # a script in a fresh interpreter
+    from conftest import ops_ran               # which ops the engine ran during a call
 """
+import json
 import os
 import random
 import subprocess
@@ -15,7 +17,7 @@ import numpy as onp
 import pytest
 
 import pymx
-from pymx import npx
+from pymx import npx, profiler
 from pymx._c import core as _core
 
 # Computed once; every GPU test in the suite skips through this marker.
@@ -28,6 +30,21 @@ def run_python(code, env=None, timeout=120):
     pymx; `env` defaults to this process's environment."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=tempfile.gettempdir())
+
+
+def ops_ran(fn, device="cpu(0)"):
+    """{op name: count} of the ops the engine ran on `device` while fn() ran, from the profiler
+    (host timeline). Waits for earlier work first, so that only fn()'s ops are counted."""
+    npx.waitall()
+    profiler.set_state("run")
+    try:
+        fn()
+        npx.waitall()
+    finally:
+        profiler.set_state("stop")
+    entries = json.loads(profiler.dumps(reset=True, format="json"))
+    return {e["name"]: e["count"] for e in entries
+            if e["device"] == device and e["timeline"] == "host"}
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,6 @@ place, and never capture what it cannot repeat (random numbers). Skipped when no
 import os
 
 import numpy as onp
-import pytest
 from conftest import requires_gpu, run_python
 
 import pymx

@@ -3,7 +3,6 @@ buffers between runs and reuses only those nothing else holds. Results must be e
 graph without it, whatever the caller keeps (outputs, autograd tapes), and a steady loop must not
 allocate.
 """
-import json
 import os
 import textwrap
 import threading
@@ -12,9 +11,9 @@ import numpy as onp
 import pytest
 
 import pymx
-from pymx import autograd, gluon, np, npx, profiler
+from pymx import autograd, gluon, np, npx
 from pymx.gluon import nn
-from conftest import run_python
+from conftest import ops_ran, run_python
 
 RNG = onp.random.default_rng(7)
 X = RNG.standard_normal((2, 3, 12, 12)).astype("float32")
@@ -144,19 +143,6 @@ def test_concurrent_runs_from_two_threads():
     assert not failures, failures
 
 
-def _profiled_counts(fn):
-    """{op name: count} of what the engine ran on cpu(0) while fn() ran (the profiler records)."""
-    profiler.set_state("run")
-    try:
-        fn()
-        npx.waitall()
-    finally:
-        profiler.set_state("stop")
-    entries = json.loads(profiler.dumps(reset=True, format="json"))
-    return {e["name"]: e["count"] for e in entries
-            if e["device"] == "cpu(0)" and e["timeline"] == "host"}
-
-
 def test_replays_run_as_one_engine_op():
     """Note [Bulk execution]: once a signature's shapes are known, a replay into static buffers is
     one engine op ("graph") whose kernels are profiled one by one, recorded or not."""
@@ -166,15 +152,15 @@ def test_replays_run_as_one_engine_op():
     npx.waitall()
     kernels = {"convolution": 1, "relu": 1, "pooling": 1, "reshape": 1, "tanh": 1, "sum": 1,
                "multiply_scalar": 1}
-    assert _profiled_counts(lambda: static.run(inputs)) == {"graph": 1, **kernels}
+    assert ops_ran(lambda: static.run(inputs)) == {"graph": 1, **kernels}
     _assert_same(static.run(inputs), plain.run(inputs))
     x = _inputs(1.0)[0]
     x.attach_grad()
     npx.waitall()
     with autograd.record():
-        recorded = _profiled_counts(lambda: static.run([x, inputs[1]]))
+        recorded = ops_ran(lambda: static.run([x, inputs[1]]))
     assert recorded == {"graph": 1, **kernels}, recorded
-    assert "graph" not in _profiled_counts(lambda: plain.run(inputs))
+    assert "graph" not in ops_ran(lambda: plain.run(inputs))
 
 
 def test_bulk_replay_equals_op_by_op_replay(device):
