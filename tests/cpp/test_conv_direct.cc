@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/conv_direct.h"
+#include "conv_reference.h"
 #include "ops/conv_geometry.h"
 #include "test_util.h"
 
@@ -26,27 +27,6 @@ struct Case {
   std::string pad;
   bool bias, relu;
 };
-
-void reference(const ConvGeometry& g, const std::vector<float>& x, const std::vector<float>& w,
-               const float* bias, bool relu, std::vector<double>* y) {
-  const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
-  for (int64_t n = 0; n < g.batch; ++n)
-    for (int64_t f = 0; f < g.out_c; ++f)
-      for (int64_t oy = 0; oy < OH; ++oy)
-        for (int64_t ox = 0; ox < OW; ++ox) {
-          double sum = bias ? bias[f] : 0.0;
-          for (int64_t c = 0; c < g.in_c; ++c)
-            for (int64_t ky = 0; ky < g.k[1]; ++ky)
-              for (int64_t kx = 0; kx < g.k[2]; ++kx) {
-                const int64_t iy = oy + ky - g.p[1], ix = ox + kx - g.p[2];
-                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
-                sum += double(x[((n * g.in_c + c) * H + iy) * W + ix]) *
-                       w[((f * g.in_c + c) * g.k[1] + ky) * g.k[2] + kx];
-              }
-          if (relu && sum < 0) sum = 0;
-          (*y)[((n * g.out_c + f) * OH + oy) * OW + ox] = sum;
-        }
-}
 
 void check(const Case& c, FmaLevel level, std::mt19937* rng) {
   const Attrs attrs{{"kernel", pymx::shape_str({c.weight[2], c.weight[3]})},
@@ -71,7 +51,7 @@ void check(const Case& c, FmaLevel level, std::mt19937* rng) {
   pymx::nn::conv2d_direct_f32(g, x.data(), packed, c.relu, y.data(),
                               scratch.empty() ? nullptr : scratch.data(), level);
   std::vector<double> expected(y.size());
-  reference(g, x, w, c.bias ? b.data() : nullptr, c.relu, &expected);
+  pymx::test::conv2d_reference(g, x, w, c.bias ? b.data() : nullptr, c.relu, &expected);
   const double taps = double(g.in_c * g.k_sp);
   int64_t nans = 0;
   for (size_t i = 0; i < y.size(); ++i) {

@@ -38,7 +38,7 @@ namespace nn {
 namespace {
 
 constexpr int64_t kMaxTaps = 4608;  // 512 channels x 3 x 3: the weight block stays in L2
-constexpr int kBlockChannels = 8;
+constexpr int kBlockChannels = kDirectConvBlockChannels;
 constexpr int64_t kBandRows = 8;
 
 int64_t lanes(FmaLevel level) { return level == FmaLevel::kAvx512 ? 16 : 8; }
@@ -62,12 +62,14 @@ struct Source {
   int64_t channel_stride, row_stride;
 };
 
-Source band_source(const Job& job, int64_t image, int64_t first_row, float* scratch) {
-  const ConvGeometry& g = *job.g;
+// The input rows that output rows [first_row, first_row + out_rows) of `image` read; with
+// padding, copied into `scratch` (band_scratch(g, out_rows) floats) between zero borders.
+Source band_source(const ConvGeometry& g, const float* x, int64_t image, int64_t first_row,
+                   int64_t out_rows, float* scratch) {
   const int64_t H = g.in[1], W = g.in[2], ph = g.p[1], pw = g.p[2];
-  const float* image_x = job.x + image * g.in_c * H * W;
+  const float* image_x = x + image * g.in_c * H * W;
   if (ph == 0 && pw == 0) return {image_x + first_row * W, H * W, W};
-  const int64_t rows = kBandRows + g.k[1] - 1, padded_w = W + 2 * pw;
+  const int64_t rows = out_rows + g.k[1] - 1, padded_w = W + 2 * pw;
   for (int64_t c = 0; c < g.in_c; ++c) {
     for (int64_t r = 0; r < rows; ++r) {
       float* dst = scratch + (c * rows + r) * padded_w;
@@ -82,6 +84,11 @@ Source band_source(const Job& job, int64_t image, int64_t first_row, float* scra
     }
   }
   return {scratch, rows * padded_w, padded_w};
+}
+
+int64_t band_scratch(const ConvGeometry& g, int64_t out_rows) {
+  if (g.p[1] == 0 && g.p[2] == 0) return 0;
+  return g.in_c * (out_rows + g.k[1] - 1) * (g.in[2] + 2 * g.p[2]);
 }
 
 // L outputs starting at column `col` of kRows consecutive output rows, for one block of channels:
@@ -132,6 +139,24 @@ __attribute__((always_inline)) inline void rows_outputs(const ConvGeometry& g, c
   }
 }
 
+// The first `rows` output rows of src for one channel block (`w` and `bias` the block's):
+// channel c of the block goes to y + c * channel_stride, its rows g.out[2] apart. How rows are
+// grouped does not change any output's arithmetic.
+template <typename V, int kRows>
+__attribute__((always_inline)) inline void block_rows(const ConvGeometry& g, const Source& src,
+                                                      int64_t rows, const float* w,
+                                                      const float* bias, int64_t channels,
+                                                      bool relu, float* y,
+                                                      int64_t channel_stride) {
+  int64_t r = 0;
+  for (; r + kRows <= rows; r += kRows)
+    rows_outputs<V, kRows>(g, src, src.base + r * src.row_stride, w, bias, channels, relu,
+                           y + r * g.out[2], channel_stride);
+  for (; r < rows; ++r)  // an odd last row
+    rows_outputs<V, 1>(g, src, src.base + r * src.row_stride, w, bias, channels, relu,
+                       y + r * g.out[2], channel_stride);
+}
+
 // One band: output rows [first_row, first_row + kBandRows) of one image, every channel.
 // V is a GCC vector of L floats, compiled for the instruction set of the caller it is inlined in;
 // kRows output rows share each weight broadcast (kRows * 8 accumulators: 2 rows need AVX-512's
@@ -141,22 +166,17 @@ __attribute__((always_inline)) inline void run_band(const Job& job, int64_t task
   const ConvGeometry& g = *job.g;
   const int64_t image = task / job.bands_per_image;
   const int64_t first_row = task % job.bands_per_image * kBandRows;
-  const int64_t last_row = std::min(first_row + kBandRows, g.out[1]);
+  const int64_t rows = std::min(kBandRows, g.out[1] - first_row);
   const int64_t OW = g.out[2], out_plane = g.out[1] * OW;
   const int64_t taps = g.in_c * g.k_sp;
-  const Source src = band_source(job, image, first_row, scratch);
+  const Source src = band_source(g, job.x, image, first_row, kBandRows, scratch);
   for (int64_t block = 0; block * kBlockChannels < g.out_c; ++block) {
     const float* w = job.blocked_weight + block * taps * kBlockChannels;
     const float* bias = job.blocked_bias + block * kBlockChannels;
     const int64_t channels = std::min<int64_t>(kBlockChannels, g.out_c - block * kBlockChannels);
     float* y_block = job.y + (image * g.out_c + block * kBlockChannels) * out_plane;
-    int64_t oy = first_row;
-    for (; oy + kRows <= last_row; oy += kRows)
-      rows_outputs<V, kRows>(g, src, src.base + (oy - first_row) * src.row_stride, w, bias,
-                             channels, job.relu, y_block + oy * OW, out_plane);
-    for (; oy < last_row; ++oy)  // a band's odd last row
-      rows_outputs<V, 1>(g, src, src.base + (oy - first_row) * src.row_stride, w, bias, channels,
-                         job.relu, y_block + oy * OW, out_plane);
+    block_rows<V, kRows>(g, src, rows, w, bias, channels, job.relu, y_block + first_row * OW,
+                         out_plane);
   }
 }
 
@@ -175,9 +195,23 @@ __attribute__((target("avx512f"))) void run_band_avx512(const Job& job, int64_t 
 
 int64_t band_count(const ConvGeometry& g) { return g.batch * ((g.out[1] + kBandRows - 1) / kBandRows); }
 
-int64_t scratch_per_part(const ConvGeometry& g) {
-  if (g.p[1] == 0 && g.p[2] == 0) return 0;
-  return g.in_c * (kBandRows + g.k[1] - 1) * (g.in[2] + 2 * g.p[2]);
+int64_t scratch_per_part(const ConvGeometry& g) { return band_scratch(g, kBandRows); }
+
+// block_rows for conv2d_direct_f32_rows, one per instruction set.
+__attribute__((target("avx2,fma"))) void block_rows_avx2(const ConvGeometry& g, Source src,
+                                                         int64_t rows, const float* w,
+                                                         const float* bias, int64_t channels,
+                                                         bool relu, float* y,
+                                                         int64_t channel_stride) {
+  block_rows<Floats8, 1>(g, src, rows, w, bias, channels, relu, y, channel_stride);
+}
+
+__attribute__((target("avx512f"))) void block_rows_avx512(const ConvGeometry& g, Source src,
+                                                          int64_t rows, const float* w,
+                                                          const float* bias, int64_t channels,
+                                                          bool relu, float* y,
+                                                          int64_t channel_stride) {
+  block_rows<Floats16, 2>(g, src, rows, w, bias, channels, relu, y, channel_stride);
 }
 
 }  // namespace
@@ -223,6 +257,26 @@ void conv2d_direct_f32(const ConvGeometry& g, const float* x, const DirectConvWe
       }
     }
   });
+}
+
+int64_t conv2d_direct_f32_rows_scratch(const ConvGeometry& g, int64_t rows) {
+  return band_scratch(g, rows);
+}
+
+void conv2d_direct_f32_rows(const ConvGeometry& g, const float* x,
+                            const DirectConvWeights& weights, bool relu, int64_t image,
+                            int64_t block, int64_t first_row, int64_t last_row, float* y,
+                            int64_t channel_stride, float* scratch, FmaLevel level) {
+  const int64_t rows = last_row - first_row;
+  const Source src = band_source(g, x, image, first_row, rows, scratch);
+  const float* w = weights.weight.data() + block * g.in_c * g.k_sp * kBlockChannels;
+  const float* bias = weights.bias.data() + block * kBlockChannels;
+  const int64_t channels = std::min<int64_t>(kBlockChannels, g.out_c - block * kBlockChannels);
+  if (level == FmaLevel::kAvx512) {
+    block_rows_avx512(g, src, rows, w, bias, channels, relu, y, channel_stride);
+  } else {
+    block_rows_avx2(g, src, rows, w, bias, channels, relu, y, channel_stride);
+  }
 }
 
 }  // namespace nn

@@ -21,11 +21,14 @@ bool conv2d_direct_f32_handles(const ConvGeometry& g,
 // Floats of scratch each thread needs (the zero-padded input rows of one band; 0 without padding).
 int64_t conv2d_direct_f32_scratch(const ConvGeometry& g);
 
+// Output channels are computed in blocks of this many.
+constexpr int kDirectConvBlockChannels = 8;
+
 // The weight (out_c, in_c, kh, kw) and bias (out_c; may be null) in the kernel's layout, made once
 // for any number of calls.
 struct DirectConvWeights {
-  std::vector<float> weight;  // [block of 8 output channels][tap][8], zero-padded
-  std::vector<float> bias;    // [block][8]
+  std::vector<float> weight;  // [channel block][tap][kDirectConvBlockChannels], zero-padded
+  std::vector<float> bias;    // [channel block][kDirectConvBlockChannels]
 };
 DirectConvWeights conv2d_direct_f32_pack(const ConvGeometry& g, const float* w, const float* bias);
 
@@ -36,6 +39,21 @@ DirectConvWeights conv2d_direct_f32_pack(const ConvGeometry& g, const float* w, 
 void conv2d_direct_f32(const ConvGeometry& g, const float* x, const DirectConvWeights& weights,
                        bool relu, float* y, float* scratch,
                        FmaLevel level = fma_level());
+
+// Floats of scratch one conv2d_direct_f32_rows call for `rows` output rows needs (the zero-padded
+// input rows it reads; 0 without padding).
+int64_t conv2d_direct_f32_rows_scratch(const ConvGeometry& g, int64_t rows);
+
+// Output rows [first_row, last_row) of image `image` for the output channels of block `block`
+// ([8 * block, 8 * block + 8), those below out_c), on the calling thread: row r of the block's
+// channel c goes to y + c * channel_stride + (r - first_row) * g.out[2]. The same floats as
+// conv2d_direct_f32 computes for them. For kernels that consume the output while it is in cache
+// (conv_pool_fused.h). `scratch` holds conv2d_direct_f32_rows_scratch(g, last_row - first_row)
+// floats. Requires conv2d_direct_f32_handles(g, level).
+void conv2d_direct_f32_rows(const ConvGeometry& g, const float* x,
+                            const DirectConvWeights& weights, bool relu, int64_t image,
+                            int64_t block, int64_t first_row, int64_t last_row, float* y,
+                            int64_t channel_stride, float* scratch, FmaLevel level = fma_level());
 
 }  // namespace nn
 }  // namespace pymx
