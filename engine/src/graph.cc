@@ -25,6 +25,7 @@
 #include "autograd.h"
 #include "captured_graphs.h"
 #include "config.h"
+#include "graph_fusion.h"
 #include "invoke.h"
 
 namespace pymx {
@@ -154,7 +155,7 @@ std::shared_ptr<Graph> end_trace(const std::vector<NDArray>& outputs) {
   graph->constants_ = std::move(trace->constants);
   graph->constant_cache_ = std::make_shared<Graph::ConstantCache>();
   graph->buffer_pools_ = std::make_shared<Graph::BufferPools>();
-  graph->plan_lifetimes();
+  graph->plan();
   return graph;
 }
 
@@ -176,7 +177,7 @@ NDArray Graph::constant_on(size_t index, Device device) const {
 // chunk only after its queued readers finish). While recording, the tape keeps what backward
 // needs, so this changes nothing there. Which values die after which node depends only on the
 // graph, so it is worked out once, when the graph is built.
-void Graph::plan_lifetimes() {
+void Graph::plan() {
   first_value_.resize(nodes_.size());
   num_values_ = 0;
   for (size_t n = 0; n < nodes_.size(); ++n) {
@@ -196,6 +197,8 @@ void Graph::plan_lifetimes() {
   dead_after_.assign(nodes_.size(), {});
   for (size_t v = 0; v < num_values_; ++v)
     if (last_use[v] != never) dead_after_[last_use[v]].push_back(v);
+  fused_blocks_ = std::make_shared<const std::vector<FusedBlock>>(
+      find_fused_blocks(nodes_, outputs_, first_value_));
 }
 
 // Note [Static allocation]
@@ -417,46 +420,77 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
     return values[value_index(ref)];
   };
 
+  // See Note [Fused inference blocks] in graph_fusion.cc.
+  const bool fuse = bulk && !recording && !autograd::is_training() &&
+                    run_device.type == DeviceType::kCPU && !fused_blocks_->empty();
+  std::vector<const FusedBlock*> block_at;  // per node: the block it starts
+  std::vector<bool> fused_away;             // per node: computed by its block's fused call
+  if (fuse) {
+    block_at.assign(nodes_.size(), nullptr);
+    fused_away.assign(nodes_.size(), false);
+    for (const FusedBlock& block : *fused_blocks_) block_at[block.conv] = &block;
+  }
+  const OpDef* fused_op = fuse ? &op_registry::get("_conv_relu_max_pool") : nullptr;
+
   std::vector<NDArray> args, outs;
   std::vector<Shape> out_shapes;
   std::vector<DType> out_dtypes;
   for (size_t n = 0; n < nodes_.size(); ++n) {
     const GraphNode& node = nodes_[n];
     const size_t first = first_value_[n];
-    for (const ValueRef& ref : node.inputs) args.push_back(fetch(ref));
-    if (node.op == nullptr) {
-      values[first] = view_of(args.at(0), node.view_offset, node.view_shape);
-      if (pool && node.inputs[0].kind == ValueRef::Kind::kNode)
-        slot_of[first] = slot_of[value_index(node.inputs[0])];
+    if (fuse && fused_away[n]) {
+      // Computed by its block's fused call.
+    } else if (fuse && block_at[n] != nullptr &&
+               fused_block_applies(*block_at[n], fetch(node.inputs[0]), fetch(node.inputs[1]))) {
+      const FusedBlock& block = *block_at[n];
+      for (const ValueRef& ref : node.inputs) args.push_back(fetch(ref));
+      if (block.has_batch_norm)
+        for (size_t i = 1; i < nodes_[block.batch_norm].inputs.size(); ++i)
+          args.push_back(fetch(nodes_[block.batch_norm].inputs[i]));
+      const size_t value = first_value_[block.last()];
+      size_t slot = 0;
+      outs.push_back(pool->take(pool->out_shapes[value], pool->out_dtypes[value], &slot));
+      slot_of[value] = static_cast<int64_t>(slot);
+      bulk->add(*fused_op, block.attrs, args, outs);
+      values[value] = outs[0];
+      fused_away[block.pool] = true;
+      if (block.has_batch_norm) fused_away[block.batch_norm] = true;
     } else {
-      const Device device = node.device == trace_device_ ? run_device : node.device;
-      const bool pooled = pool && device == run_device && node.num_outputs > 0;
-      if (pooled && !pool->inferred[first] && infer_outputs(node, args, &out_shapes, &out_dtypes)) {
-        for (int k = 0; k < node.num_outputs; ++k) {
-          pool->out_shapes[first + k] = out_shapes[k];
-          pool->out_dtypes[first + k] = out_dtypes[k];
-          pool->inferred[first + k] = true;
-        }
-      }
-      if (pooled && pool->inferred[first]) {
-        for (int k = 0; k < node.num_outputs; ++k) {
-          size_t slot = 0;
-          const size_t value = first + k;
-          outs.push_back(pool->take(pool->out_shapes[value], pool->out_dtypes[value], &slot));
-          slot_of[first + k] = static_cast<int64_t>(slot);
-        }
-      }
-      if (bulk) {
-        bulk->add(*node.op, node.attrs, args, outs);
-        if (recording) {
-          const ArrayPointers arg_pointers(args.size(), [&](size_t i) { return &args[i]; });
-          autograd::record_op(*node.op, node.attrs, arg_pointers.data(),
-                              static_cast<int>(args.size()), &outs, autograd::is_training());
-        }
-        for (int k = 0; k < node.num_outputs; ++k) values[first + k] = outs[k];
+      for (const ValueRef& ref : node.inputs) args.push_back(fetch(ref));
+      if (node.op == nullptr) {
+        values[first] = view_of(args.at(0), node.view_offset, node.view_shape);
+        if (pool && node.inputs[0].kind == ValueRef::Kind::kNode)
+          slot_of[first] = slot_of[value_index(node.inputs[0])];
       } else {
-        std::vector<NDArray> results = invoke(*node.op, args, node.attrs, device, outs);
-        for (int k = 0; k < node.num_outputs; ++k) values[first + k] = std::move(results[k]);
+        const Device device = node.device == trace_device_ ? run_device : node.device;
+        const bool pooled = pool && device == run_device && node.num_outputs > 0;
+        if (pooled && !pool->inferred[first] && infer_outputs(node, args, &out_shapes, &out_dtypes)) {
+          for (int k = 0; k < node.num_outputs; ++k) {
+            pool->out_shapes[first + k] = out_shapes[k];
+            pool->out_dtypes[first + k] = out_dtypes[k];
+            pool->inferred[first + k] = true;
+          }
+        }
+        if (pooled && pool->inferred[first]) {
+          for (int k = 0; k < node.num_outputs; ++k) {
+            size_t slot = 0;
+            const size_t value = first + k;
+            outs.push_back(pool->take(pool->out_shapes[value], pool->out_dtypes[value], &slot));
+            slot_of[first + k] = static_cast<int64_t>(slot);
+          }
+        }
+        if (bulk) {
+          bulk->add(*node.op, node.attrs, args, outs);
+          if (recording) {
+            const ArrayPointers arg_pointers(args.size(), [&](size_t i) { return &args[i]; });
+            autograd::record_op(*node.op, node.attrs, arg_pointers.data(),
+                                static_cast<int>(args.size()), &outs, autograd::is_training());
+          }
+          for (int k = 0; k < node.num_outputs; ++k) values[first + k] = outs[k];
+        } else {
+          std::vector<NDArray> results = invoke(*node.op, args, node.attrs, device, outs);
+          for (int k = 0; k < node.num_outputs; ++k) values[first + k] = std::move(results[k]);
+        }
       }
     }
     // Every reference to a dying value must be gone before its buffer counts as free.
@@ -778,7 +812,7 @@ std::shared_ptr<Graph> Graph::from_json(const std::string& json) {
   }
   for (const Json& head : heads->items) graph->outputs_.push_back(parse_ref(head, nodes->items.size()));
   graph->buffer_pools_ = std::make_shared<Graph::BufferPools>();
-  graph->plan_lifetimes();
+  graph->plan();
   return graph;
 }
 

@@ -16,6 +16,8 @@ bool is_tracing();
 void trace_op(const OpDef& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
               const std::vector<NDArray>& outputs);
 
+struct FusedBlock;  // engine/src/graph_fusion.h
+
 // Where a node takes an input from.
 struct ValueRef {
   enum class Kind : uint8_t { kInput, kNode, kConstant };
@@ -76,8 +78,8 @@ class Graph {
   bool all_inferred_on(const BufferPool& pool, Device run_device) const;
   // Whether a node writes graph input `input` in place.
   bool input_is_written(size_t input) const;
-  // Fills first_value_ and dead_after_ once the nodes and outputs are final.
-  void plan_lifetimes();
+  // Fills first_value_, dead_after_ and fused_blocks_ once the nodes and outputs are final.
+  void plan();
   size_t value_index(const ValueRef& ref) const { return first_value_[ref.index] + ref.output; }
 
   size_t num_inputs_ = 0;
@@ -93,6 +95,8 @@ class Graph {
   // dead_after_[n]: the values whose last reader is node n (or, when nothing reads them, n
   // itself); graph outputs never die. See Note [Freeing intermediates].
   std::vector<std::vector<size_t>> dead_after_;
+  // The blocks an inference replay on the CPU may fuse (Note [Fused inference blocks]).
+  std::shared_ptr<const std::vector<FusedBlock>> fused_blocks_;
   bool static_alloc_ = false;
   std::shared_ptr<BufferPools> buffer_pools_;
 };
