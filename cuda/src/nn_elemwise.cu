@@ -166,7 +166,7 @@ void dropout_compute(const OpContext& ctx, const std::vector<TBlob>& in,
   if (n == 0) return;
   const double p = attrs.get_float("p", 0.5);
   PMX_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
-  const bool active = (attrs.get_str("mode", "training") == "always" || ctx.is_train) && p > 0;
+  const bool active = nn::dropout_draws_mask(attrs, ctx.is_train);
   const Shape& shape = in[0].shape;
   const int ndim = in[0].ndim();
   std::vector<bool> shared_axis(ndim, false);

@@ -390,7 +390,7 @@ struct BulkInvoke::Calls {
   std::vector<RecordRef> records;
   size_t num_before_capture = 0;  // records[0, num_before_capture) are never captured
   std::vector<VarHandle> reads, writes;
-  bool uses_rng = false;
+  bool draws_random = false;  // a call draws from its seed: never captured
 };
 
 namespace {
@@ -462,7 +462,9 @@ void BulkInvoke::add(const OpDef& op, const Attrs& attrs, const std::vector<NDAr
   calls_->records.emplace_back(RecyclingPool<InvokeRecord>::acquire());
   fill_record(calls_->records.back().get(), op, attrs, kernel_for(op, device_),
               input_pointers.data(), static_cast<int>(inputs.size()), outputs);
-  calls_->uses_rng = calls_->uses_rng || op.uses_rng;
+  const InvokeRecord& record = *calls_->records.back().get();
+  calls_->draws_random = calls_->draws_random ||
+                         (op.uses_rng && (!op.draws_random || op.draws_random(attrs, record.is_train)));
   for (const NDArray& input : inputs) calls_->reads.push_back(input.var());
   for (const NDArray& output : outputs) calls_->writes.push_back(output.var());
   for (int m : op.mutate_inputs) calls_->writes.push_back(inputs.at(m).var());
@@ -481,7 +483,7 @@ void BulkInvoke::push(const char* name) {
   auto records = std::make_shared<Records>(std::move(calls_->records));
   const size_t first_captured = calls_->num_before_capture;
   // A seed is an argument of the captured kernels, new for every call: never captured.
-  std::shared_ptr<CapturedGraphs> graphs = calls_->uses_rng ? nullptr : graphs_;
+  std::shared_ptr<CapturedGraphs> graphs = calls_->draws_random ? nullptr : graphs_;
   static_cast<EngineBase*>(Engine::get())
       ->push_sync_fn(
           [records, first_captured, graphs](RunContext run) {

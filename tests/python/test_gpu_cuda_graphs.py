@@ -95,7 +95,7 @@ def test_fresh_input_arrays_still_replay_the_graph():
     assert _stats()["replayed"] > replayed
 
 
-def test_random_ops_are_never_captured():
+def test_random_draws_are_never_captured():
     net = _net(dropout=0.5)
     x = np.array(IMAGES, device=pymx.gpu(0))
     before = _stats()
@@ -103,6 +103,11 @@ def test_random_ops_are_never_captured():
         masks = [net(x).asnumpy() for _ in range(4)]
     assert _stats()["captured"] == before["captured"]
     assert any((m != masks[0]).any() for m in masks[1:]), "dropout drew the same mask 4 times"
+    # In predict mode dropout draws nothing (the identity), so the same graph is captured.
+    replayed = _stats()["replayed"]
+    for _ in range(4):
+        onp.testing.assert_array_equal(net(x).asnumpy(), _op_by_op(net, x))
+    assert _stats()["replayed"] > replayed
 
 
 def test_cuda_graphs_off():

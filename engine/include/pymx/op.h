@@ -98,6 +98,10 @@ struct OpDef {
   GradFn gradient;                 // empty: not differentiable
   std::vector<int> mutate_inputs;  // inputs the kernel also writes (running stats, optimizer state)
   bool uses_rng = false;
+  // For a uses_rng op whose calls draw random numbers only in some modes (dropout: in train mode
+  // or with mode='always'): whether a call with these attributes and train flag draws. A call
+  // that does not is deterministic, so a CUDA graph may replay it. Empty: every call draws.
+  std::function<bool(const Attrs&, bool is_train)> draws_random;
   // The inputs and outputs whose values `gradient` reads, by index; nullopt (the default): all.
   // Autograd keeps only these alive until backward, so memory and engine vars of the rest are
   // reused at once. The others reach the gradient as none arrays (their shapes and dtypes are in
@@ -115,6 +119,10 @@ struct OpDef {
   OpDef& set_gradient(GradFn f) { gradient = std::move(f); return *this; }
   OpDef& set_mutate_inputs(std::vector<int> v) { mutate_inputs = std::move(v); return *this; }
   OpDef& set_uses_rng(bool v = true) { uses_rng = v; return *this; }
+  OpDef& set_draws_random(std::function<bool(const Attrs&, bool)> f) {
+    draws_random = std::move(f);
+    return *this;
+  }
   OpDef& set_grad_uses(std::vector<int> inputs, std::vector<int> outputs) {
     grad_uses_inputs = std::move(inputs);
     grad_uses_outputs = std::move(outputs);

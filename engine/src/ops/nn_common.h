@@ -287,6 +287,13 @@ inline LeakyParams leaky_params(const Attrs& attrs) {
   return {t == "elu", attrs.get_float("slope", 0.25)};
 }
 
+// Whether dropout draws a mask (and so random numbers): in train mode, or always with
+// mode='always'; never when p is 0. CPU and GPU kernels and OpDef::draws_random agree through it.
+inline bool dropout_draws_mask(const Attrs& attrs, bool is_train) {
+  return (attrs.get_str("mode", "training") == "always" || is_train) &&
+         attrs.get_float("p", 0.5) > 0;
+}
+
 // Note [Counter-based random numbers]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Dropout draws element i's number as a hash of (seed, i) (SplitMix64's finaliser), not from a

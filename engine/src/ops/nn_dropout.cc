@@ -38,7 +38,7 @@ void dropout_forward(const OpContext& ctx, const std::vector<TBlob>& in,
                      const std::vector<TBlob>& out) {
   const Attrs& attrs = *ctx.attrs;
   const double p = drop_probability(attrs);
-  const bool active = (attrs.get_str("mode", "training") == "always" || ctx.is_train) && p > 0;
+  const bool active = nn::dropout_draws_mask(attrs, ctx.is_train);
   const Shape& shape = in[0].shape;
   const int ndim = in[0].ndim();
   // Strides of the index used for the draw: 0 along shared axes, so they reuse one number.
@@ -107,6 +107,7 @@ PMX_REGISTER_OP(dropout)
     .set_infer(dropout_infer)
     .set_cpu(dropout_forward)
     .set_uses_rng()
+    .set_draws_random(nn::dropout_draws_mask)
     .set_gradient([](const GradContext& ctx) {
       return std::vector<NDArray>{
           invoke("dropout_backward", {ctx.out_grads[0], ctx.outputs[1]}, Attrs())[0]};
