@@ -36,13 +36,17 @@ std::atomic<uint64_t> g_captured{0}, g_replayed{0}, g_refused{0};
 
 }  // namespace
 
+GraphCalls cuda_graph_calls() {
+  return {gpu::begin_capture, gpu::end_capture, gpu::launch_graph, gpu::destroy_graph};
+}
+
 CaptureStats capture_stats() {
   return {g_captured.load(std::memory_order_relaxed), g_replayed.load(std::memory_order_relaxed),
           g_refused.load(std::memory_order_relaxed)};
 }
 
 CapturedGraphs::~CapturedGraphs() {
-  for (Entry& entry : entries_) gpu::destroy_graph(entry.graph);
+  for (Entry& entry : entries_) calls_.destroy(entry.graph);
 }
 
 CapturedGraphs::Entry* CapturedGraphs::find(const CaptureKey& key) {
@@ -76,14 +80,14 @@ void CapturedGraphs::run(const CaptureKey& key, void* stream,
           launch_kernels();  // every slot is being captured right now: nothing to evict
           return;
         }
-        gpu::destroy_graph(oldest->graph);
+        calls_.destroy(oldest->graph);
         entries_.erase(oldest);
       }
       entries_.push_back(Entry{key, nullptr, false, false, clock_});
     }
   }
   if (graph != nullptr) {
-    gpu::launch_graph(graph, stream);
+    calls_.launch(graph, stream);
     g_replayed.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -93,7 +97,7 @@ void CapturedGraphs::run(const CaptureKey& key, void* stream,
   }
 
   const uint64_t generation = workspace_generation();
-  gpu::begin_capture(stream);
+  calls_.begin_capture(stream);
   bool launched = true;
   try {
     launch_kernels();
@@ -102,12 +106,12 @@ void CapturedGraphs::run(const CaptureKey& key, void* stream,
   }
   void* captured = nullptr;
   try {
-    captured = gpu::end_capture(stream);  // ends the capture in every case
+    captured = calls_.end_capture(stream);  // ends the capture in every case
   } catch (...) {
     captured = nullptr;
   }
   if (captured != nullptr && (!launched || workspace_generation() != generation)) {
-    gpu::destroy_graph(captured);
+    calls_.destroy(captured);
     captured = nullptr;
   }
   {
@@ -126,7 +130,7 @@ void CapturedGraphs::run(const CaptureKey& key, void* stream,
     return;
   }
   g_captured.fetch_add(1, std::memory_order_relaxed);
-  gpu::launch_graph(captured, stream);
+  calls_.launch(captured, stream);
 }
 
 }  // namespace pymx

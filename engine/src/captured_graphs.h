@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace pymx {
@@ -13,10 +14,20 @@ namespace pymx {
 // dtype, the train flag, and the worker's workspace (its generation), in one flat list.
 using CaptureKey = std::vector<int64_t>;
 
+// The CUDA calls CapturedGraphs makes (gpu::begin_capture and the others in pymx/gpu.h); a test
+// passes its own to check the caching without a GPU.
+struct GraphCalls {
+  std::function<void(void* stream)> begin_capture;
+  std::function<void*(void* stream)> end_capture;
+  std::function<void(void* graph, void* stream)> launch;
+  std::function<void(void* graph)> destroy;
+};
+GraphCalls cuda_graph_calls();
+
 // The captured graphs of one static buffer pool (one graph, one GPU). Thread-safe.
 class CapturedGraphs {
  public:
-  CapturedGraphs() = default;
+  explicit CapturedGraphs(GraphCalls calls = cuda_graph_calls()) : calls_(std::move(calls)) {}
   ~CapturedGraphs();
   CapturedGraphs(const CapturedGraphs&) = delete;
   CapturedGraphs& operator=(const CapturedGraphs&) = delete;
@@ -40,6 +51,7 @@ class CapturedGraphs {
 
   Entry* find(const CaptureKey& key);  // under mu_; marks the entry used
 
+  const GraphCalls calls_;
   std::mutex mu_;
   std::vector<Entry> entries_;  // guarded by mu_
   uint64_t clock_ = 0;          // guarded by mu_
