@@ -505,7 +505,8 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
   if (bulk) bulk->push("graph");
   std::vector<NDArray> results;
   results.reserve(outputs_.size());
-  for (const ValueRef& ref : outputs_) results.push_back(fetch(ref));
+  for (const ValueRef& ref : outputs_)  // an input returned as is: the caller's, not a staged copy
+    results.push_back(ref.kind == ValueRef::Kind::kInput ? inputs[ref.index] : fetch(ref));
   if (pool) pool->end_run();
   return results;
 }
