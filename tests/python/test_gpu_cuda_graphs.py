@@ -156,3 +156,17 @@ def test_training_forward_replays_train_like_op_by_op():
         onp.testing.assert_array_equal(mine.data().asnumpy(), theirs.data().asnumpy())
     after = _stats()
     assert after["refused"] == before["refused"] and after["replayed"] > before["replayed"], after
+
+
+def test_an_input_returned_as_an_output_is_the_callers_array():
+    """Replays read staged copies of the inputs; an output that is an input is still the caller's."""
+    def model(a):
+        return [a * 2.0, a]
+
+    x = np.array(IMAGES, device=pymx.gpu(0))
+    graph, _ = autograd._trace(model, [x])
+    graph.static_alloc = True
+    for _ in range(4):
+        doubled, same = graph.run([x])
+        assert same._data_address() == x._data_address()
+        onp.testing.assert_array_equal(doubled.asnumpy(), IMAGES * 2.0)
