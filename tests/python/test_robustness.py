@@ -480,6 +480,28 @@ def test_backward_ops_reject_mixed_dtypes_when_invoked():
 
 
 # ---------------------------------------------------------------------------------------------
+# Settings
+# ---------------------------------------------------------------------------------------------
+
+def _settings():
+    """Every PYMX_* variable engine/src/config.cc lists (the one place that reads them)."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "engine", "src", "config.cc")
+    with open(path) as f:
+        names = [line.split()[1] for line in f if line.startswith("//   PYMX_")]
+    assert len(names) >= 10, names
+    return names
+
+
+@pytest.mark.parametrize("name", _settings())
+@pytest.mark.parametrize("value", ["bogus", "-3"])
+def test_every_setting_refuses_a_bad_value_naming_it(name, value):
+    result = run_python("import pymx\nfrom pymx import np\nprint(np.ones(2).asnumpy())",
+                        env={**os.environ, name: value})
+    assert result.returncode == 1, result.stdout + result.stderr  # an exception, not a crash
+    assert f'{name}="{value}"' in result.stderr, result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
 # NumPy's answers at the edges
 # ---------------------------------------------------------------------------------------------
 
