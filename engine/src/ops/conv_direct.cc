@@ -25,6 +25,11 @@
 // kMaxTaps taps takes this kernel: one rule, and no dependence on which kernels OpenBLAS picked.
 // Results differ from the GEMM path only in summation order (the tests compare both with float64
 // NumPy within float32 tolerances).
+// A 2 x 2 kernel (LeafNetwork's) has its own copy of the loops with the kernel size known when
+// compiling: the ky and kx loops of two steps each are unrolled, so a channel's 4 taps are 64
+// multiply-adds in a row without loop counters and branches in between. Same arithmetic in the
+// same order. LeafNetwork inference, hybridized, 2 threads, samples/s: batch 1 1380 -> 1455,
+// batch 4 1975 -> 2110, batch 64 1765 -> 2095.
 #include "ops/conv_direct.h"
 
 #include <algorithm>
@@ -93,20 +98,23 @@ int64_t band_scratch(const ConvGeometry& g, int64_t out_rows) {
 
 // L outputs starting at column `col` of kRows consecutive output rows, for one block of channels:
 // `in` is the input at (channel 0, first row's first kernel row, col), `w` and `bias` the block's.
-template <typename V, int kRows>
+// kKernel > 0: the kernel is kKernel x kKernel, known when compiling, so the tap loops unroll
+// (see Note [Direct convolution]); 0: any kernel, read from g.
+template <typename V, int kRows, int kKernel>
 __attribute__((always_inline)) inline void block_outputs(const ConvGeometry& g, const Source& src,
                                                          const float* in, const float* w,
                                                          const float* bias, int64_t channels,
                                                          bool relu, float* y, int64_t out_plane) {
+  const int64_t kh = kKernel > 0 ? kKernel : g.k[1], kw = kKernel > 0 ? kKernel : g.k[2];
   const V zero = {};
   V acc[kBlockChannels][kRows];
 #pragma GCC unroll 8
   for (int o = 0; o < kBlockChannels; ++o)
     for (int r = 0; r < kRows; ++r) acc[o][r] = zero + bias[o];
   for (int64_t c = 0; c < g.in_c; ++c) {
-    for (int64_t ky = 0; ky < g.k[1]; ++ky) {
+    for (int64_t ky = 0; ky < kh; ++ky) {
       const float* row = in + c * src.channel_stride + ky * src.row_stride;
-      for (int64_t kx = 0; kx < g.k[2]; ++kx, w += kBlockChannels) {
+      for (int64_t kx = 0; kx < kw; ++kx, w += kBlockChannels) {
         V v[kRows];
         for (int r = 0; r < kRows; ++r) std::memcpy(&v[r], row + r * src.row_stride + kx, sizeof(V));
 #pragma GCC unroll 8
@@ -126,7 +134,7 @@ __attribute__((always_inline)) inline void block_outputs(const ConvGeometry& g, 
 
 // kRows output rows of one channel block, L outputs at a time; the last step overlaps the one
 // before when the row is not a multiple of L.
-template <typename V, int kRows>
+template <typename V, int kRows, int kKernel>
 __attribute__((always_inline)) inline void rows_outputs(const ConvGeometry& g, const Source& src,
                                                         const float* in, const float* w,
                                                         const float* bias, int64_t channels,
@@ -135,26 +143,40 @@ __attribute__((always_inline)) inline void rows_outputs(const ConvGeometry& g, c
   const int64_t OW = g.out[2];
   for (int64_t ox = 0; ox < OW; ox += L) {
     const int64_t col = std::min(ox, OW - L);
-    block_outputs<V, kRows>(g, src, in + col, w, bias, channels, relu, y + col, out_plane);
+    block_outputs<V, kRows, kKernel>(g, src, in + col, w, bias, channels, relu, y + col, out_plane);
   }
 }
 
 // The first `rows` output rows of src for one channel block (`w` and `bias` the block's):
 // channel c of the block goes to y + c * channel_stride, its rows g.out[2] apart. How rows are
 // grouped does not change any output's arithmetic.
+template <typename V, int kRows, int kKernel>
+__attribute__((always_inline)) inline void block_rows_of(const ConvGeometry& g, const Source& src,
+                                                         int64_t rows, const float* w,
+                                                         const float* bias, int64_t channels,
+                                                         bool relu, float* y,
+                                                         int64_t channel_stride) {
+  int64_t r = 0;
+  for (; r + kRows <= rows; r += kRows)
+    rows_outputs<V, kRows, kKernel>(g, src, src.base + r * src.row_stride, w, bias, channels,
+                                    relu, y + r * g.out[2], channel_stride);
+  for (; r < rows; ++r)  // an odd last row
+    rows_outputs<V, 1, kKernel>(g, src, src.base + r * src.row_stride, w, bias, channels, relu,
+                                y + r * g.out[2], channel_stride);
+}
+
+// block_rows_of with the 2 x 2 kernel (LeafNetwork's) unrolled; same arithmetic either way.
 template <typename V, int kRows>
 __attribute__((always_inline)) inline void block_rows(const ConvGeometry& g, const Source& src,
                                                       int64_t rows, const float* w,
                                                       const float* bias, int64_t channels,
                                                       bool relu, float* y,
                                                       int64_t channel_stride) {
-  int64_t r = 0;
-  for (; r + kRows <= rows; r += kRows)
-    rows_outputs<V, kRows>(g, src, src.base + r * src.row_stride, w, bias, channels, relu,
-                           y + r * g.out[2], channel_stride);
-  for (; r < rows; ++r)  // an odd last row
-    rows_outputs<V, 1>(g, src, src.base + r * src.row_stride, w, bias, channels, relu,
-                       y + r * g.out[2], channel_stride);
+  if (g.k[1] == 2 && g.k[2] == 2) {
+    block_rows_of<V, kRows, 2>(g, src, rows, w, bias, channels, relu, y, channel_stride);
+  } else {
+    block_rows_of<V, kRows, 0>(g, src, rows, w, bias, channels, relu, y, channel_stride);
+  }
 }
 
 // One band: output rows [first_row, first_row + kBandRows) of one image, every channel.
