@@ -464,7 +464,8 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
       } else {
         const Device device = node.device == trace_device_ ? run_device : node.device;
         const bool pooled = pool && device == run_device && node.num_outputs > 0;
-        if (pooled && !pool->inferred[first] && infer_outputs(node, args, &out_shapes, &out_dtypes)) {
+        if (pooled && !pool->inferred[first] &&
+            infer_outputs(node, args, &out_shapes, &out_dtypes)) {
           for (int k = 0; k < node.num_outputs; ++k) {
             pool->out_shapes[first + k] = out_shapes[k];
             pool->out_dtypes[first + k] = out_dtypes[k];

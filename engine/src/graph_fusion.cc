@@ -97,13 +97,15 @@ std::vector<FusedBlock> find_fused_blocks(const std::vector<GraphNode>& nodes,
     FusedBlock block;
     block.conv = c;
     block.pool = p;
-    for (const char* key : {"kernel", "stride", "dilate", "pad", "num_filter", "num_group", "layout"})
+    for (const char* key :
+         {"kernel", "stride", "dilate", "pad", "num_filter", "num_group", "layout"})
       copy_attr(nodes[c].attrs, key, key, &block.attrs);
     copy_attr(nodes[p].attrs, "kernel", "pool_kernel", &block.attrs);
     copy_attr(nodes[p].attrs, "stride", "pool_stride", &block.attrs);
     const size_t b = uses.only_reader(first_value[p], none);
-    if (b != none && fusable_batch_norm(nodes[b]) && nodes[b].inputs[0].kind == ValueRef::Kind::kNode &&
-        nodes[b].inputs[0].index == p && uses.count[first_value[b] + 1] == 0 &&
+    const bool reads_pool = b != none && nodes[b].inputs[0].kind == ValueRef::Kind::kNode &&
+                            nodes[b].inputs[0].index == p;
+    if (reads_pool && fusable_batch_norm(nodes[b]) && uses.count[first_value[b] + 1] == 0 &&
         uses.count[first_value[b] + 2] == 0) {
       block.has_batch_norm = true;
       block.batch_norm = b;

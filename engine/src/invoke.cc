@@ -462,9 +462,9 @@ void BulkInvoke::add(const OpDef& op, const Attrs& attrs, const std::vector<NDAr
   calls_->records.emplace_back(RecyclingPool<InvokeRecord>::acquire());
   fill_record(calls_->records.back().get(), op, attrs, kernel_for(op, device_),
               input_pointers.data(), static_cast<int>(inputs.size()), outputs);
-  const InvokeRecord& record = *calls_->records.back().get();
-  calls_->draws_random = calls_->draws_random ||
-                         (op.uses_rng && (!op.draws_random || op.draws_random(attrs, record.is_train)));
+  const bool is_train = calls_->records.back()->is_train;
+  const bool draws = op.uses_rng && (!op.draws_random || op.draws_random(attrs, is_train));
+  calls_->draws_random = calls_->draws_random || draws;
   for (const NDArray& input : inputs) calls_->reads.push_back(input.var());
   for (const NDArray& output : outputs) calls_->writes.push_back(output.var());
   for (int m : op.mutate_inputs) calls_->writes.push_back(inputs.at(m).var());

@@ -64,7 +64,8 @@ void Var::reset() {
   std::lock_guard<std::mutex> lock(mu_);
   // A var is released with nothing queued (after its deletion op), so the queue is the
   // sentinel plus, at most, the deletion's own finished block.
-  if (pending_write_ != nullptr && pending_write_ != head_) ObjectPool<VarBlock>::destroy(pending_write_);
+  if (pending_write_ != nullptr && pending_write_ != head_)
+    ObjectPool<VarBlock>::destroy(pending_write_);
   pending_write_ = nullptr;
   num_pending_reads_ = 0;
   version_ = 0;

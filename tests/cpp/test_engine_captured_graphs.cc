@@ -97,7 +97,8 @@ void test_first_run_direct_second_captured_then_replayed() {
   {
     CapturedGraphs graphs(cuda.calls());
     for (int i = 0; i < 5; ++i) graphs.run({1, 2, 3}, kStream, std::ref(kernels), fixed_generation);
-    EXPECT(kernels.direct == 1 && kernels.recorded == 1, kernels.direct.load(), " ", kernels.recorded.load());
+    EXPECT(kernels.direct == 1 && kernels.recorded == 1, kernels.direct.load(), " ",
+           kernels.recorded.load());
     EXPECT(cuda.begun == 1 && cuda.launches == 4, cuda.begun.load(), " ", cuda.launches.load());
     const pymx::CaptureStats after = pymx::capture_stats();
     EXPECT(after.captured == before.captured + 1 && after.replayed == before.replayed + 3 &&
