@@ -55,7 +55,7 @@ step build 240 "$PY" -m pip install --no-build-isolation --no-deps --no-index -v
 step native 120 ctest --test-dir "$OUT/build" --output-on-failure -j 4
 # Leave the source tree so that `import pymx` finds the installed package, not ./pymx.
 cd "$OUT"
-step gputests 150 "$PY" -m pytest "$ROOT"/tests/python/test_gpu_*.py -q -p no:cacheprovider \
+step gputests 200 "$PY" -m pytest "$ROOT"/tests/python/test_gpu_*.py -q -p no:cacheprovider \
   --rootdir "$ROOT" --junitxml "$OUT/gputests.xml" -rfE
 step bench 180 "$PY" "$ROOT"/bench/gpu_bench.py --out "$OUT/gpu_bench.json"
 # Where the time goes (pymx.profiler, per operator, GPU and worker timelines).
