@@ -23,8 +23,9 @@ namespace pymx {
 // allocated while capturing. A captured graph that holds anything other than kernels, memsets
 // and device-to-device copies is refused (gpu::end_capture), as is every capture that fails
 // (a kernel that synchronises, for example); a refused key runs its kernels directly from then
-// on. Ops with random numbers are never captured (their seed changes per call), and nothing is
-// captured while the profiler records (its spans are events between the kernels).
+// on. A bulk op with a call that draws random numbers is never captured (its seed changes per
+// call; dropout in predict mode draws none: OpDef::draws_random), and nothing is captured while
+// the profiler records (its spans are events between the kernels).
 // A key is captured the second time it is seen, so one-off shapes and first runs (which may
 // tune cuDNN and grow the workspace) never pay for a capture. The graph's inputs are copied
 // into static buffers first (outside the capture), so a caller that passes a fresh input array
