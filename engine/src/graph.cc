@@ -197,8 +197,16 @@ void Graph::plan() {
   dead_after_.assign(nodes_.size(), {});
   for (size_t v = 0; v < num_values_; ++v)
     if (last_use[v] != never) dead_after_[last_use[v]].push_back(v);
+  written_inputs_.assign(num_inputs_, false);
+  for (const GraphNode& node : nodes_) {
+    if (node.op == nullptr) continue;
+    for (int m : node.op->mutate_inputs) {
+      const ValueRef& ref = node.inputs.at(m);
+      if (ref.kind == ValueRef::Kind::kInput) written_inputs_[ref.index] = true;
+    }
+  }
   fused_blocks_ = std::make_shared<const std::vector<FusedBlock>>(
-      find_fused_blocks(nodes_, outputs_, first_value_));
+      find_fused_blocks(nodes_, outputs_, first_value_, num_values_));
 }
 
 // Note [Static allocation]
@@ -349,17 +357,6 @@ bool Graph::all_inferred_on(const BufferPool& pool, Device run_device) const {
   return true;
 }
 
-bool Graph::input_is_written(size_t input) const {
-  for (const GraphNode& node : nodes_) {
-    if (node.op == nullptr) continue;
-    for (int m : node.op->mutate_inputs) {
-      const ValueRef& ref = node.inputs.at(m);
-      if (ref.kind == ValueRef::Kind::kInput && ref.index == input) return true;
-    }
-  }
-  return false;
-}
-
 std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
   PMX_CHECK(inputs.size() == num_inputs_, "graph run: the graph takes ", num_inputs_,
             " inputs, got ", inputs.size());
@@ -400,7 +397,7 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
     const OpDef& copy = op_registry::get("copy");
     for (size_t i = 0; i < inputs.size(); ++i) {
       size_t slot = 0;
-      if (inputs[i].device() != run_device || input_is_written(i)) {
+      if (inputs[i].device() != run_device || written_inputs_[i]) {
         staged_inputs.push_back(inputs[i]);
         continue;
       }
@@ -430,7 +427,6 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
     fused_away.assign(nodes_.size(), false);
     for (const FusedBlock& block : *fused_blocks_) block_at[block.conv] = &block;
   }
-  const OpDef* fused_op = fuse ? &op_registry::get("_conv_relu_max_pool") : nullptr;
 
   std::vector<NDArray> args, outs;
   std::vector<Shape> out_shapes;
@@ -440,24 +436,22 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
     const size_t first = first_value_[n];
     if (fuse && fused_away[n]) {
       // Computed by its block's fused call.
-    } else if (fuse && block_at[n] != nullptr &&
-               fused_block_applies(*block_at[n], fetch(node.inputs[0]), fetch(node.inputs[1]))) {
-      const FusedBlock& block = *block_at[n];
-      for (const ValueRef& ref : node.inputs) args.push_back(fetch(ref));
-      if (block.has_batch_norm)
-        for (size_t i = 1; i < nodes_[block.batch_norm].inputs.size(); ++i)
-          args.push_back(fetch(nodes_[block.batch_norm].inputs[i]));
-      const size_t value = first_value_[block.last()];
-      size_t slot = 0;
-      outs.push_back(pool->take(pool->out_shapes[value], pool->out_dtypes[value], &slot));
-      slot_of[value] = static_cast<int64_t>(slot);
-      bulk->add(*fused_op, block.attrs, args, outs);
-      values[value] = outs[0];
-      fused_away[block.pool] = true;
-      if (block.has_batch_norm) fused_away[block.batch_norm] = true;
     } else {
       for (const ValueRef& ref : node.inputs) args.push_back(fetch(ref));
-      if (node.op == nullptr) {
+      const FusedBlock* block = fuse ? block_at[n] : nullptr;
+      if (block != nullptr && fused_block_applies(*block, args[0], args[1])) {
+        if (block->has_batch_norm)
+          for (size_t i = 1; i < nodes_[block->batch_norm].inputs.size(); ++i)
+            args.push_back(fetch(nodes_[block->batch_norm].inputs[i]));
+        const size_t value = first_value_[block->last()];
+        size_t slot = 0;
+        outs.push_back(pool->take(pool->out_shapes[value], pool->out_dtypes[value], &slot));
+        slot_of[value] = static_cast<int64_t>(slot);
+        bulk->add(*block->op, block->attrs, args, outs);
+        values[value] = outs[0];
+        fused_away[block->pool] = true;
+        if (block->has_batch_norm) fused_away[block->batch_norm] = true;
+      } else if (node.op == nullptr) {
         values[first] = view_of(args.at(0), node.view_offset, node.view_shape);
         if (pool && node.inputs[0].kind == ValueRef::Kind::kNode)
           slot_of[first] = slot_of[value_index(node.inputs[0])];

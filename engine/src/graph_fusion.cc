@@ -1,7 +1,6 @@
 // Fused inference blocks. See graph_fusion.h.
 #include "graph_fusion.h"
 
-#include <algorithm>
 #include <string>
 
 #include "ops/conv_pool_fused.h"
@@ -83,10 +82,9 @@ void copy_attr(const Attrs& from, const char* key, const char* as, Attrs* to) {
 
 std::vector<FusedBlock> find_fused_blocks(const std::vector<GraphNode>& nodes,
                                           const std::vector<ValueRef>& outputs,
-                                          const std::vector<size_t>& first_value) {
-  size_t num_values = 0;
-  for (size_t n = 0; n < nodes.size(); ++n)
-    num_values = std::max(num_values, first_value[n] + static_cast<size_t>(nodes[n].num_outputs));
+                                          const std::vector<size_t>& first_value,
+                                          size_t num_values) {
+  const OpDef& fused_op = op_registry::get("_conv_relu_max_pool");
   const ValueUses uses(nodes, outputs, first_value, num_values);
   const size_t none = nodes.size();
   std::vector<FusedBlock> blocks;
@@ -95,6 +93,7 @@ std::vector<FusedBlock> find_fused_blocks(const std::vector<GraphNode>& nodes,
     const size_t p = uses.only_reader(first_value[c], none);
     if (p == none || !fusable_pool(nodes[p])) continue;
     FusedBlock block;
+    block.op = &fused_op;
     block.conv = c;
     block.pool = p;
     for (const char* key :

@@ -13,6 +13,7 @@ namespace graph {
 // convolution(act_type='relu') -> pooling(max) [-> batch_norm], as node numbers, with the
 // attributes of the _conv_relu_max_pool call that replaces them.
 struct FusedBlock {
+  const OpDef* op = nullptr;  // _conv_relu_max_pool
   size_t conv = 0;
   size_t pool = 0;
   bool has_batch_norm = false;
@@ -23,10 +24,11 @@ struct FusedBlock {
 
 // The blocks of `nodes` whose intermediate values nothing else reads (other nodes or the graph's
 // `outputs`) and whose batch_norm statistics are graph inputs or constants. `first_value[n]` is
-// the number of node n's first output value (Graph's numbering).
+// the number of node n's first output value, of `num_values` (Graph's numbering).
 std::vector<FusedBlock> find_fused_blocks(const std::vector<GraphNode>& nodes,
                                           const std::vector<ValueRef>& outputs,
-                                          const std::vector<size_t>& first_value);
+                                          const std::vector<size_t>& first_value,
+                                          size_t num_values);
 
 // Whether the fused kernel computes `block` on these operands: float32 on the CPU, in a geometry
 // the kernel handles.

@@ -76,9 +76,8 @@ class Graph {
   struct BufferPools;
   NDArray constant_on(size_t index, Device device) const;
   bool all_inferred_on(const BufferPool& pool, Device run_device) const;
-  // Whether a node writes graph input `input` in place.
-  bool input_is_written(size_t input) const;
-  // Fills first_value_, dead_after_ and fused_blocks_ once the nodes and outputs are final.
+  // Fills first_value_, dead_after_, written_inputs_ and fused_blocks_ once the nodes and outputs
+  // are final.
   void plan();
   size_t value_index(const ValueRef& ref) const { return first_value_[ref.index] + ref.output; }
 
@@ -97,6 +96,7 @@ class Graph {
   std::vector<std::vector<size_t>> dead_after_;
   // The blocks an inference replay on the CPU may fuse (Note [Fused inference blocks]).
   std::shared_ptr<const std::vector<FusedBlock>> fused_blocks_;
+  std::vector<bool> written_inputs_;  // per graph input: a node writes it in place
   bool static_alloc_ = false;
   std::shared_ptr<BufferPools> buffer_pools_;
 };
