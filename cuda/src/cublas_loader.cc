@@ -23,6 +23,12 @@ namespace gpu {
 namespace {
 
 constexpr const char* kCublasSoname = "libcublas.so.13";
+// Each handle's workspace: cuBLAS's recommended size for Hopper and newer, enough for older GPUs.
+// Without one, cuBLAS finds workspace itself while it runs, and a GEMM inside a CUDA-graph capture
+// (Note [CUDA graphs for bulk replays]) would put a memory allocation into the graph, which pymx
+// refuses to replay. The workspace is made when the handle is, before any capture on its stream
+// (a replay is captured only the second time it is seen), and lives as long as the handle.
+constexpr size_t kWorkspaceBytes = 32 << 20;
 
 void* open_cublas() {
   std::vector<std::string> candidates = {kCublasSoname};
@@ -57,6 +63,8 @@ const CublasApi& cublas() {
     };
     api.create = reinterpret_cast<decltype(api.create)>(load("cublasCreate_v2"));
     api.set_stream = reinterpret_cast<decltype(api.set_stream)>(load("cublasSetStream_v2"));
+    api.set_workspace =
+        reinterpret_cast<decltype(api.set_workspace)>(load("cublasSetWorkspace_v2"));
     api.sgemm_strided_batched = reinterpret_cast<decltype(api.sgemm_strided_batched)>(
         load("cublasSgemmStridedBatched"));
     api.dgemm_strided_batched = reinterpret_cast<decltype(api.dgemm_strided_batched)>(
@@ -80,9 +88,15 @@ cublasHandle_t cublas_handle(int device_id, cudaStream_t stream) {
   auto it = handles->find(key);
   if (it != handles->end()) return it->second;
   set_device(device_id);
+  // From the caching allocator, so that it shows in the device's memory statistics and an
+  // out-of-memory error names the numbers; never freed, like the handle. Taken first: a failed
+  // allocation then leaves nothing half made.
+  const StorageHandle workspace = alloc(device_id, kWorkspaceBytes, stream);
   cublasHandle_t handle = nullptr;
   check_cublas(api.create(&handle), "cublasCreate_v2");
   check_cublas(api.set_stream(handle, stream), "cublasSetStream_v2");
+  check_cublas(api.set_workspace(handle, workspace.dptr, kWorkspaceBytes),
+               "cublasSetWorkspace_v2");
   handles->emplace(key, handle);
   return handle;
 }

@@ -18,6 +18,7 @@ enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
 struct CublasApi {
   cublasStatus_t (*create)(cublasHandle_t*);
   cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+  cublasStatus_t (*set_workspace)(cublasHandle_t, void*, size_t);
   cublasStatus_t (*sgemm_strided_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t,
                                           int, int, int, const float*, const float*, int,
                                           long long, const float*, int, long long, const float*,
@@ -38,8 +39,9 @@ struct CublasApi {
 // the places searched when it cannot be loaded. Thread-safe.
 const CublasApi& cublas();
 
-// The cuBLAS handle bound to `stream` on the current device, created on first use and kept for
-// the life of the process (engine worker streams live as long). Thread-safe.
+// The cuBLAS handle bound to `stream` on pymx device `device_id`, created on first use with a
+// workspace of its own (see cublas_loader.cc) and kept for the life of the process (engine worker
+// streams live as long). Thread-safe.
 cublasHandle_t cublas_handle(int device_id, cudaStream_t stream);
 
 // Throws Error(kCuda) naming the call and the status when `status` is not success.

@@ -19,8 +19,10 @@ namespace pymx {
 // from the graph, which a pool belongs to. The one memory a kernel reaches that is not an
 // operand is its worker's workspace: the key holds the workspace's generation (a number that
 // changes whenever a workspace is reallocated, never reused), and a capture during which it
-// changed is dropped. Operands are allocated before the capture starts, so nothing is
-// allocated while capturing. A captured graph that holds anything other than kernels, memsets
+// changed is dropped. The key also holds the stream: cuBLAS and cuDNN handles, and the cuBLAS
+// workspace, are made on a stream's first call, which must not fall inside a capture; with the
+// stream in the key a stream has run the kernels once before they are captured on it. Operands
+// are allocated before the capture starts, so nothing is allocated while capturing. A captured graph that holds anything other than kernels, memsets
 // and device-to-device copies is refused (gpu::end_capture), as is every capture that fails
 // (a kernel that synchronises, for example); a refused key runs its kernels directly from then
 // on. A bulk op with a call that draws random numbers is never captured (its seed changes per

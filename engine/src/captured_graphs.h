@@ -11,7 +11,8 @@
 namespace pymx {
 
 // What a replay of a bulk op must match to reuse a capture: every operand's address, shape and
-// dtype, the train flag, and the worker's workspace (its generation), in one flat list.
+// dtype, the train flag, the worker's workspace (its generation) and its stream, in one flat
+// list.
 using CaptureKey = std::vector<int64_t>;
 
 // The CUDA calls CapturedGraphs makes (gpu::begin_capture and the others in pymx/gpu.h); a test

@@ -437,6 +437,7 @@ void run_captured(const Records& records, size_t first_captured, CapturedGraphs&
     for (const TBlob& blob : record.out_blobs) append_blob(blob, &key);
   }
   key.push_back(static_cast<int64_t>(t_workspace.generation));
+  key.push_back(reinterpret_cast<intptr_t>(run.stream));
   graphs.run(
       key, run.stream,
       [&] {
