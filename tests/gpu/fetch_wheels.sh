@@ -4,6 +4,7 @@
 # They are kept out of git (.gitignore); carry tests/gpu/wheels with the device call.
 set -euo pipefail
 cd "$(dirname "$0")"
+rm -rf wheels   # pip download keeps older versions, which would then be installed side by side
 mkdir -p wheels/fallback
 fetch() {
   python3 -m pip download -q --only-binary=:all: --python-version 3.12 \

@@ -136,7 +136,8 @@ print(core.cuda_graph_stats()["captured"])
 
 def test_training_forward_replays_train_like_op_by_op():
     """Recorded forward passes are bulked and, without dropout, captured too: training through
-    them must give exactly the parameters of the op-by-op twin."""
+    them must give the parameters of the op-by-op twin (to rounding: the backward passes of max
+    pooling and of cuDNN's fastest algorithms add with atomics, in no fixed order)."""
     from pymx import gluon
     nets = [_net(), _net(static_alloc=False)]
     for mine, theirs in zip(nets[1].collect_params().values(), nets[0].collect_params().values()):
@@ -153,7 +154,8 @@ def test_training_forward_replays_train_like_op_by_op():
             loss.backward()
             trainer.step(2)
     for mine, theirs in zip(nets[0].collect_params().values(), nets[1].collect_params().values()):
-        onp.testing.assert_array_equal(mine.data().asnumpy(), theirs.data().asnumpy())
+        onp.testing.assert_allclose(mine.data().asnumpy(), theirs.data().asnumpy(), rtol=1e-5,
+                                    atol=1e-6)
     after = _stats()
     assert after["refused"] == before["refused"] and after["replayed"] > before["replayed"], after
 

@@ -109,7 +109,10 @@ def test_gradients_with_two_recorded_runs_alive(device):
 
     for _ in range(2):  # the second round reuses what the first round's tape released
         for got, want in zip(gradients(static), gradients(plain)):
-            onp.testing.assert_array_equal(got, want)
+            if device.device_type == "cpu":
+                onp.testing.assert_array_equal(got, want)
+            else:  # cuDNN's fastest backward algorithms add with atomics: equal to rounding
+                onp.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_runs_on_two_devices_use_separate_buffers():
