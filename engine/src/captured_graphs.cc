@@ -26,8 +26,9 @@ namespace pymx {
 // and device-to-device copies is refused (gpu::end_capture), as is every capture that fails
 // (a kernel that synchronises, for example); a refused key runs its kernels directly from then
 // on. A bulk op with a call that draws random numbers is never captured (its seed changes per
-// call; dropout in predict mode draws none: OpDef::draws_random), and nothing is captured while
-// the profiler records (its spans are events between the kernels).
+// call; dropout in predict mode draws none: OpDef::draws_random), nothing is captured while
+// the profiler records (its spans are events between the kernels), and nothing under the naive
+// engine (its pushing threads share a stream, so a capture would take in their kernels too).
 // A key is captured the second time it is seen, so one-off shapes and first runs (which may
 // tune cuDNN and grow the workspace) never pay for a capture. The graph's inputs are copied
 // into static buffers first (outside the capture), so a caller that passes a fresh input array

@@ -15,6 +15,7 @@
 //                                                            autograd (training forward passes)
 //   PYMX_ENABLE_CUDA_GRAPHS  0 | 1                 1         0 = a bulk replay on a GPU launches
 //                                                            its kernels, never a CUDA graph
+//                                                            (never one under the naive engine)
 //   PYMX_LOGICAL_GPUS_PER_GPU  int >= 1            1         each physical GPU appears as this
 //                                                            many devices (testing multi-GPU
 //                                                            code on fewer GPUs)

@@ -311,7 +311,9 @@ struct Graph::BufferPools {
     }
     auto pool = std::make_unique<BufferPool>();
     pool->device = device;
-    if (device.is_gpu() && config().cuda_graphs)
+    // Not under the naive engine: its pushing threads share one stream per device, so a
+    // capture would take in kernels that another thread launches meanwhile.
+    if (device.is_gpu() && config().cuda_graphs && config().engine != "naive")
       pool->captured_graphs = std::make_shared<CapturedGraphs>();
     return pool;
   }

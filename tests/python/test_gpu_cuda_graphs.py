@@ -110,7 +110,7 @@ def test_random_draws_are_never_captured():
     assert _stats()["replayed"] > replayed
 
 
-def test_cuda_graphs_off():
+def test_cuda_graphs_off_and_under_the_naive_engine():
     code = """
 import numpy as onp, pymx
 from pymx import np
@@ -132,6 +132,11 @@ print(core.cuda_graph_stats()["captured"])
     on = run_python(code, env={**os.environ, "PYMX_ENABLE_CUDA_GRAPHS": "1"})
     assert on.returncode == 0, on.stderr
     assert int(on.stdout.strip()) >= 1
+    # The naive engine's threads share a stream, so a capture could take in another's kernels.
+    naive = run_python(code, env={**os.environ, "PYMX_ENABLE_CUDA_GRAPHS": "1",
+                                  "PYMX_ENGINE": "naive"})
+    assert naive.returncode == 0, naive.stderr
+    assert naive.stdout.strip() == "0"
 
 
 def test_training_forward_replays_train_like_op_by_op():
