@@ -51,6 +51,9 @@ void begin_capture(void*) { no_cuda("begin_capture"); }
 void* end_capture(void*) { no_cuda("end_capture"); }
 void launch_graph(void*, void*) { no_cuda("launch_graph"); }
 void destroy_graph(void*) {}
+void nccl_all_reduce(const std::vector<NDArray>&) {
+  no_cuda("the NCCL all-reduce (kvstore 'nccl')");
+}
 void register_kernels() {}
 
 }  // namespace gpu

@@ -550,3 +550,17 @@ int pmx_autograd_set_fresh_grad(PmxArray* variable, int fresh) {
   autograd::set_fresh_grad(array_of(variable), fresh != 0);
   PMX_API_END();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Collectives across GPUs
+// ---------------------------------------------------------------------------------------------
+
+int pmx_nccl_all_reduce(int num_arrays, PmxArray* const* arrays) {
+  PMX_API_BEGIN();
+  const size_t count = array_count(arrays, num_arrays);
+  std::vector<NDArray> values;
+  values.reserve(count);
+  for (size_t i = 0; i < count; ++i) values.push_back(array_of(arrays[i]));
+  gpu::nccl_all_reduce(values);
+  PMX_API_END();
+}

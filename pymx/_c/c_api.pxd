@@ -136,3 +136,6 @@ cdef extern from "pymx/c_api.h" nogil:
     int pmx_graph_constants(const PmxGraph* graph, int* out_num, PmxArray*** out_constants)
     int pmx_graph_to_json(const PmxGraph* graph, const char** out_json)
     int pmx_graph_from_json(const char* json, PmxGraph** out_graph)
+
+    # Collectives across GPUs
+    int pmx_nccl_all_reduce(int num_arrays, PmxArray* const* arrays)

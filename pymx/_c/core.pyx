@@ -1056,3 +1056,20 @@ def _push_failing_op(array, str message):
     cdef char* text = strdup(message.encode())
     check(pmx_engine_push(_fail_with_message, text, _free_message, NULL, 0, &var, 1, device_type,
                           device_id, b"failing_test_op"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Collectives across GPUs
+# ---------------------------------------------------------------------------------------------
+
+def nccl_all_reduce(arrays):
+    """Sums `arrays` (one per GPU, all of one shape and dtype) in place with NCCL. Returns at
+    once, except that the first call for a list of GPUs loads NCCL and creates their
+    communicator (without the GIL)."""
+    cdef vector[PmxArray*] handles
+    cdef int rc
+    for i, array in enumerate(arrays):
+        handles.push_back(handle_of(array, f"arrays[{i}]"))
+    with nogil:
+        rc = pmx_nccl_all_reduce(<int>handles.size(), handles.data())
+    check(rc)

@@ -5,7 +5,8 @@ holding its values (keys are placed largest first on the least-loaded device, as
 CommDevice does). 'local' reduces on the CPU. Both hand the sum back to every device, so the
 copies of a parameter stay identical. With an optimizer set (update_on_kvstore), the store keeps
 a master copy of each weight next to its merge buffer, updates it there with the summed gradient,
-and broadcasts the new weight.
+and broadcasts the new weight. 'nccl' (nccl.py) is 'device' with the sums run by an NCCL
+all-reduce over the GPUs.
 """
 from .. import autograd
 from ..device import cpu
@@ -24,7 +25,7 @@ class KVStore:
     def __init__(self, name='device'):
         if name not in ('device', 'local'):
             raise ValueError(f"Unknown KVStore type '{name}'; pymx supports 'device', 'local', "
-                             f"'dist_sync' and 'dist_device_sync'")
+                             f"'nccl', 'dist_sync' and 'dist_device_sync'")
         self._type = name
         self._merge_device = {}   # key -> Device of its merge buffer
         self._load = {}           # Device -> elements placed there ('device' balancing)
@@ -135,8 +136,9 @@ class KVStore:
 
 
 def create(name='device'):
-    """Creates a KVStore: 'device' (reduce on the devices), 'local' (reduce on the CPU), or
-    'dist_sync' / 'dist_device_sync' (the same, then across processes over MPI; see dist.py)."""
+    """Creates a KVStore: 'device' (reduce on the devices), 'local' (reduce on the CPU), 'nccl'
+    (an NCCL all-reduce over GPUs; see nccl.py), or 'dist_sync' / 'dist_device_sync' (the same as
+    'local' / 'device', then across processes over MPI; see dist.py)."""
     if isinstance(name, KVStore):
         return name
     if not isinstance(name, str):
@@ -145,5 +147,8 @@ def create(name='device'):
     if 'dist' in name:
         from .dist import DistKVStore  # dist imports this module
         return DistKVStore(name)
+    if name == 'nccl':
+        from .nccl import NcclKVStore  # nccl imports this module
+        return NcclKVStore()
     return KVStore(name)
 

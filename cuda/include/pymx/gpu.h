@@ -7,11 +7,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "pymx/base.h"
 #include "pymx/storage.h"
 
 namespace pymx {
+
+class NDArray;
+
 namespace gpu {
 
 bool built_with_cuda();
@@ -70,6 +74,15 @@ void begin_capture(void* stream);
 void* end_capture(void* stream);
 void launch_graph(void* graph, void* stream);
 void destroy_graph(void* graph);  // errors dropped: may run at process exit
+
+// Sums `arrays` (one per GPU, all of one shape and dtype) in place with an NCCL all-reduce:
+// afterwards each holds the sum. The sum is one engine op writing every array; the first call
+// for an ordered list of GPUs blocks while it loads NCCL and creates their communicator.
+// Throws Error(kInvalidArg) for an array not on a GPU, differing shapes or dtypes, a GPU listed
+// twice or two logical GPUs of one physical GPU; Error(kType) for bool; Error(kCuda) when NCCL
+// cannot be loaded or fails. Thread-safe. Note [NCCL all-reduce] in cuda/src/nccl_all_reduce.cc.
+void nccl_all_reduce(const std::vector<NDArray>& arrays);
+
 // Registers every GPU kernel with the operator registry (no-op in the stub).
 void register_kernels();
 

@@ -27,7 +27,7 @@ extern "C" {
 
 #define PMX_API __attribute__((visibility("default")))
 #define PMX_API_VERSION_MAJOR 0
-#define PMX_API_VERSION_MINOR 3
+#define PMX_API_VERSION_MINOR 4
 
 /* Values equal pymx::Status. */
 enum PmxStatus {
@@ -289,6 +289,18 @@ PMX_API int pmx_graph_from_json(const char* json, PmxGraph** out_graph);
 PMX_API int pmx_autograd_get_fresh_grad(const PmxArray* variable, int* out_fresh);
 /* Sets that flag; PMX_ERR_INVALID_ARG when the array is not a marked variable. */
 PMX_API int pmx_autograd_set_fresh_grad(PmxArray* variable, int fresh);
+
+/* ---------------------------------------------------------------------------------------------
+ * Collectives across GPUs (cuda/src/nccl_all_reduce.cc).
+ * ------------------------------------------------------------------------------------------- */
+
+/* Sums `arrays` (one per GPU, all of one shape and dtype) in place with an NCCL all-reduce:
+ * afterwards each holds the sum. The sum runs on the engine and this returns at once, except that
+ * the first call for an ordered list of GPUs blocks while it loads NCCL (libnccl.so.2) and
+ * creates their communicator. PMX_ERR_INVALID_ARG for an array not on a GPU, differing shapes or
+ * dtypes, a GPU listed twice or two logical GPUs of one physical GPU; PMX_ERR_TYPE for bool;
+ * PMX_ERR_CUDA when NCCL cannot be loaded or fails; PMX_ERR_NO_CUDA in a CPU-only build. */
+PMX_API int pmx_nccl_all_reduce(int num_arrays, PmxArray* const* arrays);
 
 #ifdef __cplusplus
 } /* extern "C" */
