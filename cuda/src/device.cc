@@ -24,6 +24,9 @@ bool built_with_cuda() { return true; }
 // parallelism, kvstore reduction, copies between devices) on a machine with fewer GPUs, as
 // cpu(0) and cpu(1) do on the host. Every CUDA call that names a device goes through
 // physical_device(); copies between logical devices of one physical GPU are plain device copies.
+// Outside pymx a GPU is its CUDA device: DLPack exports gpu(i) as CUDA device i / n and imports
+// CUDA device p onto gpu(p*n) (pmx_gpu_physical_device), and NCCL refuses two logical devices of
+// one GPU.
 
 // The count cannot change while the process runs (CUDA_VISIBLE_DEVICES is read once by the
 // driver), so it is queried once; a failed query is not cached and throws again next time.

@@ -170,6 +170,12 @@ int pmx_gpu_count(int* out_count) {
   PMX_API_END();
 }
 
+int pmx_gpu_physical_device(int device_id, int* out_cuda_device) {
+  PMX_API_BEGIN();
+  *out_cuda_device = gpu::physical_device(device_id);
+  PMX_API_END();
+}
+
 int pmx_gpu_memory_info(int device_id, uint64_t* out_free, uint64_t* out_total) {
   PMX_API_BEGIN();
   if (!gpu::built_with_cuda()) {

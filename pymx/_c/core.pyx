@@ -71,6 +71,13 @@ def gpu_count():
     return count
 
 
+def gpu_physical_device(int device_id):
+    """The CUDA device id of gpu(device_id) (differs under PYMX_LOGICAL_GPUS_PER_GPU)."""
+    cdef int cuda_device = 0
+    check(pmx_gpu_physical_device(device_id, &cuda_device))
+    return cuda_device
+
+
 def gpu_memory_info(int device_id):
     cdef uint64_t free_bytes = 0, total_bytes = 0
     cdef int rc
@@ -272,10 +279,11 @@ cdef class NDArrayBase:
         return same == 1
 
     def __dlpack_device__(self):
-        """(DLPack device type, id): kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3."""
+        """(DLPack device type, id): kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3; a GPU's id is
+        its CUDA device id."""
         cdef int device_type, device_id
         check(pmx_array_device(self.handle, &device_type, &device_id))
-        return _DLPACK_DEVICE[device_type], device_id
+        return _DLPACK_DEVICE[device_type], _dlpack_device_id(device_type, device_id)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Exports the array as a DLPack capsule that shares its memory (a copy when
@@ -407,11 +415,12 @@ cdef object _to_dlpack_capsule(NDArrayBase array, bint versioned, bint copied):
     with nogil:
         rc = pmx_array_wait_to_write(array.handle)
     check(rc)
+    check(pmx_array_device(array.handle, &device_type, &device_id))
+    cdef int dl_device_id = _dlpack_device_id(device_type, device_id)
     check(pmx_array_shape(array.handle, &ndim, &shape))
     check(pmx_array_reshape(array.handle, shape, ndim, &keep_alive))
     check(pmx_array_shape(keep_alive, &ndim, &shape))  # owned by keep_alive from here on
     check(pmx_array_dtype(keep_alive, &dtype))
-    check(pmx_array_device(keep_alive, &device_type, &device_id))
     check(pmx_array_data(keep_alive, &data))
     cdef DLManagedTensor* legacy = NULL
     cdef DLManagedTensorVersioned* managed = NULL
@@ -427,7 +436,7 @@ cdef object _to_dlpack_capsule(NDArrayBase array, bint versioned, bint copied):
         raise MemoryError("out of host memory for a DLPack tensor")
     tensor.data = data
     tensor.device.device_type = _DLPACK_DEVICE[device_type]
-    tensor.device.device_id = device_id
+    tensor.device.device_id = dl_device_id
     tensor.ndim = ndim
     tensor.dtype.code = _DL_CODES[dtype]
     tensor.dtype.bits = _DL_BITS[dtype]
@@ -569,6 +578,14 @@ def _release_imports_at_exit():
 atexit.register(_release_imports_at_exit)
 
 
+cdef int _dlpack_device_id(int device_type, int device_id) except -1:
+    """DLPack's id for a pymx device: a GPU's CUDA device id (Note [Logical GPUs]: several pymx
+    GPUs may share one), 0 on the host."""
+    if device_type != PMX_DEVICE_GPU:
+        return 0
+    return gpu_physical_device(device_id)
+
+
 def dlpack_device_of(int dl_device_type, int dl_device_id):
     """The pymx device (type, id) for a DLPack device; BufferError naming it when pymx cannot use
     it (another accelerator, or a CUDA device this process does not see)."""
@@ -578,9 +595,11 @@ def dlpack_device_of(int dl_device_type, int dl_device_id):
         return PMX_DEVICE_CPU_PINNED, 0
     name = _DL_DEVICE_NAMES.get(dl_device_type, "unknown")
     if dl_device_type == 2:
+        # The first pymx GPU on that CUDA device (several share one under logical GPUs).
         count = gpu_count()
-        if dl_device_id < count:
-            return PMX_DEVICE_GPU, dl_device_id
+        for device_id in range(count):
+            if gpu_physical_device(device_id) == dl_device_id:
+                return PMX_DEVICE_GPU, device_id
         raise BufferError(f"from_dlpack: the data is on DLPack device ({dl_device_type}, "
                           f"{dl_device_id}) ({name}), but pymx sees {count} GPU(s)")
     raise BufferError(f"from_dlpack: pymx cannot use DLPack device ({dl_device_type}, "

@@ -8,6 +8,7 @@ from conftest import requires_gpu
 
 import pymx
 from pymx import np
+from pymx._c import core
 from pymx.base import PymxError
 from pymx.device import Device, cpu, cpu_pinned, current_device, gpu, gpu_memory_info, num_gpus
 
@@ -84,6 +85,8 @@ def test_no_gpu_allocation_and_memory_info_errors():
         np.ones((3,), device=gpu(0))
     with pytest.raises(PymxError, match="GPU|CUDA"):
         gpu_memory_info(0)
+    with pytest.raises((ValueError, PymxError), match=r"gpu\(0\) does not exist"):
+        core.gpu_physical_device(0)  # a CUDA build says ValueError, a CPU-only one PymxError
     assert np.ones((1,)).item() == 1.0
 
 

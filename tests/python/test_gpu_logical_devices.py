@@ -117,3 +117,25 @@ def test_data_parallel_training_over_two_logical_gpus_matches_two_cpus(tmp_path)
         print("ok")
     """)
     assert out.split()[-1] == "ok"
+
+
+def test_dlpack_names_the_cuda_device_of_a_logical_gpu():
+    # gpu(1) is CUDA device 0 here: exported as (kDLCUDA, 0), and a capsule from CUDA device 0
+    # comes in on gpu(0), the first pymx device there.
+    out = run_split("""
+        from pymx._c import core
+        assert [core.gpu_physical_device(i) for i in range(2)] == [0, 0]
+        a = np.array(onp.arange(6, dtype="float32"), device=gpu(1))
+        assert a.__dlpack_device__() == (2, 0), a.__dlpack_device__()
+        b = np.from_dlpack(a.__dlpack__())  # the capsule: a pymx array itself is taken as is
+        assert b.device == gpu(0), b.device
+        onp.testing.assert_array_equal(b.asnumpy(), onp.arange(6))
+        try:
+            core.gpu_physical_device(2)
+        except ValueError as error:
+            assert "gpu(2)" in str(error), error
+        else:
+            raise AssertionError("gpu(2) was not refused")
+        print("ok")
+    """)
+    assert out.split()[-1] == "ok"

@@ -89,6 +89,10 @@ PMX_API int pmx_api_version(int* out_major, int* out_minor);
 PMX_API int pmx_gpu_count(int* out_count);
 /* Free and total bytes on GPU `device_id`. PMX_ERR_NO_CUDA in a CPU-only build. */
 PMX_API int pmx_gpu_memory_info(int device_id, uint64_t* out_free, uint64_t* out_total);
+/* The CUDA device id of pymx's gpu(device_id): the same id, except under
+ * PYMX_LOGICAL_GPUS_PER_GPU=n, where gpu(i) is CUDA device i / n. PMX_ERR_INVALID_ARG naming the
+ * id when there is no such GPU; PMX_ERR_NO_CUDA in a CPU-only build. */
+PMX_API int pmx_gpu_physical_device(int device_id, int* out_cuda_device);
 /* Returns the device's cached, unused blocks to the system or the driver. */
 PMX_API int pmx_storage_empty_cache(int device_type, int device_id);
 PMX_API int pmx_storage_stats(int device_type, int device_id, PmxMemoryStats* out_stats);
