@@ -1,8 +1,4 @@
-// Finding and loading libcublas.so.13. Candidates, in order:
-//   1. "libcublas.so.13" by soname: found when the library is already loaded (pymx's Python
-//      layer preloads the nvidia-cublas wheel), on LD_LIBRARY_PATH, or in the system cache;
-//   2. <dir of libpymx.so>/../nvidia/cu13/lib/libcublas.so.13: the nvidia-cublas wheel installed
-//      next to pymx in the same site-packages (pip install pymx[cuda]).
+// Loading libcublas.so.13 (from where: nvidia_library.h), and one handle per stream.
 #include "cublas_loader.h"
 
 #include <dlfcn.h>
@@ -11,10 +7,9 @@
 #include <mutex>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "cuda_check.h"
-#include "library_dir.h"
+#include "nvidia_library.h"
 #include "pymx/gpu.h"
 #include "pymx/base.h"
 
@@ -31,20 +26,12 @@ constexpr const char* kCublasSoname = "libcublas.so.13";
 constexpr size_t kWorkspaceBytes = 32 << 20;
 
 void* open_cublas() {
-  std::vector<std::string> candidates = {kCublasSoname};
-  const std::string dir = pymx_library_dir();
-  if (!dir.empty()) candidates.push_back(dir + "/../nvidia/cu13/lib/" + kCublasSoname);
-  std::string errors;
-  for (const std::string& path : candidates) {
-    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (lib != nullptr) return lib;
-    const char* why = dlerror();
-    errors += str_cat("\n  ", path, ": ", why ? why : "not found");
-  }
+  std::string tried;
+  if (void* lib = open_nvidia_library(kCublasSoname, "nvidia/cu13/lib", &tried)) return lib;
   PMX_THROW(Status::kCuda, "cannot load cuBLAS (", kCublasSoname,
             "), which pymx needs for matrix products on the GPU; install it with "
             "`pip install nvidia-cublas` (or pymx[cuda]) or put it on LD_LIBRARY_PATH. Tried:",
-            errors);
+            tried);
 }
 
 }  // namespace

@@ -1,8 +1,4 @@
-// Finding and loading cuDNN 9. Candidates for libcudnn.so.9, in order:
-//   1. "libcudnn.so.9" by soname: found when the library is already loaded (pymx's Python layer
-//      preloads the nvidia-cudnn wheel), on LD_LIBRARY_PATH, or in the system cache;
-//   2. <dir of libpymx.so>/../nvidia/cudnn/lib/libcudnn.so.9: the nvidia-cudnn wheel installed
-//      next to pymx in the same site-packages.
+// Loading cuDNN 9: libcudnn.so.9 (from where: nvidia_library.h), then its sub-libraries.
 //
 // Note [Loading cuDNN's sub-libraries first]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -24,7 +20,7 @@
 
 #include "config.h"
 #include "cuda_check.h"
-#include "library_dir.h"
+#include "nvidia_library.h"
 #include "pymx/gpu.h"
 #include "pymx/base.h"
 
@@ -39,10 +35,8 @@ constexpr const char* kSubLibraries[] = {"libcudnn_graph.so.9", "libcudnn_ops.so
 CudnnApi g_api;
 
 void* open_shim() {
-  if (void* lib = dlopen(kCudnnSoname, RTLD_NOW | RTLD_GLOBAL)) return lib;
-  const std::string dir = pymx_library_dir();
-  if (dir.empty()) return nullptr;
-  return dlopen((dir + "/../nvidia/cudnn/lib/" + kCudnnSoname).c_str(), RTLD_NOW | RTLD_GLOBAL);
+  std::string tried;  // cuDNN is optional: where it was looked for is not reported
+  return open_nvidia_library(kCudnnSoname, "nvidia/cudnn/lib", &tried);
 }
 
 // Opens the sub-libraries from the shim's directory (Note [Loading cuDNN's sub-libraries

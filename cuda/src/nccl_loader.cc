@@ -1,16 +1,11 @@
-// Finding and loading libnccl.so.2. Candidates, in order:
-//   1. "libnccl.so.2" by soname: found when the library is already loaded (e.g. by another
-//      framework in the same process), on LD_LIBRARY_PATH, or in the system cache;
-//   2. <dir of libpymx.so>/../nvidia/nccl/lib/libnccl.so.2: the nvidia-nccl-cu13 wheel installed
-//      next to pymx in the same site-packages.
+// Loading libnccl.so.2 (from where: nvidia_library.h; the nvidia-nccl-cu13 wheel).
 #include "nccl_loader.h"
 
 #include <dlfcn.h>
 
 #include <string>
-#include <vector>
 
-#include "library_dir.h"
+#include "nvidia_library.h"
 #include "pymx/base.h"
 
 namespace pymx {
@@ -28,20 +23,12 @@ std::string version_text(int code) {
 }
 
 void* open_nccl() {
-  std::vector<std::string> candidates = {kNcclSoname};
-  const std::string dir = pymx_library_dir();
-  if (!dir.empty()) candidates.push_back(dir + "/../nvidia/nccl/lib/" + kNcclSoname);
-  std::string errors;
-  for (const std::string& path : candidates) {
-    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (lib != nullptr) return lib;
-    const char* why = dlerror();
-    errors += str_cat("\n  ", path, ": ", why ? why : "not found");
-  }
+  std::string tried;
+  if (void* lib = open_nvidia_library(kNcclSoname, "nvidia/nccl/lib", &tried)) return lib;
   PMX_THROW(Status::kCuda, "cannot load NCCL (", kNcclSoname,
             "), which pymx needs for kvstore 'nccl'; install it with `pip install "
             "nvidia-nccl-cu13` or put it on LD_LIBRARY_PATH, or use kvstore 'device'. Tried:",
-            errors);
+            tried);
 }
 
 NcclApi load_nccl() {

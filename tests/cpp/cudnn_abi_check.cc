@@ -8,92 +8,60 @@
 #include <cstdio>
 #include <type_traits>
 
+#include "abi_check.h"
 #include "cudnn_loader.h"
 
 namespace ours = pymx::gpu;
 
-namespace {
-
-// Ours<T>::type: T with cudnn.h's enum and struct types replaced by cudnn_loader.h's, through
-// pointers, const and function signatures. Handles, descriptors and cudaStream_t are the same
-// types in both and stay as they are.
-template <typename T>
-struct Ours {
-  using type = T;
-};
-template <typename T>
-struct Ours<T*> {
-  using type = typename Ours<T>::type*;
-};
-template <typename T>
-struct Ours<const T> {
-  using type = const typename Ours<T>::type;
-};
-template <typename R, typename... Args>
-struct Ours<R (*)(Args...)> {
-  using type = typename Ours<R>::type (*)(typename Ours<Args>::type...);
-};
-
 // Each of our enums passes as cuDNN's (a 32-bit integer) and each struct has its layout.
-#define PMX_OURS(name)                                                 \
-  template <>                                                          \
-  struct Ours<::name> {                                                \
-    using type = ours::name;                                           \
-  };                                                                   \
-  static_assert(sizeof(::name) == sizeof(ours::name), #name " size");  \
-  static_assert(alignof(::name) == alignof(ours::name), #name " alignment");
-PMX_OURS(cudnnStatus_t)
-PMX_OURS(cudnnDataType_t)
-PMX_OURS(cudnnMathType_t)
-PMX_OURS(cudnnNanPropagation_t)
-PMX_OURS(cudnnTensorFormat_t)
-PMX_OURS(cudnnDeterminism_t)
-PMX_OURS(cudnnConvolutionMode_t)
-PMX_OURS(cudnnConvolutionFwdAlgo_t)
-PMX_OURS(cudnnConvolutionBwdDataAlgo_t)
-PMX_OURS(cudnnConvolutionBwdFilterAlgo_t)
-PMX_OURS(cudnnPoolingMode_t)
-PMX_OURS(cudnnBatchNormMode_t)
-PMX_OURS(cudnnConvolutionFwdAlgoPerf_t)
-PMX_OURS(cudnnConvolutionBwdDataAlgoPerf_t)
-PMX_OURS(cudnnConvolutionBwdFilterAlgoPerf_t)
-#undef PMX_OURS
+PMX_ABI_OURS(ours, cudnnStatus_t)
+PMX_ABI_OURS(ours, cudnnDataType_t)
+PMX_ABI_OURS(ours, cudnnMathType_t)
+PMX_ABI_OURS(ours, cudnnNanPropagation_t)
+PMX_ABI_OURS(ours, cudnnTensorFormat_t)
+PMX_ABI_OURS(ours, cudnnDeterminism_t)
+PMX_ABI_OURS(ours, cudnnConvolutionMode_t)
+PMX_ABI_OURS(ours, cudnnConvolutionFwdAlgo_t)
+PMX_ABI_OURS(ours, cudnnConvolutionBwdDataAlgo_t)
+PMX_ABI_OURS(ours, cudnnConvolutionBwdFilterAlgo_t)
+PMX_ABI_OURS(ours, cudnnPoolingMode_t)
+PMX_ABI_OURS(ours, cudnnBatchNormMode_t)
+PMX_ABI_OURS(ours, cudnnConvolutionFwdAlgoPerf_t)
+PMX_ABI_OURS(ours, cudnnConvolutionBwdDataAlgoPerf_t)
+PMX_ABI_OURS(ours, cudnnConvolutionBwdFilterAlgoPerf_t)
 
-#define PMX_SAME_VALUE(name) \
-  static_assert(static_cast<long long>(::name) == static_cast<long long>(ours::name), #name);
-PMX_SAME_VALUE(CUDNN_STATUS_SUCCESS)
-PMX_SAME_VALUE(CUDNN_STATUS_BAD_PARAM)
-PMX_SAME_VALUE(CUDNN_STATUS_NOT_SUPPORTED)
-PMX_SAME_VALUE(CUDNN_STATUS_INTERNAL_ERROR)
-PMX_SAME_VALUE(CUDNN_DATA_FLOAT)
-PMX_SAME_VALUE(CUDNN_DATA_DOUBLE)
-PMX_SAME_VALUE(CUDNN_DATA_HALF)
-PMX_SAME_VALUE(CUDNN_DEFAULT_MATH)
-PMX_SAME_VALUE(CUDNN_TENSOR_OP_MATH)
-PMX_SAME_VALUE(CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
-PMX_SAME_VALUE(CUDNN_FMA_MATH)
-PMX_SAME_VALUE(CUDNN_NOT_PROPAGATE_NAN)
-PMX_SAME_VALUE(CUDNN_PROPAGATE_NAN)
-PMX_SAME_VALUE(CUDNN_TENSOR_NCHW)
-PMX_SAME_VALUE(CUDNN_NON_DETERMINISTIC)
-PMX_SAME_VALUE(CUDNN_DETERMINISTIC)
-PMX_SAME_VALUE(CUDNN_CONVOLUTION)
-PMX_SAME_VALUE(CUDNN_CROSS_CORRELATION)
-PMX_SAME_VALUE(CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
-PMX_SAME_VALUE(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT)
-PMX_SAME_VALUE(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT)
-PMX_SAME_VALUE(CUDNN_POOLING_MAX)
-PMX_SAME_VALUE(CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING)
-PMX_SAME_VALUE(CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING)
-PMX_SAME_VALUE(CUDNN_BATCHNORM_PER_ACTIVATION)
-PMX_SAME_VALUE(CUDNN_BATCHNORM_SPATIAL)
-#undef PMX_SAME_VALUE
+PMX_ABI_SAME_VALUE(ours, CUDNN_STATUS_SUCCESS)
+PMX_ABI_SAME_VALUE(ours, CUDNN_STATUS_BAD_PARAM)
+PMX_ABI_SAME_VALUE(ours, CUDNN_STATUS_NOT_SUPPORTED)
+PMX_ABI_SAME_VALUE(ours, CUDNN_STATUS_INTERNAL_ERROR)
+PMX_ABI_SAME_VALUE(ours, CUDNN_DATA_FLOAT)
+PMX_ABI_SAME_VALUE(ours, CUDNN_DATA_DOUBLE)
+PMX_ABI_SAME_VALUE(ours, CUDNN_DATA_HALF)
+PMX_ABI_SAME_VALUE(ours, CUDNN_DEFAULT_MATH)
+PMX_ABI_SAME_VALUE(ours, CUDNN_TENSOR_OP_MATH)
+PMX_ABI_SAME_VALUE(ours, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+PMX_ABI_SAME_VALUE(ours, CUDNN_FMA_MATH)
+PMX_ABI_SAME_VALUE(ours, CUDNN_NOT_PROPAGATE_NAN)
+PMX_ABI_SAME_VALUE(ours, CUDNN_PROPAGATE_NAN)
+PMX_ABI_SAME_VALUE(ours, CUDNN_TENSOR_NCHW)
+PMX_ABI_SAME_VALUE(ours, CUDNN_NON_DETERMINISTIC)
+PMX_ABI_SAME_VALUE(ours, CUDNN_DETERMINISTIC)
+PMX_ABI_SAME_VALUE(ours, CUDNN_CONVOLUTION)
+PMX_ABI_SAME_VALUE(ours, CUDNN_CROSS_CORRELATION)
+PMX_ABI_SAME_VALUE(ours, CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
+PMX_ABI_SAME_VALUE(ours, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT)
+PMX_ABI_SAME_VALUE(ours, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT)
+PMX_ABI_SAME_VALUE(ours, CUDNN_POOLING_MAX)
+PMX_ABI_SAME_VALUE(ours, CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING)
+PMX_ABI_SAME_VALUE(ours, CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING)
+PMX_ABI_SAME_VALUE(ours, CUDNN_BATCHNORM_PER_ACTIVATION)
+PMX_ABI_SAME_VALUE(ours, CUDNN_BATCHNORM_SPATIAL)
 static_assert(CUDNN_BN_MIN_EPSILON == ours::kCudnnBnMinEpsilon, "CUDNN_BN_MIN_EPSILON");
 
 // The three measured-algorithm structs, field by field.
 #define PMX_SAME_FIELD(name, field)                                                   \
   static_assert(offsetof(::name, field) == offsetof(ours::name, field), #name "::" #field); \
-  static_assert(std::is_same_v<Ours<decltype(::name::field)>::type,                   \
+  static_assert(std::is_same_v<abi_check::Ours<decltype(::name::field)>::type,                   \
                                decltype(ours::name::field)>,                          \
                 #name "::" #field " type");
 #define PMX_SAME_PERF(name)             \
@@ -111,11 +79,12 @@ PMX_SAME_PERF(cudnnConvolutionBwdFilterAlgoPerf_t)
 #undef PMX_SAME_FIELD
 
 // Every entry point the loader resolves has cudnn.h's type, and CudnnApi has no other member.
-#define PMX_SAME_FUNCTION(name)                                                               \
-  static_assert(std::is_same_v<Ours<decltype(&::name)>::type, decltype(ours::CudnnApi::name)>, \
-                #name ": cudnn_loader.h declares another type");
+#define PMX_SAME_FUNCTION(name) PMX_ABI_SAME_FUNCTION(ours::CudnnApi, name, name)
 PMX_CUDNN_API(PMX_SAME_FUNCTION)
 #undef PMX_SAME_FUNCTION
+
+namespace {
+
 #define PMX_COUNT(name) +1
 constexpr int kEntryPoints = 0 PMX_CUDNN_API(PMX_COUNT);
 #undef PMX_COUNT

@@ -7,75 +7,35 @@
 #include <cstdio>
 #include <type_traits>
 
+#include "abi_check.h"
 #include "nccl_loader.h"
 
 namespace ours = pymx::gpu;
 
-namespace {
-
-// Ours<T>::type: T with nccl.h's enum and communicator types replaced by nccl_loader.h's,
-// through pointers, const and function signatures.
-template <typename T>
-struct Ours {
-  using type = T;
-};
-template <typename T>
-struct Ours<T*> {
-  using type = typename Ours<T>::type*;
-};
-template <typename T>
-struct Ours<const T> {
-  using type = const typename Ours<T>::type;
-};
-template <typename R, typename... Args>
-struct Ours<R (*)(Args...)> {
-  using type = typename Ours<R>::type (*)(typename Ours<Args>::type...);
-};
 template <>
-struct Ours<::ncclComm_t> {
+struct abi_check::Ours<::ncclComm_t> {
   using type = ours::ncclComm_t;
 };
+PMX_ABI_OURS(ours, ncclResult_t)
+PMX_ABI_OURS(ours, ncclDataType_t)
+PMX_ABI_OURS(ours, ncclRedOp_t)
 
-// Each of our enums passes as NCCL's.
-#define PMX_OURS(name)                                                 \
-  template <>                                                          \
-  struct Ours<::name> {                                                \
-    using type = ours::name;                                           \
-  };                                                                   \
-  static_assert(sizeof(::name) == sizeof(ours::name), #name " size");  \
-  static_assert(alignof(::name) == alignof(ours::name), #name " alignment");
-PMX_OURS(ncclResult_t)
-PMX_OURS(ncclDataType_t)
-PMX_OURS(ncclRedOp_t)
-#undef PMX_OURS
+PMX_ABI_SAME_VALUE(ours, ncclSuccess)
+PMX_ABI_SAME_VALUE(ours, ncclInt8)
+PMX_ABI_SAME_VALUE(ours, ncclUint8)
+PMX_ABI_SAME_VALUE(ours, ncclInt32)
+PMX_ABI_SAME_VALUE(ours, ncclInt64)
+PMX_ABI_SAME_VALUE(ours, ncclFloat16)
+PMX_ABI_SAME_VALUE(ours, ncclFloat32)
+PMX_ABI_SAME_VALUE(ours, ncclFloat64)
+PMX_ABI_SAME_VALUE(ours, ncclSum)
 
-#define PMX_SAME_VALUE(name) \
-  static_assert(static_cast<long long>(::name) == static_cast<long long>(ours::name), #name);
-PMX_SAME_VALUE(ncclSuccess)
-PMX_SAME_VALUE(ncclInt8)
-PMX_SAME_VALUE(ncclUint8)
-PMX_SAME_VALUE(ncclInt32)
-PMX_SAME_VALUE(ncclInt64)
-PMX_SAME_VALUE(ncclFloat16)
-PMX_SAME_VALUE(ncclFloat32)
-PMX_SAME_VALUE(ncclFloat64)
-PMX_SAME_VALUE(ncclSum)
-#undef PMX_SAME_VALUE
-
-// Every entry point the loader resolves has nccl.h's type.
-#define PMX_SAME_FUNCTION(nccl_name, member)                                                  \
-  static_assert(std::is_same_v<Ours<decltype(&::nccl_name)>::type,                           \
-                               decltype(ours::NcclApi::member)>,                              \
-                #nccl_name ": nccl_loader.h declares another type");
-PMX_SAME_FUNCTION(ncclGetVersion, get_version)
-PMX_SAME_FUNCTION(ncclCommInitAll, comm_init_all)
-PMX_SAME_FUNCTION(ncclAllReduce, all_reduce)
-PMX_SAME_FUNCTION(ncclGroupStart, group_start)
-PMX_SAME_FUNCTION(ncclGroupEnd, group_end)
-PMX_SAME_FUNCTION(ncclGetErrorString, get_error_string)
-#undef PMX_SAME_FUNCTION
-
-}  // namespace
+PMX_ABI_SAME_FUNCTION(ours::NcclApi, ncclGetVersion, get_version)
+PMX_ABI_SAME_FUNCTION(ours::NcclApi, ncclCommInitAll, comm_init_all)
+PMX_ABI_SAME_FUNCTION(ours::NcclApi, ncclAllReduce, all_reduce)
+PMX_ABI_SAME_FUNCTION(ours::NcclApi, ncclGroupStart, group_start)
+PMX_ABI_SAME_FUNCTION(ours::NcclApi, ncclGroupEnd, group_end)
+PMX_ABI_SAME_FUNCTION(ours::NcclApi, ncclGetErrorString, get_error_string)
 
 int main() {
   std::printf("cuda/src/nccl_loader.h matches nccl.h %d.%d.%d\n", NCCL_MAJOR, NCCL_MINOR,
