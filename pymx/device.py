@@ -107,7 +107,8 @@ def gpu_memory_info(device_id=0):
 # nvidia-* wheels (pip install pymx[cuda]) they are not on the loader's path, so before any GPU
 # use (every GPU array needs a gpu Device first) they are loaded here by full path with
 # RTLD_GLOBAL; the backend's dlopen then finds them already loaded. Missing wheels are fine: the
-# backend falls back to the system path and names the library it cannot find.
+# backend falls back to the system path and names the library it cannot find. NCCL (330 MB),
+# needed only by kvstore 'nccl', is preloaded the same way when such a store is created.
 _CUDA_WHEEL_LIBRARIES = (("nvidia.cu13", "libcublasLt.so.13"), ("nvidia.cu13", "libcublas.so.13"),
                          ("nvidia.cudnn", "libcudnn.so.9"))
 _cuda_libraries_loaded = False
@@ -116,7 +117,12 @@ _cuda_libraries_loaded = False
 def _preload_cuda_libraries():
     global _cuda_libraries_loaded
     _cuda_libraries_loaded = True
-    for package, library in _CUDA_WHEEL_LIBRARIES:
+    _preload_wheel_libraries(_CUDA_WHEEL_LIBRARIES)
+
+
+def _preload_wheel_libraries(libraries):
+    """Loads each (wheel package, library file) found, by full path, with RTLD_GLOBAL."""
+    for package, library in libraries:
         try:
             directories = importlib.import_module(package).__path__
         except ImportError:

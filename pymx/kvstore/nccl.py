@@ -16,7 +16,7 @@ ordered by GPU id before the sum, so that every key uses the same NCCL communica
 from .. import autograd
 from .._c import core as _core
 from ..base import PymxError
-from ..device import num_gpus
+from ..device import _preload_wheel_libraries, num_gpus
 from .kvstore import KVStore, _as_list
 
 __all__ = ['NcclKVStore']
@@ -35,6 +35,8 @@ class NcclKVStore(KVStore):
             raise PymxError("KVStore 'nccl' sums arrays on GPUs with NCCL, but no GPU is visible "
                             "(num_gpus() is 0: pymx was built without CUDA, or there is no "
                             "NVIDIA driver or no device); use kvstore 'device' or 'local'")
+        # From the nvidia-nccl wheel wherever it is installed (Note [Preloading the NVIDIA wheels]).
+        _preload_wheel_libraries([("nvidia.nccl", "libnccl.so.2")])
         super().__init__('device')
         self._type = 'nccl'
         self._gpus = None  # the GPUs of the first key summed; every key is summed over them
