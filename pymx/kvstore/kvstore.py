@@ -109,10 +109,14 @@ class KVStore:
             self.pull(key, targets)
             return
         with autograd.pause():
-            total = self._reduce(key, values)
-            for arr in targets:
-                if arr is not total:
-                    total.copyto(arr)
+            self._sum_into(key, values, targets)
+
+    def _sum_into(self, key, values, targets):
+        """Writes the sum of `key`'s `values` into each of `targets`."""
+        total = self._reduce(key, values)
+        for arr in targets:
+            if arr is not total:
+                total.copyto(arr)
 
     def set_optimizer(self, optimizer):
         """Updates values on the store (update_on_kvstore) with `optimizer`."""

@@ -13,11 +13,10 @@ first key summed), one value per GPU. Logical GPUs of one physical GPU (PYMX_LOG
 are refused, since NCCL needs a different GPU for each value: use 'device' there. Values are
 ordered by GPU id before the sum, so that every key uses the same NCCL communicator.
 """
-from .. import autograd
 from .._c import core as _core
 from ..base import PymxError
 from ..device import _preload_wheel_libraries, num_gpus
-from .kvstore import KVStore, _as_list
+from .kvstore import KVStore
 
 __all__ = ['NcclKVStore']
 
@@ -65,21 +64,13 @@ class NcclKVStore(KVStore):
                 return total
         return sums[0].copyto(device)  # the key was init()-ed from elsewhere (e.g. the CPU)
 
-    def pushpull(self, key, value, out=None):
-        """Sums `value` over its GPUs and writes the result into `out` (default: `value`,
-        summed in place). With an updater set, the result is the updated weight instead."""
-        values = _as_list(value)
-        targets = values if out is None else _as_list(out)
-        if self._updater is not None:
-            self.push(key, values)
-            self.pull(key, targets)
+    def _sum_into(self, key, values, targets):
+        """pushpull's sum: in place when `targets` are the values themselves (no copy)."""
+        if _same_arrays(targets, values):
+            self._all_reduce(key, values)
             return
-        with autograd.pause():
-            if _same_arrays(targets, values):
-                self._all_reduce(key, values)
-                return
-            sums = [value.copy() for value in values]  # `value` keeps its contents
-            self._all_reduce(key, sums)
-            on_device = {total.device: total for total in sums}
-            for target in targets:
-                on_device.get(target.device, sums[0]).copyto(target)
+        sums = [value.copy() for value in values]  # the values keep their contents
+        self._all_reduce(key, sums)
+        on_device = {total.device: total for total in sums}
+        for target in targets:
+            on_device.get(target.device, sums[0]).copyto(target)
