@@ -77,6 +77,24 @@ def test_matches_numpy_and_the_separate_ops(seed, case):
     onp.testing.assert_array_equal(fused.asnumpy(), apart.asnumpy())
 
 
+@pytest.mark.parametrize("nans", [0, 5])
+def test_ties_and_nans_give_the_separate_ops_bits(seed, nans):
+    """A 1x1 convolution of weight 1 and bias -0 passes its input through (relu makes negatives
+    +0), so the pooling sees windows of zeros and repeated maxima, and NaNs with their own
+    payloads: the fused op must give the separate ops' bits."""
+    rng = onp.random.default_rng(seed)
+    values = onp.array([0.0, -0.0, -1.0, 1.0, 2.0], "float32")
+    x = rng.choice(values, size=(2, 1, 20, 70), p=[0.35, 0.35, 0.1, 0.1, 0.1])
+    payloads = onp.array([0x7FC00001, 0x7FC00002, 0xFFC00003], "uint32").view("float32")
+    x.flat[rng.choice(x.size, nans, replace=False)] = rng.choice(payloads, nans)
+    w = onp.ones((1, 1, 1, 1), "float32")
+    inputs = [arr(x), arr(w), arr([-0.0])]
+    fused = invoke(OP, inputs, attrs_for(w, 0, (4, 4), (2, 2)))[0].asnumpy()
+    conv = npx.convolution(*inputs, kernel=(1, 1), act_type="relu")
+    apart = npx.pooling(conv, kernel=(4, 4), stride=(2, 2)).asnumpy()
+    onp.testing.assert_array_equal(fused.view("uint32"), apart.view("uint32"))
+
+
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("eps,fix_gamma", [(1e-3, True), (1e-5, False)])
 def test_batch_norm_part_matches_numpy_and_batch_norm(seed, case, eps, fix_gamma):

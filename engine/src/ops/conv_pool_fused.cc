@@ -25,27 +25,40 @@
 // Work: a task is one image, one block of 8 output channels (the direct kernel's block) and one
 // band of pooled rows. A task walks its band in chunks of `chunk_rows` pooled rows: it computes
 // the convolution rows the chunk's windows cover into its part's buffer (8 channels x
-// buffer_rows x the output width, about kChunkBytes, so it stays in L1) with the direct
-// kernel's row entry (conv2d_direct_f32_rows), then pools each channel of the chunk with the
-// vectorised pooling kernel (max_pool_forward_f32) from the buffer straight into the output.
+// buffer_rows x the output width, about kChunkBytes, so it stays in L1 or L2) with the direct
+// kernel's row entry (conv2d_direct_f32_rows), then pools each channel of the chunk from the
+// buffer straight into the output: 4x4 windows at stride 2 with AVX-512 by the pair-sharing
+// strips of Note [Pooling from row pairs], other windows by the vectorised pooling kernel
+// (max_pool_forward_f32).
 // Consecutive windows share kh - sh convolution rows (2 for 4x4 / stride 2): they are moved to
 // the top of the buffer for the next chunk rather than computed again. Only a band's first chunk
-// computes them again, so bands are made only when the images and channel blocks are too few for
-// the threads, and never shorter than kMinBandRows pooled rows. Rows of the convolution that no
-// window reaches are not computed. Tasks of one channel block measured about 12 % faster (batch
-// 1, 513 against 586 us) than tasks of several blocks that share their input rows, as the direct
-// kernel's bands do: here a block's weights and its buffer stay in L1.
+// computes them again, so bands are made only when the images and channel blocks give fewer
+// than four tasks per thread, and never shorter than kMinBandRows pooled rows. Rows of the
+// convolution that no window reaches are not computed. Tasks of one channel block measured about
+// 12 % faster (batch 1, 513 against 586 us) than tasks of several blocks that share their input
+// rows, as the direct kernel's bands do: here a block's weights and its buffer stay in L1.
+// Four tasks per thread rather than two: the intra-op helper thread starts a few tens of us
+// after the caller, so LeafNetwork's first block at batch 1 (4 channel blocks) ran in one band
+// per block mostly on the caller: 102 -> 78 us with two bands. Chunks of 64 KB rather than
+// 32 KB: each chunk pools its first row pair again and copies two rows; the first block at
+// batch 1 on one thread 107 -> 101 us, batch 4 and 64 the same or faster.
 // Exactness: the convolution values come from the direct kernel's own code (same accumulation
-// order) and each pooled value from the pooling op's kernel over the same window rows, so
-// without batch_norm the output is bit for bit convolution followed by pooling; the transform
-// is batch_norm's float expression with its coefficients computed as batch_norm computes them,
-// so it matches batch_norm too (bit for bit today; the tests allow float32 rounding).
-// Measured on LeafNetwork's three blocks (this kernel against the direct convolution, the pooling
-// kernel and a batch-norm pass run apart, 2 threads, us): batch 1: 542 -> 495, batch 4:
-// 1835 -> 1732. The pooling is bound by its own instructions, not by memory (29 ns per pooled
-// row of 62 from L1 or from memory), so the gain is the memory traffic of the convolution's
-// output with both cores busy; on one thread the two ways cost the same.
+// order) and each pooled value is the pooling op's (Note [Pooling from row pairs]), so without
+// batch_norm the output is bit for bit convolution followed by pooling; the transform is
+// batch_norm's float expression with its coefficients computed as batch_norm computes them, so
+// it matches batch_norm too (bit for bit today; the tests allow float32 rounding).
+// Measured on LeafNetwork's three blocks, with batch_norm, 2 threads (bench/conv_pool_bench.py,
+// medians of 3 runs, ms): batch 1: 0.70 apart, 0.52 fused with the pooling kernel, 0.45 with
+// the row pairs; batch 4: 2.56, 1.64, 1.43; batch 64: 58.5, 26.8, 23.5.
 #include "ops/conv_pool_fused.h"
+
+// GCC 12 reports the _mm512_undefined_*() that AVX-512 intrinsics start from as (maybe)
+// uninitialised wherever they are inlined (a false positive that GCC 13 no longer gives).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
 
 #include <algorithm>
 #include <cmath>
@@ -62,8 +75,8 @@ namespace {
 
 constexpr const char* kOp = "_conv_relu_max_pool";
 constexpr int64_t kBlock = kDirectConvBlockChannels;
-// Bytes of convolution output (8 channels) one chunk computes: the chunk is pooled from L1.
-constexpr int64_t kChunkBytes = 32 * 1024;
+// Bytes of convolution output (8 channels) one chunk computes; see the Note.
+constexpr int64_t kChunkBytes = 64 * 1024;
 // Pooled rows a band has at least (see the Note: each band computes kh - sh rows again).
 constexpr int64_t kMinBandRows = 8;
 
@@ -87,9 +100,9 @@ Plan make_plan(const ConvPoolGeometry& g) {
   const int64_t row_bytes = kBlock * conv.out[2] * static_cast<int64_t>(sizeof(float));
   plan.chunk_rows = std::clamp<int64_t>((kChunkBytes / row_bytes - kh) / sh + 1, 1, pooled_rows);
   plan.buffer_rows = (plan.chunk_rows - 1) * sh + kh;
-  // Two tasks per thread when the images and channel blocks alone do not give that many.
+  // Four tasks per thread when the images and channel blocks alone do not give that many.
   const int64_t planes = std::max<int64_t>(conv.batch * plan.blocks, 1);
-  const int64_t wanted = (2 * parallel_max_threads() + planes - 1) / planes;
+  const int64_t wanted = (4 * parallel_max_threads() + planes - 1) / planes;
   plan.bands = std::clamp<int64_t>(wanted, 1, std::max<int64_t>(pooled_rows / kMinBandRows, 1));
   plan.buffer_floats = round_up16(kBlock * plan.buffer_rows * conv.out[2]);
   plan.pool_floats = round_up16(max_pool_f32_scratch(pool));
@@ -108,6 +121,149 @@ int64_t task_count(const ConvPoolGeometry& g, const Plan& plan) {
 __attribute__((target("avx2"))) void scale_and_shift(float* y, int64_t n, float scale,
                                                      float shift) {
   for (int64_t i = 0; i < n; ++i) y[i] = y[i] * scale + shift;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Max pooling 4x4 / stride 2 from row pairs, AVX-512.
+//
+// Note [Pooling from row pairs]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The windows of pooled rows r and r + 1 share two rows, and along a row the windows of
+// outputs j and j + 1 share two columns. So each pair of rows (2k, 2k + 1) is folded once, and
+// pooled row r folds pairs r and r + 1: 2 vector maxima per row of vectors where the pooling
+// kernel takes 3. Along the row, the maximum of each column pair (2j, 2j + 1) is taken once
+// (an even/odd split, as the pooling kernel does) and output j is the maximum of pairs j and
+// j + 1. A strip of up to 32 outputs walks down the chunk with its pair of rows in registers,
+// and batch_norm's transform is applied before the one store, so nothing is stored and loaded
+// back (the pooling kernel stores each folded row and reloads it shifted by two columns, which
+// store forwarding does not serve).
+// Exactness. Every maximum is first_max, which keeps its earlier operand on a tie, and each
+// fold takes the earlier rows and columns as that operand: without NaN the result is the
+// earliest of the window's maxima in the pooling kernel's order, so its bits are the kernel's
+// (ties of +0 and -0 included; the convolution never gives -0 today, its sums start from
+// +0 + bias). NaN is different: the pooling kernel folds a column's four rows in order and then
+// the columns as (0, 1), (2, 3), and a first_max drops a NaN on its right. So a window's result
+// is its top-left element when that is NaN, else the largest non-NaN element among the columns
+// whose top element is not NaN (column 3 also needs column 2's top): a NaN at the top of a
+// column hides the values below it, and a NaN lower down is skipped. Folding pairs first would
+// give other results, so the strip also notes whether any element it loads is NaN (one compare
+// per two vectors, a few per cent of its time) and the chunk's channel is then pooled again by
+// the pooling kernel.
+// Measured on one core, a hot chunk of 8 channels, per pooled row with the transform, against
+// the pooling kernel and then the transform: LeafNetwork's first block (62 outputs from 127
+// columns) 11.7 against 48.8 ns, its second (29 from 61) 4.9 against 29.6 ns, its third (13
+// from 28) 2.5 against 18.9 ns.
+
+#define PMX_AVX512 __attribute__((target("avx512f")))
+
+// The first n of 16 lanes (n may be out of [0, 16]).
+inline __mmask16 first_lanes(int64_t n) {
+  return n >= 16 ? 0xFFFF : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// `left` unless `right` is greater: the pooling kernel's first_max (a tie keeps `left`).
+PMX_AVX512 inline __m512 first_max(__m512 left, __m512 right) {
+  return _mm512_max_ps(right, left);
+}
+
+// Lanes 1 .. 15 of a, then lane 0 of b.
+PMX_AVX512 inline __m512 next_lanes(__m512 a, __m512 b) {
+  return _mm512_castsi512_ps(
+      _mm512_alignr_epi32(_mm512_castps_si512(b), _mm512_castps_si512(a), 1));
+}
+
+// pair[v] = first_max(row, the row below) for kVectors vectors 16 columns apart from `row`,
+// lanes outside in_row[v] read as zeros; sets in *nan the lanes where either row is NaN.
+template <int kVectors>
+PMX_AVX512 inline void fold_pair(const float* row, int64_t W, const __mmask16* in_row,
+                                 __m512* pair, __mmask16* nan) {
+#pragma GCC unroll 16
+  for (int v = 0; v < kVectors; ++v) {
+    const __m512 upper = _mm512_maskz_loadu_ps(in_row[v], row + 16 * v);
+    const __m512 lower = _mm512_maskz_loadu_ps(in_row[v], row + W + 16 * v);
+    *nan |= _mm512_cmp_ps_mask(upper, lower, _CMP_UNORD_Q);
+    pair[v] = first_max(upper, lower);
+  }
+}
+
+// Outputs [first, first + outputs) (at most 16 * kGroups) of pooled rows [0, rows) of one plane
+// x of rows W wide: y[r * OW + first + j] = the max of x's rows 2r .. 2r + 3 and columns
+// 2 (first + j) .. 2 (first + j) + 3, times scale plus shift when `transform`. Returns false,
+// with y unfinished, when x has a NaN in the columns read.
+template <int kGroups>
+PMX_AVX512 bool pool_strip(const float* x, int64_t W, int64_t rows, int64_t first,
+                           int64_t outputs, float* y, int64_t OW, bool transform, float scale,
+                           float shift) {
+  // Columns [2 first, 2 first + 32 kGroups + 2): two vectors per group of 16 outputs, then one
+  // of which the last group uses two lanes.
+  constexpr int kVectors = 2 * kGroups + 1;
+  x += 2 * first;
+  y += first;
+  __mmask16 in_row[kVectors], stored[kGroups];
+#pragma GCC unroll 16
+  for (int v = 0; v < kVectors; ++v) in_row[v] = first_lanes(W - 2 * first - 16 * v);
+#pragma GCC unroll 16
+  for (int g = 0; g < kGroups; ++g) stored[g] = first_lanes(outputs - 16 * g);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512 scales = _mm512_set1_ps(scale), shifts = _mm512_set1_ps(shift);
+  __mmask16 nan = 0;
+  __m512 upper[kVectors];  // the pair of rows 2r, 2r + 1
+  fold_pair<kVectors>(x, W, in_row, upper, &nan);
+  for (int64_t r = 0; r < rows; ++r) {
+    __m512 lower[kVectors], window[kVectors];  // rows 2r + 2, 2r + 3; all four
+    fold_pair<kVectors>(x + (2 * r + 2) * W, W, in_row, lower, &nan);
+#pragma GCC unroll 16
+    for (int v = 0; v < kVectors; ++v) {
+      window[v] = first_max(upper[v], lower[v]);
+      upper[v] = lower[v];
+    }
+    // columns[g] lane j: first_max of group g's columns 2j and 2j + 1; lane 0 of `beyond`: of
+    // the two columns after the last group.
+    __m512 columns[kGroups];
+#pragma GCC unroll 16
+    for (int g = 0; g < kGroups; ++g) {
+      const __m512 a = window[2 * g], b = window[2 * g + 1];
+      columns[g] = first_max(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b));
+    }
+    const __m512 last = window[kVectors - 1];
+    const __m512 beyond = first_max(last, next_lanes(last, last));
+#pragma GCC unroll 16
+    for (int g = 0; g < kGroups; ++g) {
+      // Output j: first_max of the column pairs j and j + 1.
+      const __m512 next = g + 1 < kGroups ? columns[g + 1] : beyond;
+      __m512 out = first_max(columns[g], next_lanes(columns[g], next));
+      if (transform) {  // product rounded, then sum rounded: the _round forms are never fused
+        out = _mm512_add_round_ps(_mm512_mul_round_ps(out, scales, _MM_FROUND_CUR_DIRECTION),
+                                  shifts, _MM_FROUND_CUR_DIRECTION);
+      }
+      _mm512_mask_storeu_ps(y + r * OW + 16 * g, stored[g], out);
+    }
+  }
+  return nan == 0;
+}
+
+// Whether pool_from_pairs handles the pooling at `level`.
+bool pools_from_pairs(const PoolGeom& pool, FmaLevel level) {
+  return level == FmaLevel::kAvx512 && pool.k[1] == 4 && pool.k[2] == 4 && pool.s[1] == 2 &&
+         pool.s[2] == 2;
+}
+
+// Pooled rows [0, rows) of the plane x (pool.in[2] wide) into y (pool.out[2] wide), then
+// y * scale + shift when scale is not null; see pool_strip. False, with y unfinished, when x has
+// a NaN.
+PMX_AVX512 bool pool_from_pairs(const PoolGeom& pool, const float* x, int64_t rows, float* y,
+                                const float* scale, const float* shift) {
+  const int64_t W = pool.in[2], OW = pool.out[2];
+  const bool transform = scale != nullptr;
+  const float k = transform ? *scale : 1.f, s = transform ? *shift : 0.f;
+  bool ok = true;
+  int64_t first = 0;
+  for (; OW - first > 16; first += 32)
+    ok &= pool_strip<2>(x, W, rows, first, std::min<int64_t>(32, OW - first), y, OW, transform,
+                        k, s);
+  if (first < OW) ok &= pool_strip<1>(x, W, rows, first, OW - first, y, OW, transform, k, s);
+  return ok;
 }
 
 // One call's data, shared by its tasks.
@@ -139,6 +295,7 @@ void run_task(const Job& job, int64_t task, float* scratch) {
   float* conv_scratch = pool_scratch + plan.pool_floats;
   const SimdLevel pool_level = job.level == FmaLevel::kAvx512 ? SimdLevel::kAvx512
                                                               : SimdLevel::kSse2;
+  const bool from_pairs = pools_from_pairs(pool, job.level);
   // Buffer row i holds convolution row base + i, for the rows [base, computed).
   int64_t base = 0, computed = 0;
   for (int64_t py = first_pooled; py < last_pooled; py += plan.chunk_rows) {
@@ -166,9 +323,13 @@ void run_task(const Job& job, int64_t task, float* scratch) {
     for (int64_t c = 0; c < channels; ++c) {
       const int64_t oc = block * kBlock + c;
       float* dst = job.y + ((image * conv.out_c + oc) * pool.out[1] + py) * pool.out[2];
-      max_pool_forward_f32(pool_level, chunk, buffer + c * channel_stride + (first_row - base) * OW,
-                           dst, pool_scratch);
-      if (job.scale != nullptr) scale_and_shift(dst, chunk.out_sp, job.scale[oc], job.shift[oc]);
+      const float* rows = buffer + c * channel_stride + (first_row - base) * OW;
+      const float* scale = job.scale != nullptr ? job.scale + oc : nullptr;
+      const float* shift = job.scale != nullptr ? job.shift + oc : nullptr;
+      if (from_pairs && pool_from_pairs(pool, rows, pooled, dst, scale, shift)) continue;
+      // Other windows, or a NaN in the chunk (see Note [Pooling from row pairs]).
+      max_pool_forward_f32(pool_level, chunk, rows, dst, pool_scratch);
+      if (scale != nullptr) scale_and_shift(dst, chunk.out_sp, *scale, *shift);
     }
   }
 }
