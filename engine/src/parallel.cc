@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -33,6 +34,9 @@ struct Job {
 
 // True on pool threads and inside a running parallel_for: a nested call runs serially.
 thread_local bool t_in_parallel = false;
+
+// How long a helper looks for the next loop before it sleeps (Note [Intra-op threads]).
+constexpr auto kSpin = std::chrono::microseconds(200);
 
 void run_chunks(Job* job) {
   for (;;) {
@@ -62,7 +66,7 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mu_);
       job_ = job;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
     }
     work_cv_.notify_all();
     run_chunks(job);
@@ -100,6 +104,9 @@ class Pool {
     std::unique_lock<std::mutex> lock(mu_);
     uint64_t seen = generation_;
     for (;;) {
+      lock.unlock();
+      spin_for_next_loop(seen);
+      lock.lock();
       work_cv_.wait(lock, [&] { return job_ != nullptr && generation_ != seen; });
       seen = generation_;
       Job* job = job_;
@@ -111,12 +118,24 @@ class Pool {
     }
   }
 
+  // Returns when a loop after `seen` has started or kSpin has passed.
+  void spin_for_next_loop(uint64_t seen) const {
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    while (generation_.load(std::memory_order_acquire) == seen &&
+           std::chrono::steady_clock::now() < until) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();  // lets a sibling hyperthread run
+#endif
+    }
+  }
+
   const int helpers_wanted_ = usable_cores() - 1;
   bool started_ = false;  // guarded by caller_mu
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   Job* job_ = nullptr;
-  uint64_t generation_ = 0;
+  // Loops started; written under mu_, read without it by spinning helpers.
+  std::atomic<uint64_t> generation_{0};
   int active_ = 0;
 };
 
