@@ -66,13 +66,14 @@ def test_libinfo_points_at_the_loaded_library_and_its_header():
     assert (config / "pymxConfig.cmake").is_file()
 
 
-def test_libinfo_command_line():
+def test_libinfo_command_line(tmp_path):
+    # Run outside the source tree, whose pymx/ has no compiled core.
     for flag, expected in [("--include", libinfo.find_include_path()),
                            ("--lib", libinfo.find_lib_path()[0]),
                            ("--cmake-prefix-path", libinfo.cmake_prefix_path())]:
-        assert _run([sys.executable, "-m", "pymx.libinfo", flag]).strip() == expected
+        assert _run([sys.executable, "-m", "pymx.libinfo", flag], cwd=tmp_path).strip() == expected
     missing = subprocess.run([sys.executable, "-m", "pymx.libinfo"], capture_output=True,
-                             text=True, timeout=60)
+                             text=True, timeout=60, cwd=tmp_path)
     assert missing.returncode == 2 and "one of the arguments" in missing.stderr
 
 
