@@ -118,14 +118,13 @@ class Pool {
     }
   }
 
-  // Returns when a loop after `seen` has started or kSpin has passed.
+  // Returns when a loop after `seen` has started or kSpin has passed. Yields while it waits,
+  // so a thread that wants this core (another device's engine worker) gets it.
   void spin_for_next_loop(uint64_t seen) const {
     const auto until = std::chrono::steady_clock::now() + kSpin;
     while (generation_.load(std::memory_order_acquire) == seen &&
            std::chrono::steady_clock::now() < until) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();  // lets a sibling hyperthread run
-#endif
+      std::this_thread::yield();
     }
   }
 

@@ -15,14 +15,18 @@
 //    pool whose threads are created on first use (DataLoader workers fork).
 //  - Chunks are claimed dynamically, so a core stolen by another process slows the loop down
 //    rather than stalling it on one late chunk.
-//  - After a loop a helper spins for 200 us (kSpin) before it sleeps. Woken from sleep, a helper
-//    started 25-40 us after the caller (measured here), and at small batches the kernels' loops
-//    are only tens of us long, so the caller did most of each loop alone. Back-to-back ops (a
-//    hybridized graph's kernels) now find the helper still spinning. LeafNetwork on 2 cores,
-//    medians of 3 interleaved runs, samples/s without -> with the spin: inference b1 1660 ->
-//    2020, b4 2080 -> 2670, b64 2310 -> 2420; training b4 313 -> 373, b64 467 -> 460 (noise);
-//    tiny op unchanged. The cost is at most 200 us of one busy core after each loop, about what
-//    OpenMP runtimes spend by default.
+//  - After a loop a helper keeps looking for the next one for 200 us (kSpin) before it sleeps,
+//    yielding its core meanwhile. Woken from sleep, a helper started 25-40 us after the caller
+//    (measured here), and at small batches the kernels' loops are only tens of us long, so the
+//    caller did most of each loop alone; back-to-back ops (a hybridized graph's kernels) now find
+//    the helper awake. It yields rather than spins on the CPU's pause instruction: with two CPU
+//    devices (data parallelism over cpu(0) and cpu(1), the main job's default without a GPU)
+//    a pausing helper kept the other device's worker off its core (training b8 6 % slower);
+//    yielding costs nothing there and did as well or better everywhere else. LeafNetwork on 2
+//    cores, samples/s, interleaved runs (medians of 12 for b1 and 6 for b4), without the wait
+//    -> pausing -> yielding: inference b1 1650 -> 2053 -> 2143, b4 2365 -> 2594 -> 2631;
+//    training b4 +3-8 %, batch 64 and the tiny op unchanged. The cost: a helper thread keeps
+//    running (yielding) for 200 us after each loop, about what OpenMP runtimes spend by default.
 // Chunk results must not depend on which thread runs them (kernels write disjoint ranges, or
 // per-chunk buffers reduced in a fixed order), so results are the same for any thread count.
 #pragma once
