@@ -67,34 +67,23 @@ def test_device_kvstore_sums_over_logical_gpus():
 
 def test_data_parallel_training_over_two_logical_gpus_matches_two_cpus(tmp_path):
     out = run_split(f"""
-        from pymx.gluon import nn
+        import sys
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        from small_leafnet import batches, leaf_network, save_starting_parameters
 
-        def leaf_network():
-            net = nn.HybridSequential()
-            for filters in (16, 32):
-                net.add(nn.Conv2D(filters, kernel_size=2, activation="relu"),
-                        nn.MaxPool2D(pool_size=4, strides=2), nn.BatchNorm())
-            net.add(nn.Flatten(), nn.Dense(50, activation="relu"), nn.Dense(2))
-            return net
-
+        sizes = dict(filters=(16, 32), hidden=50)
         path = {str(tmp_path / "leaf.params")!r}
-        reference = leaf_network()
-        reference.initialize(device=cpu(0))
-        reference(np.zeros((2, 3, 32, 32)))
-        reference.save_parameters(path)
-        rng = onp.random.default_rng(0)
-        batches = [(rng.standard_normal((8, 3, 32, 32)).astype("float32"),
-                    rng.integers(0, 2, 8).astype("float32")) for _ in range(3)]
+        save_starting_parameters(path, **sizes)
 
         def train(devices, hybridize):
-            net = leaf_network()
+            net = leaf_network(**sizes)
             net.load_parameters(path, device=devices)
             if hybridize:
                 net.hybridize(static_alloc=True, static_shape=True)
             loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
             trainer = gluon.Trainer(net.collect_params(), "sgd", {{"learning_rate": 0.05}},
                                     kvstore="device")
-            for data, label in batches:
+            for data, label in batches():
                 xs = gluon.utils.split_and_load(data, devices)
                 ys = gluon.utils.split_and_load(label, devices)
                 with autograd.record():

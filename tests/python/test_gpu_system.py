@@ -5,12 +5,12 @@ parameters on gpu(0) as on cpu(0). Skipped when no GPU is visible."""
 import numpy as onp
 import pytest
 from conftest import requires_gpu
+from small_leafnet import batches, leaf_network, save_starting_parameters
 
 from pymx import autograd, gluon, np, npx
 from pymx._op import invoke
 from pymx.base import PymxError
 from pymx.device import cpu, cpu_pinned, gpu, gpu_memory_info, num_gpus
-from pymx.gluon import nn
 from pymx.ndarray import from_numpy
 
 pytestmark = requires_gpu
@@ -137,29 +137,10 @@ def test_random_dag_matches_cpu():
         onp.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-def leaf_network():
-    def conv_block(filters):
-        block = nn.HybridSequential()
-        block.add(nn.Conv2D(channels=filters, kernel_size=2, activation="relu"),
-                  nn.MaxPool2D(pool_size=4, strides=2), nn.BatchNorm())
-        return block
-
-    net = nn.HybridSequential()
-    net.add(conv_block(32), conv_block(64), nn.Flatten(), nn.Dense(100, activation="relu"),
-            nn.Dense(2))
-    return net
-
-
 @pytest.mark.parametrize("hybridize", [False, True])
 def test_leafnet_training_on_gpu_matches_cpu(tmp_path, hybridize):
     path = str(tmp_path / "leaf.params")
-    reference = leaf_network()
-    reference.initialize(device=cpu(0))
-    reference(np.zeros((2, 3, 32, 32)))
-    reference.save_parameters(path)
-    rng = onp.random.default_rng(0)
-    batches = [(rng.standard_normal((8, 3, 32, 32)).astype("float32"),
-                rng.integers(0, 2, 8).astype("float32")) for _ in range(3)]
+    save_starting_parameters(path)
     trained = []
     for device in (cpu(0), gpu(0)):
         net = leaf_network()
@@ -168,7 +149,7 @@ def test_leafnet_training_on_gpu_matches_cpu(tmp_path, hybridize):
             net.hybridize()
         loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
         trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.05})
-        for data, label in batches:
+        for data, label in batches():
             data, label = from_numpy(data, device=device), from_numpy(label, device=device)
             with autograd.record():
                 loss = loss_fn(net(data), label)
