@@ -52,20 +52,13 @@
 // the row pairs; batch 4: 2.56, 1.64, 1.43; batch 64: 58.5, 26.8, 23.5.
 #include "ops/conv_pool_fused.h"
 
-// GCC 12 reports the _mm512_undefined_*() that AVX-512 intrinsics start from as (maybe)
-// uninitialised wherever they are inlined (a false positive that GCC 13 no longer gives).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "ops/max_pool_2d.h"
+#include "ops/max_pool_lanes.h"
 #include "ops/nn_common.h"
 #include "parallel.h"
 
@@ -154,18 +147,6 @@ __attribute__((target("avx2"))) void scale_and_shift(float* y, int64_t n, float 
 // columns) 11.7 against 48.8 ns, its second (29 from 61) 4.9 against 29.6 ns, its third (13
 // from 28) 2.5 against 18.9 ns.
 
-#define PMX_AVX512 __attribute__((target("avx512f")))
-
-// The first n of 16 lanes (n may be out of [0, 16]).
-inline __mmask16 first_lanes(int64_t n) {
-  return n >= 16 ? 0xFFFF : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
-}
-
-// `left` unless `right` is greater: the pooling kernel's first_max (a tie keeps `left`).
-PMX_AVX512 inline __m512 first_max(__m512 left, __m512 right) {
-  return _mm512_max_ps(right, left);
-}
-
 // Lanes 1 .. 15 of a, then lane 0 of b.
 PMX_AVX512 inline __m512 next_lanes(__m512 a, __m512 b) {
   return _mm512_castsi512_ps(
@@ -204,8 +185,7 @@ PMX_AVX512 bool pool_strip(const float* x, int64_t W, int64_t rows, int64_t firs
   for (int v = 0; v < kVectors; ++v) in_row[v] = first_lanes(W - 2 * first - 16 * v);
 #pragma GCC unroll 16
   for (int g = 0; g < kGroups; ++g) stored[g] = first_lanes(outputs - 16 * g);
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512i even = even_lanes(), odd = odd_lanes();
   const __m512 scales = _mm512_set1_ps(scale), shifts = _mm512_set1_ps(shift);
   __mmask16 nan = 0;
   __m512 upper[kVectors];  // the pair of rows 2r, 2r + 1

@@ -4,21 +4,12 @@
 
 #if defined(__SSE2__)
 
-// GCC 12 reports the _mm512_undefined_*() that AVX-512 intrinsics start from as maybe
-// uninitialised wherever they are inlined (a false positive that GCC 13 no longer gives).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
+#include "ops/max_pool_lanes.h"
 #include "pymx/base.h"
-
-// Functions that use AVX-512 instructions; called only where max_pool_simd_level() allows.
-#define PMX_AVX512 __attribute__((target("avx512f")))
 
 namespace pymx {
 namespace nn {
@@ -120,12 +111,6 @@ constexpr int64_t kPrefetchBytes = 8192;
   }
 }
 
-inline float first_max(float left, float right) { return right > left ? right : left; }
-inline __m128 first_max(__m128 left, __m128 right) { return _mm_max_ps(right, left); }
-PMX_AVX512 inline __m512 first_max(__m512 left, __m512 right) {
-  return _mm512_max_ps(right, left);
-}
-
 // Outputs clipped by the end of the row: the max over columns cols of the folded row v.
 void clipped_outputs(const PoolGeom& g, const float* v, int64_t first, float* dst) {
   for (int64_t ox = first; ox < g.out[2]; ++ox) {
@@ -190,18 +175,6 @@ void forward_sse2(const PoolGeom& g, const float* x, float* y, float* v) {
 
 // ---------------------------------------------------------------------------------------------
 // Forward, AVX-512.
-
-// The first n of 16 lanes (n may be out of [0, 16]).
-inline __mmask16 first_lanes(int64_t n) {
-  return n >= 16 ? 0xFFFF : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
-}
-
-PMX_AVX512 inline __m512i even_lanes() {
-  return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-}
-PMX_AVX512 inline __m512i odd_lanes() {
-  return _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-}
 
 // The folded row v (with readable zeros after it) -> outputs ox .. ox + 15 of the row.
 template <int kKernelWidth>
