@@ -56,7 +56,8 @@ def test_fused_relu_forward_matches_numpy(case, dtype, tol, use_bias):
 
 
 # Float32 stride-1 shapes with rows at least one vector wide take the direct kernel (Note [Direct
-# convolution]); float64 of the same shapes goes through im2col + GEMM.
+# convolution]) and, with AVX-512, the direct weight gradient (Note [Direct weight gradient]);
+# float64 of the same shapes goes through im2col + GEMM.
 DIRECT_CASES = [  # (x shape, filters, kernel, pad)
     ((1, 3, 24, 128), 32, 2, 0),   # LeafNetwork's conv1, fewer rows
     ((2, 3, 13, 40), 13, 3, 1),    # RGB 3x3, filters not a multiple of 8

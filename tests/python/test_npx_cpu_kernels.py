@@ -176,13 +176,16 @@ def test_parallel_gemm_splits_match_numpy(rows, in_units, hidden):
 
 @pytest.mark.parametrize("dtype,tol", [("float64", 1e-10), ("float32", 1e-4), ("float16", 2e-2)])
 @pytest.mark.parametrize("use_bias", [True, False])
-def test_fused_relu_backward_mask_and_bias_sum_match_numpy(dtype, tol, use_bias):
+@pytest.mark.parametrize("height,width", [(11, 10), (9, 30)])
+def test_fused_relu_backward_mask_and_bias_sum_match_numpy(dtype, tol, use_bias, height, width):
     # One pass per image masks out_grad with relu's mask and sums the bias gradient: 7 images
-    # split unevenly across the parts, 10x9 outputs per filter (not a multiple of the 8 lanes).
-    x = RNG.standard_normal((7, 3, 11, 10)).astype(dtype)
+    # split unevenly across the parts, 10x9 outputs per filter (not a multiple of the 8 lanes);
+    # 8x29 outputs take float32's direct weight gradient (Note [Direct weight gradient]) on
+    # AVX-512 machines.
+    x = RNG.standard_normal((7, 3, height, width)).astype(dtype)
     w = RNG.standard_normal((5, 3, 2, 2)).astype(dtype)
     b = RNG.standard_normal(5).astype(dtype)
-    dy = RNG.standard_normal((7, 5, 10, 9)).astype(dtype)
+    dy = RNG.standard_normal((7, 5, height - 1, width - 1)).astype(dtype)
     arrays = [from_numpy(a) for a in ((x, w, b) if use_bias else (x, w))]
     for a in arrays:
         a.attach_grad()
@@ -196,7 +199,8 @@ def test_fused_relu_backward_mask_and_bias_sum_match_numpy(dtype, tol, use_bias)
     windows = onp.lib.stride_tricks.sliding_window_view(xd, (2, 2), axis=(2, 3))  # n c oy ox ky kx
     dx_ref = onp.zeros_like(xd)
     for ky, kx in itertools.product(range(2), range(2)):
-        dx_ref[:, :, ky:ky + 10, kx:kx + 9] += onp.einsum("nfyx,fc->ncyx", g, wd[:, :, ky, kx])
+        dx_ref[:, :, ky:ky + height - 1, kx:kx + width - 1] += onp.einsum(
+            "nfyx,fc->ncyx", g, wd[:, :, ky, kx])
     refs = [dx_ref, onp.einsum("ncyxij,nfyx->fcij", windows, g)] + ([g.sum(axis=(0, 2, 3))]
                                                                     if use_bias else [])
     for a, ref in zip(arrays, refs):

@@ -1,6 +1,7 @@
 // The vector pieces the max-pooling kernels share (max_pool_2d.cc, and the pooling from row pairs
 // in conv_pool_fused.cc): the maximum in the pooling's order and the lane masks and even/odd
-// column splits of the AVX-512 kernels. x86 only.
+// column splits of the AVX-512 kernels; the direct weight gradient (conv_weight_grad.cc) takes
+// its lane masks from here too. x86 only.
 #pragma once
 
 // GCC 12 reports the _mm512_undefined_*() that AVX-512 intrinsics start from as maybe

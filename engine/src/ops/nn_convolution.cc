@@ -1,5 +1,6 @@
-// Convolution, 1-D/2-D/3-D, by im2col + GEMM (OpenBLAS for float32/float64); the forward of a
-// stride-1 2-D float32 convolution runs the direct kernel of conv_direct.h instead.
+// Convolution, 1-D/2-D/3-D, by im2col + GEMM (OpenBLAS for float32/float64); the forward and
+// data gradient of a stride-1 2-D float32 convolution run the direct kernel of conv_direct.h
+// instead, and its weight gradient, with AVX-512, the one of conv_weight_grad.h.
 //
 // | op                    | inputs                        | outputs                             | attrs |
 // |-----------------------|-------------------------------|-------------------------------------|-------|
@@ -51,6 +52,7 @@
 #include <type_traits>
 
 #include "ops/conv_direct.h"
+#include "ops/conv_weight_grad.h"
 #include "ops/conv_geometry.h"
 #include "ops/nn_common.h"
 #include "parallel.h"
@@ -410,18 +412,24 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
   auto padded = [](int64_t count) {
     return static_cast<int64_t>(Carver::align(count * sizeof(T)) / sizeof(T));
   };
-  const int64_t col_size = pointwise ? 0 : padded(g.col_rows() * g.out_sp);
-  const int64_t dy_block = mask_per_image ? padded(g.out_c * g.out_sp) : 0;
-  const int64_t w_pad = padded(w_size);
-  const int64_t parts = parallel_parts(g.batch, 1);
   ConvGeometry gt;  // Note [Data gradient as a direct convolution]
   const bool direct_dx = std::is_same_v<T, float> && want_dx && direct_data_grad_geometry(g, &gt);
   const int64_t direct_scratch_size = direct_dx ? nn::conv2d_direct_f32_scratch(gt) : 0;
+  // Note [Direct weight gradient]
+  const bool direct_dw = std::is_same_v<T, float> && nn::conv2d_weight_grad_f32_handles(g);
+  const int64_t direct_dw_scratch_size = direct_dw ? nn::conv2d_weight_grad_f32_scratch(g) : 0;
+  // col holds im2col's matrix for the GEMM weight gradient and the GEMM data gradient's columns.
+  const bool need_col = !pointwise && !(direct_dw && (direct_dx || !want_dx));
+  const int64_t col_size = need_col ? padded(g.col_rows() * g.out_sp) : 0;
+  const int64_t dy_block = mask_per_image ? padded(g.out_c * g.out_sp) : 0;
+  const int64_t w_pad = padded(w_size);
+  const int64_t parts = parallel_parts(g.batch, 1);
   size_t bytes = Carver::align(parts * col_size * sizeof(T)) +
                  Carver::align(parts * dy_block * sizeof(T)) +
                  Carver::align(parts * w_pad * sizeof(T)) +
                  Carver::align(std::max<int64_t>(parts, 1) * g.out_c * sizeof(A)) +
-                 Carver::align(parts * direct_scratch_size * sizeof(float));
+                 Carver::align(parts * direct_scratch_size * sizeof(float)) +
+                 Carver::align(parts * direct_dw_scratch_size * sizeof(float));
   if (g.channel_last) {
     bytes += Carver::align(x_size * sizeof(T)) * (want_dx ? 2 : 1) +
              Carver::align(y_size * sizeof(T)) + 2 * Carver::align(w_size * sizeof(T));
@@ -433,6 +441,7 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
   A* db_parts = ws.take<A>(std::max<int64_t>(parts, 1) * g.out_c);
   std::fill(db_parts, db_parts + std::max<int64_t>(parts, 1) * g.out_c, A(0));
   float* direct_scratch = ws.take<float>(parts * direct_scratch_size);
+  float* direct_dw_scratch = ws.take<float>(parts * direct_dw_scratch_size);
   nn::DirectConvWeights direct_weights;
   if constexpr (std::is_same_v<T, float>) {
     if (direct_dx) direct_weights = data_grad_weights(g, gt, in[2].data<float>());
@@ -468,6 +477,7 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
     T* col = cols + part * col_size;
     T* dwt_part = dwt_parts + part * w_pad;
     A* db_part = db_parts + part * g.out_c;
+    if (direct_dw) std::fill(dwt_part, dwt_part + w_size, T(0));
     for (int64_t n = first; n < last; ++n) {
       const T* dyn = dy + n * g.out_c * g.out_sp;
       if (mask_per_image) {
@@ -488,15 +498,22 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
         T* xg = const_cast<T*>(x) + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
         const T* dyg = dyn + grp * g.out_cg() * g.out_sp;
         const T* wg = w + grp * g.out_cg() * K;
-        const T* colg = xg;
-        if (!pointwise) {
-          im2col<T, false>(g, g.in_cg(), xg, col);
-          colg = col;
+        if constexpr (std::is_same_v<T, float>) {
+          if (direct_dw)  // one group: the image's whole weight gradient, transposed
+            nn::conv2d_weight_grad_f32_image(g, xg, dyg, dwt_part,
+                                             direct_dw_scratch + part * direct_dw_scratch_size);
         }
-        // weight_grad_g^T (K x Mg) (+)= col (K x out_sp) . dy_g^T (out_sp x Mg); see Note
-        // [Weight gradient transposed].
-        nn::gemm(false, true, K, g.out_cg(), g.out_sp, A(1), colg, g.out_sp, dyg, g.out_sp,
-                 A(n == first ? 0 : 1), dwt_part + grp * g.out_cg() * K, g.out_cg());
+        if (!direct_dw) {
+          const T* colg = xg;
+          if (!pointwise) {
+            im2col<T, false>(g, g.in_cg(), xg, col);
+            colg = col;
+          }
+          // weight_grad_g^T (K x Mg) (+)= col (K x out_sp) . dy_g^T (out_sp x Mg); see Note
+          // [Weight gradient transposed].
+          nn::gemm(false, true, K, g.out_cg(), g.out_sp, A(1), colg, g.out_sp, dyg, g.out_sp,
+                   A(n == first ? 0 : 1), dwt_part + grp * g.out_cg() * K, g.out_cg());
+        }
         if (!dx) continue;
         T* dxg = dx + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
         if constexpr (std::is_same_v<T, float>) {
