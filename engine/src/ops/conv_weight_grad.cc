@@ -19,9 +19,11 @@
 // the last filter or tap repeated and drop those sums. With padding, the image is first copied
 // into a zero-bordered scratch. The sums differ from the GEMM's only in order (the tests compare
 // both with float64).
-// Measured on one thread, 64 images of LeafNetwork's layers (GFLOP/s; the machine's multiply-add
-// peak is ~260): conv1 / conv2 / conv3 166 / 194 / 163. Copying the rows into zero-padded tiles
-// instead, or masking the loads of the last vector, was 10-40 % slower. In the backward op (batch
+// Measured on one thread (bench/cpp/conv_weight_grad, GFLOP/s; the machine's multiply-add peak
+// is ~260), LeafNetwork's conv1 / conv2 / conv3: 71 / 146 / 151 over 64 images read from memory,
+// 98 / 173 / 159 over 8 (conv1, with 12 taps per dy value, waits on memory). Copying the rows
+// into zero-padded tiles instead, or masking the loads of the last vector, was 10-40 % slower
+// (one image's operands in cache: 166 / 194 / 163 as it is). In the backward op (batch
 // 64, 2 threads, relu's mask pass included), conv1 / conv2 / conv3 weight gradients take 8.8 /
 // 15.3 / 12.4 ms against 13.3 / 22.2 / 16.4 with im2col + OpenBLAS's AVX2 kernels (11.9 / 15.0 /
 // 10.5 with its AVX-512 ones); LeafNetwork training, hybridized, batch 64 453 -> 508 samples/s,
