@@ -25,6 +25,7 @@ class SavedArray {
   // its producer), or a none array when not kept.
   NDArray for_gradient() const;
   bool has_value() const { return !value_.is_none(); }
+  VarHandle var() const { return value_.var(); }  // null when the value is not kept
   AutogradEntry& entry() { return entry_; }
   const AutogradEntry& entry() const { return entry_; }
   const Shape& shape() const { return has_value() ? value_.shape() : shape_; }

@@ -76,6 +76,11 @@ struct GradContext {
   const std::vector<DType>& input_dtypes;
   const std::vector<Shape>& output_shapes;
   const std::vector<DType>& output_dtypes;
+  // Per input, where its gradient may be written, or a none array: a variable's .grad buffer
+  // when this op is the only way the gradient reaches it (Note [Gradients written in place] in
+  // autograd.cc). A gradient function may pass these as the `out` of the op that computes the
+  // gradients and return them; one that ignores them stays correct.
+  const std::vector<NDArray>& grad_targets;
 };
 
 // infer: fills one shape and dtype per output from the inputs; throws Error(kInvalidArg) with

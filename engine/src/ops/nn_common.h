@@ -380,10 +380,15 @@ inline bool need_data_grad(const Attrs& attrs) { return attrs.get_bool("need_dat
 inline std::vector<NDArray> backward_skipping_data_grad(const char* backward_op,
                                                         const GradContext& ctx,
                                                         const std::vector<NDArray>& backward_inputs) {
-  if (ctx.inputs[0].autograd_entry().node) return invoke(backward_op, backward_inputs, ctx.attrs);
+  const OpDef& op = op_registry::get(backward_op);
+  const Device device = backward_inputs[0].device();
+  // The gradients go where autograd offers (GradContext::grad_targets), else to new arrays.
+  if (ctx.inputs[0].autograd_entry().node)
+    return invoke(op, backward_inputs, ctx.attrs, device, ctx.grad_targets);
   Attrs attrs = ctx.attrs;
   attrs.set("need_data_grad", "False");
-  std::vector<NDArray> grads = invoke(backward_op, backward_inputs, attrs);
+  const std::vector<NDArray> targets(ctx.grad_targets.begin() + 1, ctx.grad_targets.end());
+  std::vector<NDArray> grads = invoke(op, backward_inputs, attrs, device, targets);
   grads.insert(grads.begin(), NDArray());
   return grads;
 }

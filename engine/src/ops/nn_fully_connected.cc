@@ -131,7 +131,9 @@ void fc_backward(const OpContext& ctx, const std::vector<TBlob>& in,
 
 std::vector<NDArray> fc_gradient(const GradContext& ctx) {
   std::vector<NDArray> in = {ctx.out_grads[0], ctx.inputs[0], ctx.inputs[1]};
-  return invoke("fully_connected_backward", in, ctx.attrs);
+  // The gradients go where autograd offers (GradContext::grad_targets), else to new arrays.
+  return invoke(op_registry::get("fully_connected_backward"), in, ctx.attrs,
+                ctx.out_grads[0].device(), ctx.grad_targets);
 }
 
 PMX_REGISTER_OP(fully_connected)
