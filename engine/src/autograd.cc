@@ -120,13 +120,14 @@ std::vector<std::shared_ptr<Node>> topological_order(const std::vector<std::shar
 // for each (LeafNetwork's first dense layer: 8.6 MB each). When the gradient reaches a variable
 // through exactly one edge of the graph and its grad_req is 'write', the gradient is that one
 // op's result, so the op may write it straight into the buffer: GradContext::grad_targets
-// offers the buffer to the gradient function, and store_grad finds it already there. The engine orders the write after every
-// earlier read of the buffer (the last step's optimizer update). Not offered when the buffer is
-// itself an array the backward reads (an input or output a node saved, or a head gradient),
-// since the write could land before those reads; nor by autograd.grad(), which leaves the .grad
-// buffers alone, nor with create_graph. The convolution and dense gradients take the offer
-// (nn::backward_skipping_data_grad, fc_gradient): LeafNetwork training, hybridized, interleaved
-// runs, samples/s: batch 1 211 -> 257, batch 4 403 -> 428, batch 64 493 -> 499.
+// offers the buffer to the gradient function, and store_grad finds it already there. The engine
+// orders the write after every earlier read of the buffer (the last step's optimizer update).
+// Not offered when the buffer is itself an array the backward reads (an input or output a node
+// saved, or a head gradient), since the write could land before those reads; nor by
+// autograd.grad(), which leaves the .grad buffers alone, nor with create_graph. The convolution
+// and dense gradients take the offer (nn::backward_skipping_data_grad, fc_gradient):
+// LeafNetwork training, hybridized, interleaved runs, samples/s: batch 1 211 -> 257, batch 4
+// 403 -> 428, batch 64 493 -> 499.
 
 // The variables whose .grad buffer a gradient op may write in place (see the Note).
 std::unordered_set<const Node*> written_in_place(const std::vector<std::shared_ptr<Node>>& order,

@@ -52,8 +52,8 @@
 #include <type_traits>
 
 #include "ops/conv_direct.h"
-#include "ops/conv_weight_grad.h"
 #include "ops/conv_geometry.h"
+#include "ops/conv_weight_grad.h"
 #include "ops/nn_common.h"
 #include "parallel.h"
 
