@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
       for (int64_t n = 0; n < g.batch; ++n)
         pymx::nn::conv2d_weight_grad_f32_image(g, x.data() + n * g.in_c * g.in_sp,
                                                dy.data() + n * g.out_c * g.out_sp, dwt.data(),
-                                               scratch.data());
+                                               scratch.data(), 0,
+                                               pymx::nn::conv2d_weight_grad_f32_tiles(g));
       const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
       best = std::min(best, seconds.count());
     }

@@ -4,6 +4,7 @@
 // split into several bands, 1x1 and 3x3 kernels; and non-finite values: an infinity in the input
 // or in dy must give each sum exactly the infinity or NaN the float64 sum has, and no other sum
 // may change.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -53,15 +54,17 @@ std::vector<double> reference(const ConvGeometry& g, const std::vector<float>& x
 }
 
 // The kernel's sums over the batch, image by image, as the convolution's backward calls it,
-// returned in the weight's (F, K) order.
+// returned in the weight's (F, K) order; each image's filter tiles in calls of `tiles_per_call`.
 std::vector<float> direct(const ConvGeometry& g, const std::vector<float>& x,
-                          const std::vector<float>& dy) {
-  const int64_t K = g.in_c * g.k_sp;
+                          const std::vector<float>& dy, int64_t tiles_per_call = 1000) {
+  const int64_t K = g.in_c * g.k_sp, tiles = pymx::nn::conv2d_weight_grad_f32_tiles(g);
   std::vector<float> dwt(K * g.out_c, 0.0f), scratch(pymx::nn::conv2d_weight_grad_f32_scratch(g));
   for (int64_t n = 0; n < g.batch; ++n)
-    pymx::nn::conv2d_weight_grad_f32_image(g, x.data() + n * g.in_c * g.in_sp,
-                                           dy.data() + n * g.out_c * g.out_sp, dwt.data(),
-                                           scratch.empty() ? nullptr : scratch.data());
+    for (int64_t first = 0; first < tiles; first += tiles_per_call)
+      pymx::nn::conv2d_weight_grad_f32_image(g, x.data() + n * g.in_c * g.in_sp,
+                                             dy.data() + n * g.out_c * g.out_sp, dwt.data(),
+                                             scratch.empty() ? nullptr : scratch.data(), first,
+                                             std::min(first + tiles_per_call, tiles));
   std::vector<float> dw(g.out_c * K);
   for (int64_t f = 0; f < g.out_c; ++f)
     for (int64_t k = 0; k < K; ++k) dw[f * K + k] = dwt[k * g.out_c + f];
@@ -105,7 +108,10 @@ void check(const Case& c, std::mt19937* rng) {
   std::vector<float> x(g.batch * g.in_c * g.in_sp), dy(g.batch * g.out_c * g.out_sp);
   for (float& v : x) v = normal(*rng);
   for (float& v : dy) v = normal(*rng);
-  expect_close(direct(g, x, dy), reference(g, x, dy), g.batch * g.out_sp, what);
+  const std::vector<float> whole = direct(g, x, dy);
+  expect_close(whole, reference(g, x, dy), g.batch * g.out_sp, what);
+  // Threads share an image by filter tiles (Note [Fewer images than threads]): the same floats.
+  EXPECT(direct(g, x, dy, 1) == whole, what, ": computed one tile at a time, the sums differ");
 }
 
 // An infinity at the start of an input row and one at the end of a dy row: positions that a

@@ -176,21 +176,23 @@ def test_parallel_gemm_splits_match_numpy(rows, in_units, hidden):
 
 @pytest.mark.parametrize("dtype,tol", [("float64", 1e-10), ("float32", 1e-4), ("float16", 2e-2)])
 @pytest.mark.parametrize("use_bias", [True, False])
-@pytest.mark.parametrize("height,width", [(11, 10), (9, 30)])
-def test_fused_relu_backward_mask_and_bias_sum_match_numpy(dtype, tol, use_bias, height, width):
+@pytest.mark.parametrize("batch,height,width", [(7, 11, 10), (7, 9, 30), (1, 9, 30)])
+def test_fused_relu_backward_mask_and_bias_sum_match_numpy(dtype, tol, use_bias, batch, height,
+                                                           width):
     # One pass per image masks out_grad with relu's mask and sums the bias gradient: 7 images
     # split unevenly across the parts, 10x9 outputs per filter (not a multiple of the 8 lanes);
     # 8x29 outputs take float32's direct weight gradient (Note [Direct weight gradient]) on
-    # AVX-512 machines.
-    x = RNG.standard_normal((7, 3, height, width)).astype(dtype)
-    w = RNG.standard_normal((5, 3, 2, 2)).astype(dtype)
-    b = RNG.standard_normal(5).astype(dtype)
-    dy = RNG.standard_normal((7, 5, height - 1, width - 1)).astype(dtype)
+    # AVX-512 machines, and one image is split across the threads instead (Note [Fewer images
+    # than threads]); 13 filters leave the last 6-filter tile short.
+    x = RNG.standard_normal((batch, 3, height, width)).astype(dtype)
+    w = RNG.standard_normal((13, 3, 2, 2)).astype(dtype)
+    b = RNG.standard_normal(13).astype(dtype)
+    dy = RNG.standard_normal((batch, 13, height - 1, width - 1)).astype(dtype)
     arrays = [from_numpy(a) for a in ((x, w, b) if use_bias else (x, w))]
     for a in arrays:
         a.attach_grad()
     with autograd.record():
-        y = npx.convolution(*arrays, kernel=(2, 2), num_filter=5, no_bias=not use_bias,
+        y = npx.convolution(*arrays, kernel=(2, 2), num_filter=13, no_bias=not use_bias,
                             act_type="relu")
     y.backward(from_numpy(dy))
     # relu's gradient passes where the kernel's own output is positive.

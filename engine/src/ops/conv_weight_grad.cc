@@ -39,7 +39,7 @@ namespace pymx {
 namespace nn {
 namespace {
 
-constexpr int kTileFilters = 6;
+constexpr int kTileFilters = kWeightGradTileFilters;
 constexpr int kTileTaps = 4;
 constexpr int kTileSums = kTileFilters * kTileTaps;
 constexpr int64_t kVectorLanes = 16;
@@ -162,7 +162,8 @@ int64_t conv2d_weight_grad_f32_scratch(const ConvGeometry& g) {
 }
 
 void conv2d_weight_grad_f32_image(const ConvGeometry& g, const float* x, const float* dy,
-                                  float* dwt, float* scratch) {
+                                  float* dwt, float* scratch, int64_t first_tile,
+                                  int64_t last_tile) {
   const Input input = padded_input(g, x, scratch);
   const int64_t out_h = g.out[1], out_w = g.out[2], kw = g.k[2];
   const int64_t taps = g.in_c * g.k_sp, filters = g.out_c;
@@ -171,7 +172,8 @@ void conv2d_weight_grad_f32_image(const ConvGeometry& g, const float* x, const f
   float sums[kTileFilters][kTileTaps];
   for (int64_t first_row = 0; first_row < out_h; first_row += band_rows) {
     const int64_t rows = std::min(band_rows, out_h - first_row);
-    for (int64_t first_filter = 0; first_filter < filters; first_filter += kTileFilters) {
+    for (int64_t tile = first_tile; tile < last_tile; ++tile) {
+      const int64_t first_filter = tile * kTileFilters;
       for (int f = 0; f < kTileFilters; ++f)
         dy_offsets[f] = (std::min(first_filter + f, filters - 1) * out_h + first_row) * out_w;
       for (int64_t first_tap = 0; first_tap < taps; first_tap += kTileTaps) {
