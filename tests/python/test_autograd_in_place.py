@@ -8,7 +8,7 @@ Tolerances: float64 throughout, rtol 1e-10 against NumPy.
 """
 import numpy as onp
 
-from pymx import autograd, np, npx
+from pymx import autograd, npx
 from pymx.ndarray import from_numpy
 
 from conftest import ops_ran
