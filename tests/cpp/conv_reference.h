@@ -1,14 +1,26 @@
 // A float64 reference of the 2-D convolution (NCHW, one group, stride 1, dilation 1; padding
-// taken from the geometry) for the native tests of the CPU convolution kernels.
+// taken from the geometry) for the native tests of the CPU convolution kernels, and the geometry
+// of their cases.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ops/conv_geometry.h"
 
 namespace pymx {
 namespace test {
+
+// The geometry of a stride-1 convolution of `data` (N, C, H, W) with `weight` (F, C, kh, kw)
+// and `pad` ("(ph, pw)").
+inline nn::ConvGeometry conv2d_geometry(const Shape& data, const Shape& weight,
+                                        const std::string& pad) {
+  const Attrs attrs{{"kernel", shape_str({weight[2], weight[3]})},
+                    {"pad", pad},
+                    {"num_filter", std::to_string(weight[0])}};
+  return nn::conv_geometry(attrs, data, weight);
+}
 
 // y = conv(x, w) + bias (bias may be null), then relu when asked (NaN kept), in float64.
 inline void conv2d_reference(const nn::ConvGeometry& g, const std::vector<float>& x,

@@ -15,7 +15,6 @@
 #include "ops/conv_geometry.h"
 #include "test_util.h"
 
-using pymx::Attrs;
 using pymx::Shape;
 using pymx::nn::ConvGeometry;
 using pymx::nn::FmaLevel;
@@ -29,10 +28,7 @@ struct Case {
 };
 
 void check(const Case& c, FmaLevel level, std::mt19937* rng) {
-  const Attrs attrs{{"kernel", pymx::shape_str({c.weight[2], c.weight[3]})},
-                    {"pad", c.pad},
-                    {"num_filter", std::to_string(c.weight[0])}};
-  const ConvGeometry g = pymx::nn::conv_geometry(attrs, c.data, c.weight);
+  const ConvGeometry g = pymx::test::conv2d_geometry(c.data, c.weight, c.pad);
   const std::string what = pymx::str_cat(level == FmaLevel::kAvx512 ? "avx512" : "avx2",
                                          " data ", pymx::shape_str(c.data), " weight ",
                                          pymx::shape_str(c.weight), " pad ", c.pad,

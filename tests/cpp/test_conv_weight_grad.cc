@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "conv_reference.h"
 #include "ops/conv_geometry.h"
 #include "ops/conv_weight_grad.h"
 #include "test_util.h"
 
-using pymx::Attrs;
 using pymx::Shape;
 using pymx::nn::ConvGeometry;
 using pymx::nn::FmaLevel;
@@ -72,10 +72,7 @@ std::vector<float> direct(const ConvGeometry& g, const std::vector<float>& x,
 }
 
 ConvGeometry geometry(const Case& c) {
-  const Attrs attrs{{"kernel", pymx::shape_str({c.weight[2], c.weight[3]})},
-                    {"pad", c.pad},
-                    {"num_filter", std::to_string(c.weight[0])}};
-  return pymx::nn::conv_geometry(attrs, c.data, c.weight);
+  return pymx::test::conv2d_geometry(c.data, c.weight, c.pad);
 }
 
 std::string describe(const Case& c) {
@@ -139,7 +136,7 @@ void check_non_finite(const Case& c, std::mt19937* rng) {
 int main() {
   const ConvGeometry narrow = geometry({{1, 2, 9, 16}, {3, 2, 2, 2}, "(0, 0)"});  // 15 wide
   const ConvGeometry strided = [] {
-    const Attrs attrs{{"kernel", "(2, 2)"}, {"stride", "(2, 2)"}, {"num_filter", "4"}};
+    const pymx::Attrs attrs{{"kernel", "(2, 2)"}, {"stride", "(2, 2)"}, {"num_filter", "4"}};
     return pymx::nn::conv_geometry(attrs, {1, 3, 40, 40}, {4, 3, 2, 2});
   }();
   EXPECT(!pymx::nn::conv2d_weight_grad_f32_handles(narrow, FmaLevel::kAvx512),
