@@ -18,7 +18,10 @@
 // reads them. Filter and tap counts that are not multiples of the tile compute the last tile with
 // the last filter or tap repeated and drop those sums. With padding, the image is first copied
 // into a zero-bordered scratch. The sums differ from the GEMM's only in order (the tests compare
-// both with float64).
+// both with float64); a filter tile's sums do not depend on the other tiles, so threads can share
+// an image by tiles (Note [Fewer images than threads]). AVX-512 only: an AVX2 version (6 filters
+// x 2 taps in 16 registers, the tail masked by ANDs) ran at 60-72 GFLOP/s per thread here, below
+// OpenBLAS's AVX2 GEMM on these shapes, so without AVX-512 the GEMM stays.
 // Measured on one thread (bench/cpp/conv_weight_grad, GFLOP/s; the machine's multiply-add peak
 // is ~260), LeafNetwork's conv1 / conv2 / conv3: 71 / 146 / 151 over 64 images read from memory,
 // 98 / 173 / 159 over 8 (conv1, with 12 taps per dy value, waits on memory). Copying the rows
