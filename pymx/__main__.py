@@ -42,23 +42,31 @@ def _parser():
     p = argparse.ArgumentParser(prog="python -m pymx",
                                 description="Train the MXNet crash course's LeafNetwork with "
                                             "pymx on a generated leaf data set.")
-    p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--epochs", type=int, default=8, help="passes over the training set "
+                   "(default 8)")
+    p.add_argument("--batch-size", type=int, default=32,
+                   help="images per step, split across the devices (default 32)")
     p.add_argument("--devices", default=None,
                    help="e.g. 'cpu(0),cpu(1)' or 'gpu(0),gpu(1)'; default: every GPU, or "
                         "cpu(0),cpu(1) without GPUs")
     p.add_argument("--data-dir", default=None,
                    help="where the generated data set is cached (default ~/.cache/pymx/leafdata)")
     p.add_argument("--train-images", type=int, default=320,
-                   help="training images to generate; validation and test get a quarter each")
-    p.add_argument("--output-dir", default="pymx-leaf-output")
+                   help="training images to generate; validation and test get a quarter each "
+                        "(default 320)")
+    p.add_argument("--output-dir", default="pymx-leaf-output",
+                   help="where leaf_models.params and the training curves go (default "
+                        "pymx-leaf-output)")
     p.add_argument("--num-workers", type=int, default=0,
                    help="DataLoader worker processes (default 0: on a small CPU machine the "
                         "engine's threads already use every core)")
-    p.add_argument("--optimizer", default="adam")
-    p.add_argument("--lr", type=float, default=0.001)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--hybridize", action="store_true")
+    p.add_argument("--optimizer", default="adam",
+                   help="any of gluon.Trainer's optimizers, e.g. sgd (default adam)")
+    p.add_argument("--lr", type=float, default=0.001, help="learning rate (default 0.001)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seeds the data set, the initial weights and the sampling (default 0)")
+    p.add_argument("--hybridize", action="store_true",
+                   help="trace the network once and replay the graph (faster steps)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return p
 
@@ -82,18 +90,39 @@ def _plot(history, path):
     plt.close(fig)
 
 
-def main(argv=None):
-    parser = _parser()
-    args = parser.parse_args(argv)
+def _checked(parser, args):
+    """(devices, optimizer) for `args`, or exits through parser.error naming the bad value,
+    before any data is generated."""
+    from . import npx, optimizer
+    if args.epochs < 1:
+        parser.error(f"--epochs {args.epochs} must be at least 1")
     if not 0 < args.batch_size <= args.train_images:
         parser.error(f"--batch-size {args.batch_size} must be between 1 and the number of "
                      f"training images ({args.train_images})")
+    if args.num_workers < 0:
+        parser.error(f"--num-workers {args.num_workers} must be 0 or more")
+    if not args.lr > 0:
+        parser.error(f"--lr {args.lr} must be positive")
+    try:
+        devices = parse_devices(args.devices) if args.devices else _default_devices()
+        trainer_optimizer = optimizer.create(args.optimizer, learning_rate=args.lr)
+    except ValueError as error:
+        parser.error(str(error))
+    missing = [str(d) for d in devices if d.device_type == "gpu" and d.device_id >= npx.num_gpus()]
+    if missing:
+        parser.error(f"--devices: {', '.join(missing)} not found ({npx.num_gpus()} GPU(s) visible)")
+    return devices, trainer_optimizer
+
+
+def main(argv=None):
+    parser = _parser()
+    args = parser.parse_args(argv)
+    devices, trainer_optimizer = _checked(parser, args)
     import numpy as onp
     from . import _leafdata, _train, gluon, initializer, npx
 
     onp.random.seed(args.seed)         # samplers and random transforms draw on the host
     npx.random.seed(args.seed)         # initializers and dropout draw in the engine
-    devices = parse_devices(args.devices) if args.devices else _default_devices()
     print("Using devices:", ", ".join(str(d) for d in devices))
 
     counts = {"train": args.train_images, "validation": max(2, args.train_images // 4),
@@ -109,7 +138,7 @@ def main(argv=None):
     net.initialize(initializer.Xavier(), device=devices)
     if args.hybridize:
         net.hybridize()
-    trainer = gluon.Trainer(net.collect_params(), args.optimizer, {"learning_rate": args.lr})
+    trainer = gluon.Trainer(net.collect_params(), trainer_optimizer)
 
     progress = None
     if not args.no_progress:

@@ -40,9 +40,20 @@ def test_main_trains_one_epoch_on_a_tiny_generated_set(tmp_path):
     assert net(pymx.np.zeros((1, 3, 128, 128))).shape == (1, 2)
 
 
-def test_main_rejects_a_batch_larger_than_the_training_set(capsys):
+@pytest.mark.parametrize("argv,message", [
+    (["--train-images", "8", "--batch-size", "16"],
+     "--batch-size 16 must be between 1 and the number of training images (8)"),
+    (["--epochs", "0"], "--epochs 0 must be at least 1"),
+    (["--num-workers", "-2"], "--num-workers -2 must be 0 or more"),
+    (["--lr", "-0.5"], "--lr -0.5 must be positive"),
+    (["--optimizer", "nosuch"], "Cannot find optimizer 'nosuch'"),
+    (["--devices", "cpu(0),tpu0"], "--devices: cannot parse 'tpu0'"),
+    (["--devices", "cpu(0),gpu(99)"], "--devices: gpu(99) not found"),
+])
+def test_main_rejects_bad_arguments_before_generating_data(argv, message, capsys, tmp_path):
     from pymx.__main__ import main
-    with pytest.raises(SystemExit):
-        main(["--train-images", "8", "--batch-size", "16"])
-    assert "--batch-size 16 must be between 1 and the number of training images (8)" in \
-        capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv + ["--data-dir", str(tmp_path / "data")])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
