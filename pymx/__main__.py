@@ -8,7 +8,8 @@ Defaults differ from the tutorial's step 6 on purpose: the tutorial's SGD at lr 
 batch 4 needs many epochs, so the default run uses Adam at lr 0.001 with batch 32 and Xavier
 initialisation for 8 epochs: on the generated set validation accuracy passes 90 % after about 4
 epochs (BatchNorm's running statistics need the first epochs to settle), and the whole run takes
-about 1.5 minutes on a 2-core CPU. examples/gpu_crash_course.py keeps the tutorial's own values.
+about 12 s on a 2-core CPU, generating the data included. examples/gpu_crash_course.py keeps the
+tutorial's own values.
 """
 import argparse
 import os
