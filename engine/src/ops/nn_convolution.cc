@@ -430,16 +430,15 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
   // Note [Direct weight gradient]
   const bool direct_dw = std::is_same_v<T, float> && nn::conv2d_weight_grad_f32_handles(g);
   const int64_t direct_dw_scratch_size = direct_dw ? nn::conv2d_weight_grad_f32_scratch(g) : 0;
+  const bool all_direct = direct_dw && (direct_dx || !want_dx);  // no GEMM left
   // Note [Fewer images than threads]: then one part holds every image.
   const int64_t batch_parts = parallel_parts(g.batch, 1);
-  const bool split_images =
-      direct_dw && (direct_dx || !want_dx) && batch_parts < parallel_max_threads();
+  const bool split_images = all_direct && batch_parts < parallel_max_threads();
   const int64_t parts = split_images ? 1 : batch_parts;
   const int64_t tiles = direct_dw ? nn::conv2d_weight_grad_f32_tiles(g) : 0;
   const int64_t dw_scratch_parts = split_images ? parallel_parts(tiles, 1) : parts;
   // col holds im2col's matrix for the GEMM weight gradient and the GEMM data gradient's columns.
-  const bool need_col = !pointwise && !(direct_dw && (direct_dx || !want_dx));
-  const int64_t col_size = need_col ? padded(g.col_rows() * g.out_sp) : 0;
+  const int64_t col_size = pointwise || all_direct ? 0 : padded(g.col_rows() * g.out_sp);
   const int64_t dy_block = mask_per_image ? padded(g.out_c * g.out_sp) : 0;
   const int64_t w_pad = padded(w_size);
   size_t bytes = Carver::align(parts * col_size * sizeof(T)) +
@@ -488,9 +487,10 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
     dw = ws.take<T>(w_size);
   }
   const int64_t K = g.col_rows();
-  // Images run in parallel parts. data_grad rows are disjoint per image; weight_grad and
-  // bias_grad are summed per part into their own buffers and the parts are added in order
-  // afterwards, so the result does not depend on how the threads interleave.
+  // Images run in parallel parts (or, split_images, in order in one part). data_grad rows are
+  // disjoint per image; weight_grad and bias_grad are summed per part into their own buffers and
+  // the parts are added in order afterwards, so the result does not depend on how the threads
+  // interleave.
   // Calls fn(lo, hi) over [0, n): split across the threads when the images are not.
   auto within_image = [split_images](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
     if (split_images) {
