@@ -4,20 +4,24 @@ no copy; every case where that would be wrong (a weight used twice, grad_req 'ad
 read by the backward as a head gradient or as a forward input, autograd.grad) still gives the
 float64 NumPy gradients, and the buffers the user holds stay the same arrays.
 
-Tolerances: float64 throughout, rtol 1e-10 against NumPy.
+Tolerances: rtol 1e-10 against NumPy for float64, 1e-4 for the float32 case that also runs on
+the GPU.
 """
 import numpy as onp
 
 from pymx import autograd, npx
 from pymx.ndarray import from_numpy
 
-from conftest import ops_ran
+import pymx
+from conftest import ops_ran, requires_gpu
 
 RNG = onp.random.default_rng(7)
 
 
-def _variable(values, grad_req="write"):
-    x = from_numpy(onp.asarray(values, dtype="float64"))
+def _variable(values, grad_req="write", device=None, dtype="float64"):
+    x = from_numpy(onp.asarray(values, dtype=dtype))
+    if device is not None:
+        x = x.to_device(device)
     x.attach_grad(grad_req)
     return x
 
@@ -39,7 +43,7 @@ def test_single_use_weights_are_written_without_copies():
         loss.backward()
 
     ran = ops_ran(step)
-    assert "copy_to" not in ran, ran
+    assert ran.get("fully_connected_backward") == 1 and "copy_to" not in ran, ran
     y = x.asnumpy() @ w.asnumpy().T + b.asnumpy()
     onp.testing.assert_allclose(w.grad.asnumpy(), 2 * y.T @ x.asnumpy(), rtol=1e-10)
     onp.testing.assert_allclose(b.grad.asnumpy(), 2 * y.sum(axis=0), rtol=1e-10)
@@ -47,6 +51,41 @@ def test_single_use_weights_are_written_without_copies():
     onp.testing.assert_allclose(cw.grad.asnumpy(),
                                 onp.broadcast_to(windows.sum(axis=(0, 2, 3)), (3, 2, 2, 2)),
                                 rtol=1e-10)
+
+
+def _conv_dense_step_without_copies(device):
+    """A float32 convolution feeding a dense layer on `device`: backward copies no gradient, and
+    both weights' gradients match NumPy (float64, rtol 1e-4)."""
+    xv = RNG.standard_normal((2, 2, 6, 6))
+    x = from_numpy(xv.astype("float32")).to_device(device)
+    cw = _variable(RNG.standard_normal((3, 2, 2, 2)), device=device, dtype="float32")
+    w = _variable(RNG.standard_normal((4, 75)), device=device, dtype="float32")
+
+    def step():
+        with autograd.record():
+            h = npx.convolution(x, cw, kernel=(2, 2), num_filter=3, no_bias=True)
+            loss = npx.fully_connected(h.reshape((2, 75)), w, num_hidden=4, no_bias=True).sum()
+        loss.backward()
+
+    ran = ops_ran(step, device=str(device))
+    assert ran.get("convolution_backward") == 1 and "copy_to" not in ran, ran
+    windows = onp.lib.stride_tricks.sliding_window_view(xv, (2, 2), axis=(2, 3))
+    h = onp.einsum("ncyxij,fcij->nfyx", windows, cw.asnumpy().astype("float64"))
+    onp.testing.assert_allclose(w.grad.asnumpy(), onp.ones((2, 4)).T @ h.reshape(2, 75),
+                                rtol=1e-4, atol=1e-4)
+    dh = (onp.ones((2, 4)) @ w.asnumpy().astype("float64")).reshape(2, 3, 5, 5)
+    onp.testing.assert_allclose(cw.grad.asnumpy(), onp.einsum("ncyxij,nfyx->fcij", windows, dh),
+                                rtol=1e-4, atol=1e-4)
+
+
+def test_float32_conv_and_dense_weights_without_copies_on_the_cpu():
+    _conv_dense_step_without_copies(pymx.cpu(0))
+
+
+@requires_gpu
+def test_float32_conv_and_dense_weights_without_copies_on_the_gpu():
+    # The GPU backward ops (cuDNN, or im2col + cuBLAS) overwrite the offered buffers too.
+    _conv_dense_step_without_copies(pymx.gpu(0))
 
 
 def test_buffers_held_by_the_user_see_every_step():
