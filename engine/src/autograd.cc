@@ -134,23 +134,27 @@ std::unordered_set<const Node*> written_in_place(const std::vector<std::shared_p
                                                  const std::vector<std::shared_ptr<Node>>& roots,
                                                  const std::vector<NDArray>& head_grads) {
   std::unordered_map<const Node*, int> edges;  // gradient edges into each variable
-  std::unordered_set<VarHandle> read;          // arrays the backward reads
   for (const auto& node : order) {
     for (size_t k = 0; k < node->inputs.size(); ++k) {
-      const SavedArray& in = node->inputs[k];
-      if (in.entry().node && in.entry().node->is_variable()) ++edges[in.entry().node.get()];
-      read.insert(in.var());
+      const std::shared_ptr<Node>& source = node->inputs[k].entry().node;
+      if (source && source->is_variable()) ++edges[source.get()];
     }
-    for (size_t k = 0; k < node->outputs.size(); ++k) read.insert(node->outputs[k].var());
   }
   for (const auto& root : roots)
     if (root->is_variable()) ++edges[root.get()];
-  for (const NDArray& head_grad : head_grads) read.insert(head_grad.var());
-  std::unordered_set<const Node*> result;
-  for (const auto& [variable, count] : edges) {
-    if (count == 1 && variable->grad_req == GradReq::kWrite && !read.count(variable->grad.var()))
-      result.insert(variable);
+  std::unordered_map<VarHandle, const Node*> candidates;  // by the buffer's var
+  for (const auto& [variable, count] : edges)
+    if (count == 1 && variable->grad_req == GradReq::kWrite)
+      candidates[variable->grad.var()] = variable;
+  // Drop the buffers that the backward reads.
+  for (const auto& node : order) {
+    if (candidates.empty()) break;
+    for (size_t k = 0; k < node->inputs.size(); ++k) candidates.erase(node->inputs[k].var());
+    for (size_t k = 0; k < node->outputs.size(); ++k) candidates.erase(node->outputs[k].var());
   }
+  for (const NDArray& head_grad : head_grads) candidates.erase(head_grad.var());
+  std::unordered_set<const Node*> result;
+  for (const auto& [var, variable] : candidates) result.insert(variable);
   return result;
 }
 
