@@ -1,9 +1,10 @@
 // A float64 reference of the 2-D convolution (NCHW, one group, stride 1, dilation 1; padding
-// taken from the geometry) for the native tests of the CPU convolution kernels, and the geometry
-// of their cases.
+// taken from the geometry) for the native tests of the CPU convolution kernels, with the geometry
+// and random operands of their cases.
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,14 @@
 
 namespace pymx {
 namespace test {
+
+// `n` draws from the standard normal distribution.
+inline std::vector<float> normal_floats(int64_t n, std::mt19937* rng) {
+  std::normal_distribution<float> normal;
+  std::vector<float> values(n);
+  for (float& v : values) v = normal(*rng);
+  return values;
+}
 
 // The geometry of a stride-1 convolution of `data` (N, C, H, W) with `weight` (F, C, kh, kw)
 // and `pad` ("(ph, pw)").

@@ -34,11 +34,9 @@ void check(const Case& c, FmaLevel level, std::mt19937* rng) {
                                          pymx::shape_str(c.weight), " pad ", c.pad,
                                          c.bias ? " bias" : "", c.relu ? " relu" : "");
   EXPECT(pymx::nn::conv2d_direct_f32_handles(g, level), what);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(g.batch * g.in_c * g.in_sp), w(g.out_c * g.in_c * g.k_sp), b(g.out_c);
-  for (float& v : x) v = normal(*rng);
-  for (float& v : w) v = normal(*rng);
-  for (float& v : b) v = normal(*rng);
+  std::vector<float> x = pymx::test::normal_floats(g.batch * g.in_c * g.in_sp, rng);
+  const std::vector<float> w = pymx::test::normal_floats(g.out_c * g.in_c * g.k_sp, rng);
+  const std::vector<float> b = pymx::test::normal_floats(g.out_c, rng);
   if (c.relu) x[x.size() / 2] = NAN;  // a NaN input makes NaN outputs, which relu keeps
   std::vector<float> y(g.batch * g.out_c * g.out_sp, -7.0f);
   std::vector<float> scratch(pymx::nn::conv2d_direct_f32_scratch(g));

@@ -119,11 +119,9 @@ void check(const Case& c, FmaLevel level, std::mt19937* rng) {
                                          pymx::shape_str(c.weight), " pad ", c.pad, " pool ",
                                          c.pool_kernel, " stride ", c.pool_stride);
   EXPECT(pymx::nn::conv_relu_max_pool_handles(cp, level), what);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(g.batch * g.in_c * g.in_sp), w(g.out_c * g.in_c * g.k_sp), b(g.out_c);
-  for (float& v : x) v = normal(*rng);
-  for (float& v : w) v = normal(*rng);
-  for (float& v : b) v = normal(*rng);
+  std::vector<float> x = pymx::test::normal_floats(g.batch * g.in_c * g.in_sp, rng);
+  const std::vector<float> w = pymx::test::normal_floats(g.out_c * g.in_c * g.k_sp, rng);
+  const std::vector<float> b = pymx::test::normal_floats(g.out_c, rng);
   if (c.nan) x[x.size() / 3] = NAN;
   const pymx::nn::DirectConvWeights packed =
       pymx::nn::conv2d_direct_f32_pack(g, w.data(), b.data());
@@ -134,9 +132,8 @@ void check(const Case& c, FmaLevel level, std::mt19937* rng) {
   // With the transform: y * scale + shift per channel, as batch_norm's float expression (the
   // product rounded to float, then the sum; each exact in double and rounded once, so no fused
   // multiply-add can creep in here) and against float64.
-  std::vector<float> scale(g.out_c), shift(g.out_c);
-  for (float& v : scale) v = normal(*rng);
-  for (float& v : shift) v = normal(*rng);
+  const std::vector<float> scale = pymx::test::normal_floats(g.out_c, rng);
+  const std::vector<float> shift = pymx::test::normal_floats(g.out_c, rng);
   const std::vector<float> normalized =
       run_fused(cp, x, packed, scale.data(), shift.data(), level);
   for (size_t i = 0; i < normalized.size(); ++i) {

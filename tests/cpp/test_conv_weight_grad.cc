@@ -101,10 +101,8 @@ void check(const Case& c, std::mt19937* rng) {
   const ConvGeometry g = geometry(c);
   const std::string what = describe(c);
   EXPECT(pymx::nn::conv2d_weight_grad_f32_handles(g), what);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(g.batch * g.in_c * g.in_sp), dy(g.batch * g.out_c * g.out_sp);
-  for (float& v : x) v = normal(*rng);
-  for (float& v : dy) v = normal(*rng);
+  std::vector<float> x = pymx::test::normal_floats(g.batch * g.in_c * g.in_sp, rng);
+  std::vector<float> dy = pymx::test::normal_floats(g.batch * g.out_c * g.out_sp, rng);
   const std::vector<float> whole = direct(g, x, dy);
   expect_close(whole, reference(g, x, dy), g.batch * g.out_sp, what);
   // Threads share an image by filter tiles (Note [Fewer images than threads]): the same floats.
@@ -116,10 +114,8 @@ void check(const Case& c, std::mt19937* rng) {
 void check_non_finite(const Case& c, std::mt19937* rng) {
   const ConvGeometry g = geometry(c);
   const std::string what = describe(c) + " with infinities";
-  std::normal_distribution<float> normal;
-  std::vector<float> x(g.batch * g.in_c * g.in_sp), dy(g.batch * g.out_c * g.out_sp);
-  for (float& v : x) v = normal(*rng);
-  for (float& v : dy) v = normal(*rng);
+  std::vector<float> x = pymx::test::normal_floats(g.batch * g.in_c * g.in_sp, rng);
+  std::vector<float> dy = pymx::test::normal_floats(g.batch * g.out_c * g.out_sp, rng);
   x[(g.in_c - 1) * g.in_sp + 3 * g.in[2]] = INFINITY;         // row 3 of the last channel, column 0
   dy[g.out_c / 2 * g.out_sp + 2 * g.out[2] - 1] = -INFINITY;  // row 1's last output of a filter
   const std::vector<double> want = reference(g, x, dy);
