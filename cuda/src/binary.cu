@@ -37,7 +37,8 @@ enum class Kind {
 template <typename C>
 __device__ __forceinline__ C int_power(C base, C exp) {
   if constexpr (std::is_signed_v<C>) {
-    if (exp < C(0)) return base == C(1) ? C(1) : C(0);  // integer results of negative powers
+    if (exp < C(0))  // the integer results of negative powers: 1 and -1 keep their magnitude
+      return base == C(1) ? C(1) : base == C(-1) ? (exp % C(2) == C(0) ? C(1) : C(-1)) : C(0);
   }
   C result = 1;
   while (exp > C(0)) {
@@ -92,8 +93,8 @@ PMX_BINARY_OP(AddOp, Kind::kArith, C(a + b))
 PMX_BINARY_OP(SubtractOp, Kind::kArith, C(a - b))
 PMX_BINARY_OP(MultiplyOp, Kind::kArith, C(a * b))
 PMX_BINARY_OP(DivideOp, Kind::kFloatOnly, C(a / b))
-PMX_BINARY_OP(MaximumOp, Kind::kArith, (a != a || a > b) ? a : b)  // NaN propagates
-PMX_BINARY_OP(MinimumOp, Kind::kArith, (a != a || a < b) ? a : b)
+PMX_BINARY_OP(MaximumOp, Kind::kArith, (a >= b || a != a) ? a : b)  // NaN propagates; ties: a
+PMX_BINARY_OP(MinimumOp, Kind::kArith, (a <= b || a != a) ? a : b)
 PMX_BINARY_OP(PowerOp, Kind::kArith, power_op(a, b))
 PMX_BINARY_OP(ModOp, Kind::kArith, py_mod(a, b))
 PMX_BINARY_OP(Arctan2Op, Kind::kFloatOnly, C(atan2(a, b)))

@@ -57,7 +57,7 @@ __global__ void untranspose_bias_kernel(const T* yt, const T* bias, T* y, int64_
     const int64_t o = e % out_sp, c = (e / out_sp) % channels, b = e / (out_sp * channels);
     A v = convert<A>(yt[c * images * out_sp + b * out_sp + o]);
     if (bias) v += convert<A>(bias[c]);
-    if (relu && !(v > A(0))) v = A(0);
+    if (relu && v < A(0)) v = A(0);  // max(v, 0) as on the CPU: NaN stays NaN
     y[e] = convert<T>(v);
   }
 }
@@ -333,6 +333,10 @@ void fc_compute(const OpContext& ctx, const std::vector<TBlob>& in,
           in[2].data<T>(), out[0].data<T>(), rows, hidden);
     });
     PMX_KERNEL_LAUNCH_CHECK();
+  }
+  if (in_units == 0) {  // an empty sum: cuBLAS would reject its zero leading dimensions
+    if (!has_bias) fill_blob(out[0], 0.0, ctx.run.stream);
+    return;
   }
   gemm(ctx, in[0].dtype, false, true, rows, hidden, in_units, 1.0, in[0].dptr, in_units,
        in[1].dptr, in_units, has_bias ? 1.0 : 0.0, out[0].dptr, hidden);

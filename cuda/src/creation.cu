@@ -37,30 +37,34 @@ __device__ __forceinline__ double unit53(uint64_t seed, uint64_t i) {
 enum class Gen : int { kLinear, kUniform, kNormal, kRandint };
 
 // y[i] = a + i * b (linear), low + (high - low) * U (uniform), loc + scale * N (normal),
-// a + bits % span (randint).
+// low + bits % span (randint, in integers: values beyond 2^53 must not round).
 struct GenArgs {
   Gen gen;
   double a, b;
   uint64_t seed, span;
+  int64_t low;
 };
 
 template <typename T>
 __global__ void generate_kernel(T* y, int64_t n, GenArgs g) {
   using C = AccT<T>;
   PMX_GRID_STRIDE_LOOP(i, n) {
+    if (g.gen == Gen::kRandint) {
+      const uint64_t r = static_cast<uint64_t>(g.low) + random_bits(g.seed, i) % g.span;
+      y[i] = convert<T>(static_cast<C>(static_cast<int64_t>(r)));
+      continue;
+    }
+    // Rounded products and sums (no FMA contraction), as the CPU computes them: arange into an
+    // integer dtype truncates, where one rounding less can change the integer.
     double v;
     switch (g.gen) {
-      case Gen::kLinear: v = g.a + static_cast<double>(i) * g.b; break;
-      case Gen::kUniform: v = g.a + (g.b - g.a) * unit53(g.seed, i); break;
-      case Gen::kNormal: {
+      case Gen::kLinear: v = __dadd_rn(g.a, __dmul_rn(static_cast<double>(i), g.b)); break;
+      case Gen::kUniform: v = __dadd_rn(g.a, __dmul_rn(g.b - g.a, unit53(g.seed, i))); break;
+      default: {  // kNormal
         const double u1 = 1.0 - unit53(g.seed, 2 * i), u2 = unit53(g.seed, 2 * i + 1);
         v = g.a + g.b * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
         break;
       }
-      case Gen::kRandint:
-        v = static_cast<double>(static_cast<int64_t>(g.a) +
-                                static_cast<int64_t>(random_bits(g.seed, i) % g.span));
-        break;
     }
     y[i] = convert<T>(static_cast<C>(v));
   }
@@ -131,8 +135,9 @@ void randint_compute(const OpContext& ctx, const std::vector<TBlob>&,
   const bool has_high = ctx.attrs->has("high");
   const int64_t low = has_high ? ctx.attrs->get_int("low", 0) : 0;
   const int64_t high = has_high ? ctx.attrs->get_int("high") : ctx.attrs->get_int("low");
-  generate(ctx, out[0], {Gen::kRandint, static_cast<double>(low), 0.0, ctx.seed,
-                         static_cast<uint64_t>(high - low)});
+  // Unsigned subtraction, as on the CPU: high - low may exceed INT64_MAX.
+  generate(ctx, out[0], {Gen::kRandint, 0.0, 0.0, ctx.seed,
+                         static_cast<uint64_t>(high) - static_cast<uint64_t>(low), low});
 }
 
 // Fisher-Yates is sequential: shuffle on the host with the CPU's stream, then copy. The copy

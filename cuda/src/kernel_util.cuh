@@ -91,7 +91,7 @@ inline unsigned grid_for(int64_t n, int block = kBlock) {
 
 // Up to kMaxDims dimensions, passed to kernels by value. `stride[d]` is the element stride of an
 // input along output dimension d (0 where the input is broadcast).
-constexpr int kMaxDims = 8;
+constexpr int kMaxDims = 16;
 struct StridedIndex {
   int ndim = 0;
   int64_t shape[kMaxDims];

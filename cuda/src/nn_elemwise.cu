@@ -24,7 +24,7 @@ using nn::parse_act;
 template <typename A>
 __device__ __forceinline__ A act_forward(Act act, A x) {
   switch (act) {
-    case Act::kRelu: return x > A(0) ? x : A(0);
+    case Act::kRelu: return x > A(0) || x != x ? x : A(0);  // NaN stays NaN, as on the CPU
     case Act::kSigmoid: return A(1) / (A(1) + exp(-x));
     case Act::kTanh: return tanh(x);
     case Act::kSoftRelu: return x > A(20) ? x : log1p(exp(x));
@@ -58,7 +58,11 @@ template <typename T>
 __global__ void act_backward_kernel(const T* dy, const T* x, const T* y, T* dx, int64_t n, Act act) {
   using A = AccT<T>;
   PMX_GRID_STRIDE_LOOP(i, n) {
-    dx[i] = convert<T>(convert<A>(dy[i]) * act_derivative<A>(act, convert<A>(x[i]), convert<A>(y[i])));
+    if (act == Act::kRelu)  // a select, as on the CPU: dy * 0 would make an infinite dy NaN
+      dx[i] = convert<A>(y[i]) > A(0) ? dy[i] : convert<T>(A(0));
+    else
+      dx[i] = convert<T>(convert<A>(dy[i]) *
+                         act_derivative<A>(act, convert<A>(x[i]), convert<A>(y[i])));
   }
 }
 
@@ -92,9 +96,9 @@ __global__ void dropout_kernel(const T* x, T* y, T* mask, int64_t n, uint64_t se
   using A = AccT<T>;
   PMX_GRID_STRIDE_LOOP(i, n) {
     const uint64_t draw = shared ? draw_index.offset(i) : i;
-    const A m = A(uniform01(seed, draw) < keep ? scale : 0.0);
-    mask[i] = convert<T>(m);
-    y[i] = convert<T>(convert<A>(x[i]) * m);
+    const T m = convert<T>(uniform01(seed, draw) < keep ? scale : 0.0);  // rounded, as the CPU's
+    mask[i] = m;
+    y[i] = convert<T>(convert<A>(x[i]) * convert<A>(m));
   }
 }
 

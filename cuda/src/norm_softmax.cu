@@ -19,6 +19,7 @@
 // reduced by a group of threads, as in Note [GPU reductions: a group of threads per output].
 #include "cudnn_nn.h"
 #include "kernel_util.cuh"
+#include "launch.h"
 #include "ops/nn_common.h"
 
 namespace pymx {
@@ -180,12 +181,14 @@ __global__ void bn_forward_kernel(const T* x, const P* gamma, const P* beta, P* 
       mean_out[c] = convert<P>(mean);
       var_out[c] = convert<P>(var);
     }
+    // float for float16/float32 data, double for float64, as the CPU's acc_t.
+    using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
     const double g = a.fix_gamma ? 1.0 : convert<double>(gamma[c]);
-    const float scale = static_cast<float>(g / sqrt(var + a.eps));
-    const float shift = static_cast<float>(convert<double>(beta[c]) - mean * scale);
+    const double k = g / sqrt(var + a.eps);
+    const A scale = static_cast<A>(k), shift = static_cast<A>(convert<double>(beta[c]) - mean * k);
     for (int64_t j = threadIdx.x; j < count; j += kBlock) {
       const int64_t i = channel_index(v, c, j);
-      y[i] = convert<T>(convert<float>(x[i]) * scale + shift);
+      y[i] = convert<T>(convert<A>(x[i]) * scale + shift);
     }
   }
 }
@@ -359,7 +362,11 @@ __global__ void ln_backward_param_kernel(const T* dy, const T* x, const T* mean,
 void ln_forward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                         const std::vector<TBlob>& out) {
   const AxisView v = axis_view(in[0].shape, ctx.attrs->get_int("axis", -1), "layer_norm");
-  if (in[0].size() == 0) return;
+  if (in[0].size() == 0) {  // an empty axis has no mean or deviation: NaN, as on the CPU
+    fill_blob(out[1], NAN, ctx.run.stream);
+    fill_blob(out[2], NAN, ctx.run.stream);
+    return;
+  }
   const double eps = ctx.attrs->get_float("eps", 1e-5);
   const int group = group_for(v.n);
   PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, {

@@ -39,8 +39,12 @@ Hyper parse_hyper(Rule rule, const Attrs& a) {
   return h;
 }
 
+// min(max(g, -c), c) as the CPU's std::min/std::max: a NaN gradient stays NaN (fmin/fmax
+// would return the bound).
 __device__ __forceinline__ double clip(double g, double c) {
-  return c >= 0 ? fmin(fmax(g, -c), c) : g;
+  if (c < 0) return g;
+  const double lower = g < -c ? -c : g;
+  return c < lower ? c : lower;
 }
 
 template <typename T>

@@ -11,11 +11,14 @@
 //
 // Note [GPU reductions: a group of threads per output]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// The input is converted to the output dtype first (as the CPU does), then every output element
-// is reduced by a group of threads: a warp when each output reduces few elements, a whole block of
-// 256 when it reduces many. Each group walks its output's elements with a strided index (any set
-// of axes, no transposes) and combines partials in shared memory. Floats accumulate in float
-// (double for float64), integers in int64.
+// Every output element is reduced by a group of threads: a warp when each output reduces few
+// elements, a whole block of 256 when it reduces many. Each group walks its output's elements
+// with a strided index (any set of axes, no transposes) and combines partials in shared memory.
+// As on the CPU, the input is read in its own dtype and sums, products and means accumulate in
+// double for floats and in int64 for integers; only the total is converted to the output dtype
+// (sum([0.5] * 4, dtype=int32) is 2, not 0). When there are too few outputs to fill the GPU (a
+// full sum has one), each output's elements are split into parts reduced by separate groups,
+// whose partial totals a second launch combines.
 #include <cfloat>
 #include <climits>
 
@@ -30,7 +33,17 @@ namespace {
 constexpr int kReduceBlock = kBlock;
 
 template <typename T>
-using SumAcc = std::conditional_t<kIsFloat<T>, AccT<T>, int64_t>;
+using SumAcc = std::conditional_t<kIsFloat<T>, double, int64_t>;
+
+// The dtype of a reduction's result type (Op::Result).
+template <typename T> constexpr DType kDTypeOf = DType::kFloat64;
+template <> constexpr DType kDTypeOf<float> = DType::kFloat32;
+template <> constexpr DType kDTypeOf<__half> = DType::kFloat16;
+template <> constexpr DType kDTypeOf<int64_t> = DType::kInt64;
+template <> constexpr DType kDTypeOf<int32_t> = DType::kInt32;
+template <> constexpr DType kDTypeOf<int8_t> = DType::kInt8;
+template <> constexpr DType kDTypeOf<uint8_t> = DType::kUint8;
+template <> constexpr DType kDTypeOf<bool> = DType::kBool;
 
 template <typename T>
 __device__ __forceinline__ AccT<T> lowest() {
@@ -43,101 +56,119 @@ __device__ __forceinline__ AccT<T> highest() {
   else return std::numeric_limits<T>::max();
 }
 
-// Each op: Acc type, identity, combine; finish() turns the total into the output value.
+// Each op: Acc type, identity, combine; finish(total, count) gives the result (of type Result),
+// which the kernel converts to the output dtype.
 template <typename T>
 struct SumOp {
   using Acc = SumAcc<T>;
+  using Result = Acc;
   __device__ Acc identity() const { return Acc(0); }
   __device__ Acc combine(Acc a, Acc b) const { return a + b; }
-  __device__ T finish(Acc a, int64_t) const { return convert<T>(a); }
+  __device__ Result finish(Acc a, int64_t) const { return a; }
 };
 template <typename T>
 struct ProdOp {
   using Acc = SumAcc<T>;
+  using Result = Acc;
   __device__ Acc identity() const { return Acc(1); }
   __device__ Acc combine(Acc a, Acc b) const { return a * b; }
-  __device__ T finish(Acc a, int64_t) const { return convert<T>(a); }
+  __device__ Result finish(Acc a, int64_t) const { return a; }
 };
 template <typename T>
 struct MeanOp : SumOp<T> {
   using Acc = SumAcc<T>;
-  __device__ T finish(Acc a, int64_t k) const { return convert<T>(a / Acc(k)); }
+  using Result = double;
+  __device__ Result finish(Acc a, int64_t count) const { return double(a) / double(count); }
 };
 template <typename T>
 struct MaxOp {
   using Acc = AccT<T>;
+  using Result = Acc;
   __device__ Acc identity() const { return lowest<T>(); }
   __device__ Acc combine(Acc a, Acc b) const { return (a != a || a > b) ? a : b; }  // NaN wins
-  __device__ T finish(Acc a, int64_t) const { return convert<T>(a); }
+  __device__ Result finish(Acc a, int64_t) const { return a; }
 };
 template <typename T>
 struct MinOp {
   using Acc = AccT<T>;
+  using Result = Acc;
   __device__ Acc identity() const { return highest<T>(); }
   __device__ Acc combine(Acc a, Acc b) const { return (a != a || a < b) ? a : b; }
-  __device__ T finish(Acc a, int64_t) const { return convert<T>(a); }
+  __device__ Result finish(Acc a, int64_t) const { return a; }
 };
 struct AllOp {
   using Acc = bool;
+  using Result = bool;
   __device__ bool identity() const { return true; }
   __device__ bool combine(bool a, bool b) const { return a && b; }
   __device__ bool finish(bool a, int64_t) const { return a; }
 };
 struct AnyOp {
   using Acc = bool;
+  using Result = bool;
   __device__ bool identity() const { return false; }
   __device__ bool combine(bool a, bool b) const { return a || b; }
   __device__ bool finish(bool a, int64_t) const { return a; }
 };
 
-// See Note [GPU reductions: a group of threads per output]. `outer` maps an output index to the
-// offset of its first input element; `inner` maps 0..k-1 to offsets from there.
-template <typename T, typename Op>
-__global__ void reduce_kernel(const T* in, T* out, int64_t num_out, int64_t k, StridedIndex outer,
-                              StridedIndex inner, int group, Op op) {
+// See Note [GPU reductions: a group of threads per output]. There are num_out * parts groups'
+// worth of work: work item v reduces part v % parts of output v / parts, its elements
+// [part * part_len, (part + 1) * part_len) of k. `outer` maps an output index to the offset of its
+// first input element; `inner` maps 0..k-1 to offsets from there. With kFinish, out[v] is the
+// finished result (over `count` elements); without, the part's raw total for a second launch.
+template <typename T, typename Op, typename Out, bool kFinish>
+__global__ void reduce_kernel(const T* in, Out* out, int64_t num_out, int64_t parts,
+                              int64_t part_len, int64_t k, StridedIndex outer, StridedIndex inner,
+                              int group, int64_t count, Op op) {
   using Acc = typename Op::Acc;
   const int groups_per_block = kReduceBlock / group;
   const int g = threadIdx.x / group, lane = threadIdx.x % group;
-  for (int64_t base = int64_t(blockIdx.x) * groups_per_block; base < num_out;
+  const int64_t work = num_out * parts;
+  for (int64_t base = int64_t(blockIdx.x) * groups_per_block; base < work;
        base += int64_t(gridDim.x) * groups_per_block) {
-    const int64_t o = base + g;
+    const int64_t v = base + g;
     Acc acc = op.identity();
-    if (o < num_out) {
-      const T* p = in + outer.offset(o);
-      for (int64_t i = lane; i < k; i += group) acc = op.combine(acc, convert<Acc>(p[inner.offset(i)]));
+    if (v < work) {
+      const T* p = in + outer.offset(v / parts);
+      const int64_t begin = (v % parts) * part_len;
+      const int64_t end = begin + part_len < k ? begin + part_len : k;
+      for (int64_t i = begin + lane; i < end; i += group)
+        acc = op.combine(acc, convert<Acc>(p[inner.offset(i)]));
     }
     acc = group_reduce(acc, group, [&](Acc a, Acc b) { return op.combine(a, b); });
-    if (o < num_out && lane == 0) out[o] = op.finish(acc, k);
+    if (v < work && lane == 0) {
+      if constexpr (kFinish) out[v] = convert<Out>(op.finish(acc, count));
+      else out[v] = acc;
+    }
   }
 }
 
 // var / std: mean first, then the mean of squared deviations (two passes over the group's data,
-// which stays in cache), divided by max(k - ddof, 0).
-template <typename T>
-__global__ void var_kernel(const T* in, T* out, int64_t num_out, int64_t k, StridedIndex outer,
+// which stays in cache), divided by max(k - ddof, 0); in double, as on the CPU.
+template <typename T, typename Out>
+__global__ void var_kernel(const T* in, Out* out, int64_t num_out, int64_t k, StridedIndex outer,
                            StridedIndex inner, int group, double ddof, bool take_sqrt) {
-  using Acc = AccT<T>;
-  auto add = [](Acc a, Acc b) { return a + b; };
+  auto add = [](double a, double b) { return a + b; };
   const int groups_per_block = kReduceBlock / group;
   const int g = threadIdx.x / group, lane = threadIdx.x % group;
   for (int64_t base = int64_t(blockIdx.x) * groups_per_block; base < num_out;
        base += int64_t(gridDim.x) * groups_per_block) {
     const int64_t o = base + g;
     const T* p = in + (o < num_out ? outer.offset(o) : 0);
-    Acc sum = 0;
+    double sum = 0;
     if (o < num_out)
-      for (int64_t i = lane; i < k; i += group) sum += convert<Acc>(p[inner.offset(i)]);
-    const Acc mean = group_reduce(sum, group, add) / Acc(k);
-    Acc sq = 0;
+      for (int64_t i = lane; i < k; i += group) sum += convert<double>(p[inner.offset(i)]);
+    const double mean = group_reduce(sum, group, add) / double(k);
+    double sq = 0;
     if (o < num_out) {
       for (int64_t i = lane; i < k; i += group) {
-        const Acc d = convert<Acc>(p[inner.offset(i)]) - mean;
+        const double d = convert<double>(p[inner.offset(i)]) - mean;
         sq += d * d;
       }
     }
     // NumPy divides by max(k - ddof, 0): ddof >= k gives inf (or nan for a zero sum).
-    const Acc var = group_reduce(sq, group, add) / Acc(fmax(double(k) - ddof, 0.0));
-    if (o < num_out && lane == 0) out[o] = convert<T>(take_sqrt ? Acc(sqrt(var)) : var);
+    const double var = group_reduce(sq, group, add) / fmax(double(k) - ddof, 0.0);
+    if (o < num_out && lane == 0) out[o] = convert<Out>(take_sqrt ? sqrt(var) : var);
   }
 }
 
@@ -209,7 +240,79 @@ unsigned reduce_grid(const ReducePlan& plan) {
   return grid_for(plan.num_out, kReduceBlock / plan.group);
 }
 
+// Parts per output (Note [GPU reductions: a group of threads per output]): enough work items to
+// give every multiprocessor of an H200 (132) about four blocks, each part at least kMinPart long.
+int64_t parts_per_output(const ReducePlan& plan) {
+  constexpr int64_t kTargetBlocks = 528, kMinPart = 8192;
+  const int64_t work_per_block = kReduceBlock / plan.group;
+  const int64_t blocks = (plan.num_out + work_per_block - 1) / work_per_block;
+  if (blocks >= kTargetBlocks / 2 || plan.k < 2 * kMinPart) return 1;
+  const int64_t by_length = plan.k / kMinPart;
+  const int64_t by_grid = (kTargetBlocks + plan.num_out - 1) / plan.num_out;
+  return by_length < by_grid ? by_length : by_grid;
+}
+
+// out[o] = the finished reduction of output o, converted to Out; through partial totals in
+// `partials` (Acc, num_out * parts of them) when parts > 1.
+template <typename T, typename Out, typename Op>
+void launch_reduce(const ReducePlan& p, const T* in, Out* out, typename Op::Acc* partials,
+                   int64_t parts, Op op, cudaStream_t s) {
+  using Acc = typename Op::Acc;
+  if (parts == 1) {
+    reduce_kernel<T, Op, Out, true><<<reduce_grid(p), kReduceBlock, 0, s>>>(
+        in, out, p.num_out, 1, p.k, p.k, p.outer, p.inner, p.group, p.k, op);
+    PMX_KERNEL_LAUNCH_CHECK();
+    return;
+  }
+  const int64_t part_len = (p.k + parts - 1) / parts;
+  reduce_kernel<T, Op, Acc, false><<<grid_for(p.num_out * parts, 1), kReduceBlock, 0, s>>>(
+      in, partials, p.num_out, parts, part_len, p.k, p.outer, p.inner, kReduceBlock, p.k, op);
+  PMX_KERNEL_LAUNCH_CHECK();
+  // The partials are a (num_out, parts) row-major matrix, reduced along its rows.
+  StridedIndex rows, cols;
+  rows.ndim = cols.ndim = 1;
+  rows.shape[0] = p.num_out;
+  rows.stride[0] = parts;
+  cols.shape[0] = parts;
+  cols.stride[0] = 1;
+  reduce_kernel<Acc, Op, Out, true><<<grid_for(p.num_out, kReduceBlock / 32), kReduceBlock, 0, s>>>(
+      partials, out, p.num_out, 1, parts, parts, rows, cols, 32, p.k, op);
+  PMX_KERNEL_LAUNCH_CHECK();
+}
+
+// Bytes rounded up so that blocks carved from one workspace stay aligned.
+size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 enum class Red { kSum, kProd, kMean, kVar, kStd, kMax, kMin, kAll, kAny };
+
+// sum, prod, mean, max, min of an input of type T with Op<T>: straight into the output when its
+// dtype is the op's result type or T, else through a result buffer and a cast (as the CPU converts
+// only the total).
+template <template <typename> class Op, typename T>
+void reduce_typed(const OpContext& ctx, const ReducePlan& p, const TBlob& x, const TBlob& o) {
+  using Acc = typename Op<T>::Acc;
+  using Result = typename Op<T>::Result;
+  cudaStream_t s = stream_of(ctx);
+  const int64_t parts = parts_per_output(p);
+  const bool direct = o.dtype == x.dtype || o.dtype == kDTypeOf<Result>;
+  const size_t partial_bytes = parts > 1 ? aligned(p.num_out * parts * sizeof(Acc)) : 0;
+  const size_t result_bytes = direct ? 0 : p.num_out * sizeof(Result);
+  char* ws = partial_bytes + result_bytes > 0
+                 ? static_cast<char*>(ctx.workspace(partial_bytes + result_bytes))
+                 : nullptr;
+  Acc* partials = reinterpret_cast<Acc*>(ws);
+  if (o.dtype == x.dtype) {
+    launch_reduce(p, x.data<T>(), o.data<T>(), partials, parts, Op<T>(), s);
+  } else if (direct) {
+    launch_reduce(p, x.data<T>(), o.data<Result>(), partials, parts, Op<T>(), s);
+  } else {
+    TBlob result = o;
+    result.dptr = ws + partial_bytes;
+    result.dtype = kDTypeOf<Result>;
+    launch_reduce(p, x.data<T>(), result.data<Result>(), partials, parts, Op<T>(), s);
+    cast_blob(result, o, ctx.run.stream);
+  }
+}
 
 template <Red r>
 void reduce_compute(const OpContext& ctx, const std::vector<TBlob>& in,
@@ -217,34 +320,35 @@ void reduce_compute(const OpContext& ctx, const std::vector<TBlob>& in,
   const TBlob& o = out[0];
   if (o.size() == 0) return;
   const std::vector<int> axes = ops::reduce_axes(*ctx.attrs, in[0].ndim(), "reduction");
-  const TBlob x = blobs_as(ctx, in, o.dtype)[0];
+  const TBlob& x = in[0];
   const ReducePlan p = plan_reduce(x.shape, axes);
   cudaStream_t s = stream_of(ctx);
-  const unsigned grid = reduce_grid(p);
-  auto launch = [&](auto tag, auto op) {
-    using T = decltype(tag);
-    reduce_kernel<<<grid, kReduceBlock, 0, s>>>(x.data<T>(), o.data<T>(), p.num_out, p.k, p.outer,
-                                                p.inner, p.group, op);
-  };
   if constexpr (r == Red::kAll || r == Red::kAny) {
-    if constexpr (r == Red::kAll) launch(bool(), AllOp()); else launch(bool(), AnyOp());
+    const TBlob flags = blobs_as(ctx, in, DType::kBool)[0];  // "!= 0", as the CPU's bool()
+    using Op = std::conditional_t<r == Red::kAll, AllOp, AnyOp>;
+    reduce_kernel<bool, Op, bool, true><<<reduce_grid(p), kReduceBlock, 0, s>>>(
+        flags.data<bool>(), o.data<bool>(), p.num_out, 1, p.k, p.k, p.outer, p.inner, p.group,
+        p.k, Op());
+    PMX_KERNEL_LAUNCH_CHECK();
   } else if constexpr (r == Red::kVar || r == Red::kStd) {
     const double ddof = ctx.attrs->get_float("ddof", 0.0);
-    PMX_GPU_FLOAT_SWITCH(o.dtype, T, {
-      var_kernel<T><<<grid, kReduceBlock, 0, s>>>(x.data<T>(), o.data<T>(), p.num_out, p.k,
-                                                  p.outer, p.inner, p.group, ddof, r == Red::kStd);
+    PMX_GPU_TYPE_SWITCH(x.dtype, T, {
+      PMX_GPU_FLOAT_SWITCH(o.dtype, Out, {
+        var_kernel<T, Out><<<reduce_grid(p), kReduceBlock, 0, s>>>(
+            x.data<T>(), o.data<Out>(), p.num_out, p.k, p.outer, p.inner, p.group, ddof,
+            r == Red::kStd);
+      });
     });
-  } else if constexpr (r == Red::kMean) {
-    PMX_GPU_FLOAT_SWITCH(o.dtype, T, { launch(T(), MeanOp<T>()); });
+    PMX_KERNEL_LAUNCH_CHECK();
   } else {
-    PMX_GPU_TYPE_SWITCH(o.dtype, T, {
-      if constexpr (r == Red::kSum) launch(T(), SumOp<T>());
-      else if constexpr (r == Red::kProd) launch(T(), ProdOp<T>());
-      else if constexpr (r == Red::kMax) launch(T(), MaxOp<T>());
-      else launch(T(), MinOp<T>());
+    PMX_GPU_TYPE_SWITCH(x.dtype, T, {
+      if constexpr (r == Red::kSum) reduce_typed<SumOp, T>(ctx, p, x, o);
+      else if constexpr (r == Red::kProd) reduce_typed<ProdOp, T>(ctx, p, x, o);
+      else if constexpr (r == Red::kMean) reduce_typed<MeanOp, T>(ctx, p, x, o);
+      else if constexpr (r == Red::kMax) reduce_typed<MaxOp, T>(ctx, p, x, o);
+      else reduce_typed<MinOp, T>(ctx, p, x, o);
     });
   }
-  PMX_KERNEL_LAUNCH_CHECK();
 }
 
 template <bool kMax>

@@ -144,7 +144,10 @@ template <typename T, typename I>
 __global__ void topk_scatter_kernel(const T* dy, const I* indices, T* dx, TopkGeom g) {
   PMX_GRID_STRIDE_LOOP(pos, g.outer * g.k * g.inner) {
     const int64_t i = pos % g.inner, o = pos / (g.k * g.inner);
-    dx[(o * g.n + convert<int64_t>(indices[pos])) * g.inner + i] = dy[pos];
+    const int64_t k = convert<int64_t>(indices[pos]);
+    // The gradient recomputes the indices with topk, so they are in range; an index from
+    // elsewhere that is not must not write outside dx (the CPU kernel raises on it).
+    if (k >= 0 && k < g.n) dx[(o * g.n + k) * g.inner + i] = dy[pos];
   }
 }
 

@@ -154,6 +154,18 @@ def test_creation(dtype):
         onp.testing.assert_array_equal(results[1].asnumpy(), results[0].asnumpy(), err_msg=name)
 
 
+def test_creation_rounds_as_the_cpu():
+    """arange into integers truncates start + i * step: one rounding less (a fused multiply-add)
+    would move some values across an integer; randint beyond 2**53 does not round at all."""
+    for start, step in ((0.3, 0.1), (-1.7, 0.3), (1e15 + 0.5, 0.7)):
+        attrs = {"start": start, "stop": start + 60 * step, "step": step, "dtype": "int64"}
+        results = [invoke("arange", [], attrs, device=d)[0].asnumpy() for d in (cpu(0), gpu(0))]
+        onp.testing.assert_array_equal(results[1], results[0], err_msg=str(attrs))
+    check("randint", [], {"low": 2**60, "high": 2**60 + 10, "shape": (200,), "dtype": "int64"},
+          seed=5)
+    check("randint", [], {"low": -2**62, "high": 2**62 + 1, "shape": (200,)}, seed=5)
+
+
 @pytest.mark.parametrize("name,attrs", [
     ("uniform", {"low": -2, "high": 3, "shape": (1000,)}),
     ("normal", {"loc": 1, "scale": 2, "shape": (999,)}),
@@ -191,6 +203,24 @@ def test_reductions_large_and_empty():
         check(name, [big], {"axis": None} if name != "argmax" else {}, rtol=1e-4, atol=1e-2)
     check("sum", [sample((0, 4), "float32")], {"axis": 0})
     check("mean", [sample((3, 0), "float32")], {"axis": 1})
+    # few outputs of many elements are split into parts; a NaN in one part still wins
+    big[1, 50000] = onp.nan
+    check("max", [big], {"axis": 1})
+    check("min", [big], {"axis": None})
+    check("prod", [onp.full((2, 40000), 1.0001, "float64")], {"axis": 1}, rtol=1e-12)
+
+
+def test_reductions_convert_only_the_total():
+    """The input is reduced in its own dtype (floats in double, integers in int64) and only the
+    total is converted to `dtype`, as on the CPU: sum([0.5] * 4, dtype=int32) is 2, not 0."""
+    halves = onp.full((3, 4), 0.5, "float32")
+    for dtype in ("int32", "int64", "uint8", "bool", "float16", "float64"):
+        for name in ("sum", "prod") + (("mean",) if dtype.startswith("float") else ()):
+            check(name, [halves], {"axis": 1, "dtype": dtype})
+    ints = onp.array([[2**53 + 1, 2**53 + 3, 1]], "int64")
+    check("sum", [ints], {"axis": 1})
+    check("mean", [ints], {"axis": 1, "dtype": "float64"}, rtol=0, atol=0)
+    check("sum", [sample((5, 60000), "int8")], {"axis": None, "dtype": "float32"})
 
 
 @pytest.mark.parametrize("dtype", ALL)
@@ -221,6 +251,8 @@ def test_layout_ops(dtype):
     check("split", [sample((7, 4), dtype)], {"indices": (2, 5), "axis": 0})
     check("split", [sample((3, 8), dtype)], {"indices": (1, 1, 6), "axis": 1})
     check("where", [sample((3, 1), "bool"), sample((3, 4), dtype), sample((4,), dtype)])
+    # 5-D tile walks 10 interleaved dimensions that no merge can join
+    check("tile", [sample((2, 3, 2, 3, 2), dtype)], {"reps": (2, 3, 2, 3, 2)})
 
 
 def test_concatenate_promotes():
@@ -273,8 +305,10 @@ def test_activations_and_dropout(dtype):
     for act in ("leaky", "elu"):
         check("leaky_relu", [x], {"act_type": act, "slope": 0.1})
         check("leaky_relu_backward", [dy, x], {"act_type": act, "slope": 0.1})
-    check("dropout", [x], {"p": 0.3}, train=True, seed=7)
-    check("dropout", [sample((3, 4, 5), dtype)], {"p": 0.5, "axes": (1,)}, train=True, seed=7)
+    # the same draws and the same rounded mask: equal to the bit
+    check("dropout", [x], {"p": 0.3}, train=True, seed=7, rtol=0, atol=0)
+    check("dropout", [sample((3, 4, 5), dtype)], {"p": 0.5, "axes": (1,)}, train=True, seed=7,
+          rtol=0, atol=0)
     check("dropout", [x], {"p": 0.3}, train=False)
     check("dropout_backward", [dy, x])
 
@@ -298,8 +332,8 @@ def test_normalization(dtype):
     for train in (True, False):
         for fix_gamma in (True, False):
             attrs = {"eps": 1e-3, "momentum": 0.9, "fix_gamma": fix_gamma, "axis": 1}
-            # y = x * scale + shift runs in float32 on both devices (the CPU's choice), so float64
-            # outputs agree to float32 precision only.
+            # cuDNN computes y by its own formula, rounding differently from the CPU's
+            # x * scale + shift
             check("batch_norm", [x, gamma, beta, mean, var], attrs, train=train, mutated=(3, 4),
                   rtol=1e-5, atol=1e-6)
             _, bmean, bvar = run("batch_norm", [x, gamma, beta, mean, var], attrs, cpu(0), train)
@@ -374,6 +408,18 @@ def test_convolution_fused_relu_and_no_data_grad(dtype):
         dw, db = run("convolution_backward", [dy, x, w, y], relu, cpu(0))[1:]
         onp.testing.assert_allclose(w_arr.grad.asnumpy(), dw, rtol=rtol, atol=rtol)
         onp.testing.assert_allclose(b_arr.grad.asnumpy(), db, rtol=rtol, atol=rtol)
+
+
+def test_convolution_fused_relu_keeps_nan():
+    """max(v, 0) in the epilogue, as on the CPU: a NaN output stays NaN instead of becoming 0."""
+    x = sample((1, 2, 5, 5), "float32", -1, 1)
+    x[0, 1, 2, 2] = onp.nan
+    w, b = sample((3, 2, 3, 3), "float32", -1, 1), sample((3,), "float32")
+    attrs = {"kernel": (3, 3), "num_filter": 3, "act_type": "relu"}
+    check("convolution", [x, w, b], attrs, rtol=1e-4, atol=1e-4)
+    check("convolution", [x, w, b], dict(attrs, cudnn_off=True), rtol=1e-4, atol=1e-4)
+    y = run("convolution", [x, w, b], attrs, gpu(0))[0]
+    assert onp.isnan(y).sum() == 3 * 9, "each filter's 3x3 outputs over the NaN"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -460,6 +506,10 @@ def test_fully_connected(dtype):
     check("fully_connected", [x, w2, b], {"num_hidden": 6, "flatten": False}, rtol=rtol, atol=rtol)
     check("fully_connected_backward", [sample((4, 3, 6), dtype), x, w2],
           {"num_hidden": 6, "flatten": False}, rtol=rtol, atol=rtol)
+    # no input units: the output is the bias (or zeros), an empty sum
+    empty_x, empty_w = sample((4, 0), dtype), sample((6, 0), dtype)
+    check("fully_connected", [empty_x, empty_w, b], {"num_hidden": 6}, rtol=rtol, atol=rtol)
+    check("fully_connected", [empty_x, empty_w], {"num_hidden": 6, "no_bias": True})
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int64"])
@@ -482,6 +532,28 @@ def test_nn_indexing(dtype):
           {"use_sequence_length": True, "axis": 0})
     check("batch_flatten", [data])
     check("batch_flatten_backward", [sample((4, 15), dtype), data])
+
+
+def test_special_values_match_cpu():
+    """NaN, infinities, signed zeros and negative integer powers give the CPU's results."""
+    nan, inf = onp.nan, onp.inf
+    x = onp.array([nan, -1.0, 0.0, 2.0, -inf, inf], "float32")
+    check("relu", [x])  # NaN stays NaN, as MXNet's relu
+    check("activation", [x], {"act_type": "relu"})
+    y = run("activation", [x], {"act_type": "relu"}, cpu(0))[0]
+    dy = onp.array([inf, -inf, nan, 1.0, 2.0, -inf], "float32")
+    check("activation_backward", [dy, x, y], {"act_type": "relu"})  # a select: 0 where y <= 0
+    for dtype in ("int32", "int64", "int8"):
+        base = onp.array([-2, -1, -1, 0, 1, 2, 3], dtype)
+        check("power", [base, onp.array([-1, -1, -2, -3, -1, -2, 2], dtype)])
+    zeros = [onp.array([0.0, -0.0, 0.0], "float32"), onp.array([-0.0, 0.0, 0.0], "float32")]
+    for name in ("maximum", "minimum"):  # ties keep the first operand, whatever its sign
+        signs = [onp.signbit(run(name, zeros, {}, d)[0]) for d in (cpu(0), gpu(0))]
+        onp.testing.assert_array_equal(signs[1], signs[0], err_msg=name)
+    weight, grad = sample((6,), "float32"), onp.array([nan, 3.0, -3.0, 0.1, inf, -inf], "float32")
+    check("sgd_update", [weight, grad], {"lr": 0.1, "clip_gradient": 0.5}, mutated=(0,))
+    data = onp.zeros((3, 0), "float32")  # an empty axis: mean and std are NaN
+    check("layer_norm", [data, onp.zeros(0, "float32"), onp.zeros(0, "float32")], {"axis": -1})
 
 
 OPTIMIZERS = [

@@ -38,6 +38,16 @@ def test_relu_sigmoid_float32():
     check_grads(npx.relu, [randn(2, 3)], [0])
 
 
+def test_relu_keeps_nan():
+    """MXNet's relu is `isnan(a) || a > 0 ? a : 0`: a NaN reaches the output instead of vanishing,
+    and the convolution's fused relu (max(v, 0)) agrees."""
+    x = onp.array([onp.nan, -1.0, 0.0, 2.0, -onp.inf, onp.inf])
+    want = onp.array([onp.nan, 0.0, 0.0, 2.0, 0.0, onp.inf])
+    onp.testing.assert_array_equal(npx.relu(arr(x)).asnumpy(), want)
+    onp.testing.assert_array_equal(npx.activation(arr(x, "float32"), act_type="relu").asnumpy(),
+                                   want.astype("float32"))
+
+
 def test_activation_bad_type():
     with pytest.raises(ValueError, match="act_type 'swish'"):
         npx.activation(arr(randn(2)), act_type="swish")

@@ -157,6 +157,9 @@ def test_creation_ops_reject_bad_attributes_when_invoked():
         np.random.randint(-1, 3, size=(2,), dtype="uint8")
     wide = np.random.randint(-2 ** 62, 2 ** 62 + 1, size=(1000,)).asnumpy()
     assert wide.min() >= -2 ** 62 and wide.max() <= 2 ** 62
+    # Integers beyond 2**53 are drawn exactly, not rounded through a double.
+    high = np.random.randint(2 ** 60, 2 ** 60 + 10, size=(1000,)).asnumpy() - 2 ** 60
+    assert high.min() >= 0 and high.max() <= 9 and len(set(high.tolist())) == 10
     # NaN bounds are not an error for linspace: NumPy returns NaN, and so do we.
     assert onp.isnan(np.linspace(0, float("nan"), 3).asnumpy()).all()
     assert (np.ones(2) + 1).asnumpy().tolist() == [2.0, 2.0]

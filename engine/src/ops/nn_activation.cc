@@ -27,7 +27,7 @@ using nn::parse_act;
 template <typename A>
 A act_forward(Act act, A x) {
   switch (act) {
-    case Act::kRelu: return x > A(0) ? x : A(0);
+    case Act::kRelu: return x > A(0) || x != x ? x : A(0);  // NaN stays NaN, as MXNet's
     case Act::kSigmoid: return A(1) / (A(1) + std::exp(-x));
     case Act::kTanh: return std::tanh(x);
     case Act::kSoftRelu: return x > A(20) ? x : std::log1p(std::exp(x));  // exact in float above 20

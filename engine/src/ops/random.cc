@@ -124,7 +124,8 @@ PMX_REGISTER_OP(randint)
       // Unsigned subtraction: high - low may exceed INT64_MAX (e.g. [-2^62, 2^62 + 1)).
       const uint64_t span = static_cast<uint64_t>(high) - static_cast<uint64_t>(low), seed = ctx.seed;
       // The modulo bias is below span / 2^64: negligible for any array we can hold.
-      generate(out[0], [&](int64_t i) { return static_cast<double>(static_cast<int64_t>(static_cast<uint64_t>(low) + bits(seed, i) % span)); });
+      // An int64 sample, not a double: values beyond 2^53 must not round.
+      generate(out[0], [&](int64_t i) { return static_cast<int64_t>(static_cast<uint64_t>(low) + bits(seed, i) % span); });
     });
 
 PMX_REGISTER_OP(permutation)
