@@ -119,8 +119,7 @@ bool cudnn_batch_norm(const OpContext& ctx, const std::vector<TBlob>& in,
         h, CUDNN_BATCHNORM_SPATIAL, cudnn_one(dtype), cudnn_zero(dtype), s.data.get(),
         in[0].dptr, s.data.get(), out[0].dptr, s.param.get(), scale, in[2].dptr, 0.0, nullptr,
         nullptr, s.eps, out[1].dptr, out[2].dptr);
-    if (cudnn_declines(status)) return false;
-    check_cudnn(status, "cudnnBatchNormalizationForwardTraining");
+    if (!run_or_decline(status, "cudnnBatchNormalizationForwardTraining")) return false;
     PMX_GPU_FLOAT_SWITCH(s.param_dtype, P, {
       bn_batch_stats_kernel<P><<<grid_for(s.channels), kBlock, 0, stream>>>(
           out[2].data<P>(), out[1].data<P>(), in[3].data<P>(), in[4].data<P>(), s.channels,
@@ -132,8 +131,7 @@ bool cudnn_batch_norm(const OpContext& ctx, const std::vector<TBlob>& in,
   const cudnnStatus_t status = api.cudnnBatchNormalizationForwardInference(
       h, CUDNN_BATCHNORM_SPATIAL, cudnn_one(dtype), cudnn_zero(dtype), s.data.get(), in[0].dptr,
       s.data.get(), out[0].dptr, s.param.get(), scale, in[2].dptr, in[3].dptr, in[4].dptr, s.eps);
-  if (cudnn_declines(status)) return false;
-  check_cudnn(status, "cudnnBatchNormalizationForwardInference");
+  if (!run_or_decline(status, "cudnnBatchNormalizationForwardInference")) return false;
   // The statistics used are the outputs mean and var.
   PMX_CUDA_CHECK(cudaMemcpyAsync(out[1].dptr, in[3].dptr, param_bytes, cudaMemcpyDeviceToDevice,
                                  stream));
@@ -166,8 +164,8 @@ bool cudnn_batch_norm_backward(const OpContext& ctx, const std::vector<TBlob>& i
       h, CUDNN_BATCHNORM_SPATIAL, one, zero, one, zero, s.data.get(), in[1].dptr, s.data.get(),
       in[0].dptr, s.data.get(), out[0].dptr, s.param.get(), scale, out[1].dptr, out[2].dptr,
       s.eps, in[3].dptr, inv_std);
-  if (cudnn_declines(status)) return false;  // only the workspace has been written
-  check_cudnn(status, "cudnnBatchNormalizationBackward");
+  // Declined, only the workspace has been written.
+  if (!run_or_decline(status, "cudnnBatchNormalizationBackward")) return false;
   if (s.fix_gamma) fill_blob(out[1], 0.0, stream);
   return true;
 }

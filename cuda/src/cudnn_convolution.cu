@@ -56,7 +56,7 @@ __global__ void bias_relu_kernel(T* y, const T* bias, int64_t channels, int64_t 
   PMX_GRID_STRIDE_LOOP(e, n) {
     A v = convert<A>(y[e]);
     if (bias) v += convert<A>(bias[(e / spatial) % channels]);
-    if (relu && !(v > A(0))) v = A(0);
+    if (relu && v < A(0)) v = A(0);  // max(v, 0) as on the CPU: NaN stays NaN
     y[e] = convert<T>(v);
   }
 }
@@ -251,7 +251,11 @@ Choice choose(const OpContext& ctx, cudnnHandle_t h, const ConvGeometry& g, DTyp
               const ConvDescs& d, const DirectionBuffers& buffers) {
   const CudnnTune tune = nn::conv_cudnn_tune(*ctx.attrs);
   const int64_t limit_mb = nn::conv_workspace_mb(*ctx.attrs);
-  std::vector<int64_t> key = {Dir::kId,  ctx.run.device.id, static_cast<int64_t>(dtype),
+  // 1-D and 2-D convolutions run as 2-D, 3-D ones as 3-D (conv_descs): a 3-D convolution of
+  // depth 1 must not share the choice of its 2-D twin, which 5-D tensors may not support.
+  const int64_t descriptor_dims = g.nsp == 3 ? 3 : 2;
+  std::vector<int64_t> key = {Dir::kId, descriptor_dims, ctx.run.device.id,
+                              static_cast<int64_t>(dtype),
                               static_cast<int64_t>(tune), limit_mb, g.batch, g.in_c, g.out_c,
                               g.groups};
   for (int i = 0; i < 3; ++i) key.insert(key.end(), {g.in[i], g.k[i], g.s[i], g.p[i], g.d[i]});
@@ -276,11 +280,14 @@ bool cudnn_convolution(const OpContext& ctx, const ConvGeometry& g, const std::v
       choose<Forward>(ctx, h, g, dtype, d, {in[0].dptr, in[1].dptr, out[0].dptr});
   if (!c.usable) return false;
   void* ws = ctx.workspace(c.workspace);
-  check_cudnn(cudnn().cudnnConvolutionForward(
-                  h, cudnn_one(dtype), d.x.get(), in[0].dptr, d.w.get(), in[1].dptr, d.conv.get(),
-                  static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws, c.workspace,
-                  cudnn_zero(dtype), d.y.get(), out[0].dptr),
-              "cudnnConvolutionForward");
+  // The choice was measured on other buffers: a call that cuDNN declines now (a view's
+  // misaligned pointer, say) falls back to the own kernel, which writes every output.
+  if (!run_or_decline(cudnn().cudnnConvolutionForward(
+                          h, cudnn_one(dtype), d.x.get(), in[0].dptr, d.w.get(), in[1].dptr,
+                          d.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws,
+                          c.workspace, cudnn_zero(dtype), d.y.get(), out[0].dptr),
+                      "cudnnConvolutionForward"))
+    return false;
   const bool has_bias = in.size() == 3, relu = nn::conv_fused_relu(*ctx.attrs);
   if (!has_bias && !relu) return true;
   const int64_t n = out[0].size();
@@ -327,24 +334,23 @@ bool cudnn_convolution_backward(const OpContext& ctx, const ConvGeometry& g,
   const CudnnApi& api = cudnn();
   const void* one = cudnn_one(dtype);
   const void* zero = cudnn_zero(dtype);
-  if (db) {
-    check_cudnn(api.cudnnConvolutionBackwardBias(h, one, d.y.get(), dy, zero, d.bias.get(),
-                                                 db->dptr),
-                "cudnnConvolutionBackwardBias");
-  }
-  check_cudnn(api.cudnnConvolutionBackwardFilter(
-                  h, one, d.x.get(), in[1].dptr, d.y.get(), dy, d.conv.get(),
-                  static_cast<cudnnConvolutionBwdFilterAlgo_t>(filter.algo), algo_ws,
-                  filter.workspace, zero, d.w.get(), dw.dptr),
-              "cudnnConvolutionBackwardFilter");
-  if (want_dx) {
-    check_cudnn(api.cudnnConvolutionBackwardData(
-                    h, one, d.w.get(), in[2].dptr, d.y.get(), dy, d.conv.get(),
-                    static_cast<cudnnConvolutionBwdDataAlgo_t>(data.algo), algo_ws,
-                    data.workspace, zero, d.x.get(), out[0].dptr),
-                "cudnnConvolutionBackwardData");
-  }
-  return true;
+  // A call declined now falls back to the own kernel, which rewrites every output.
+  if (db && !run_or_decline(api.cudnnConvolutionBackwardBias(h, one, d.y.get(), dy, zero,
+                                                             d.bias.get(), db->dptr),
+                            "cudnnConvolutionBackwardBias"))
+    return false;
+  if (!run_or_decline(api.cudnnConvolutionBackwardFilter(
+                          h, one, d.x.get(), in[1].dptr, d.y.get(), dy, d.conv.get(),
+                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(filter.algo), algo_ws,
+                          filter.workspace, zero, d.w.get(), dw.dptr),
+                      "cudnnConvolutionBackwardFilter"))
+    return false;
+  return !want_dx ||
+         run_or_decline(api.cudnnConvolutionBackwardData(
+                            h, one, d.w.get(), in[2].dptr, d.y.get(), dy, d.conv.get(),
+                            static_cast<cudnnConvolutionBwdDataAlgo_t>(data.algo), algo_ws,
+                            data.workspace, zero, d.x.get(), out[0].dptr),
+                        "cudnnConvolutionBackwardData");
 }
 
 }  // namespace gpu

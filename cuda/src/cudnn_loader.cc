@@ -16,6 +16,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <utility>
 
 #include "config.h"
@@ -87,21 +89,26 @@ void check_cudnn(cudnnStatus_t status, const char* call) {
 
 cudnnHandle_t cudnn_handle(int device_id, cudaStream_t stream) {
   static std::mutex mu;
-  // Null entries remember where cuDNN could not create a handle. Never freed.
-  static auto* handles = new std::map<std::pair<int, cudaStream_t>, cudnnHandle_t>();
+  // Null entries remember where cuDNN could not create a handle. Never freed. The calling thread
+  // is part of the key: cuDNN forbids two threads using one handle at once, and the naive
+  // engine runs each pushing thread's ops on that thread, all on one stream per device.
+  using Key = std::tuple<int, cudaStream_t, std::thread::id>;
+  static auto* handles = new std::map<Key, cudnnHandle_t>();
   const CudnnApi& api = cudnn();
   std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_pair(device_id, stream);
+  const Key key(device_id, stream, std::this_thread::get_id());
   auto it = handles->find(key);
   if (it != handles->end()) return it->second;
   set_device(device_id);
   cudnnHandle_t handle = nullptr;
   // cudnnCreate fails where this cuDNN cannot run (a driver too old for it, an unsupported GPU):
-  // the ops fall back to their own kernels there rather than fail.
+  // the ops fall back to their own kernels there rather than fail; so do they when the handle
+  // cannot be bound to the stream.
   if (api.cudnnCreate(&handle) != CUDNN_STATUS_SUCCESS) {
     handle = nullptr;
-  } else {
-    check_cudnn(api.cudnnSetStream(handle, stream), "cudnnSetStream");
+  } else if (api.cudnnSetStream(handle, stream) != CUDNN_STATUS_SUCCESS) {
+    api.cudnnDestroy(handle);
+    handle = nullptr;
   }
   handles->emplace(key, handle);
   return handle;

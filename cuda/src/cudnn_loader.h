@@ -81,6 +81,7 @@ struct CudnnApi {
   size_t (*cudnnGetVersion)();
   const char* (*cudnnGetErrorString)(cudnnStatus_t);
   cudnnStatus_t (*cudnnCreate)(cudnnHandle_t*);
+  cudnnStatus_t (*cudnnDestroy)(cudnnHandle_t);
   cudnnStatus_t (*cudnnSetStream)(cudnnHandle_t, cudaStream_t);
 
   cudnnStatus_t (*cudnnCreateTensorDescriptor)(cudnnTensorDescriptor_t*);
@@ -188,7 +189,7 @@ struct CudnnApi {
 };
 
 #define PMX_CUDNN_API(X)                                                                       \
-  X(cudnnGetVersion) X(cudnnGetErrorString) X(cudnnCreate) X(cudnnSetStream)                   \
+  X(cudnnGetVersion) X(cudnnGetErrorString) X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream)  \
   X(cudnnCreateTensorDescriptor) X(cudnnDestroyTensorDescriptor) X(cudnnSetTensorNdDescriptor) \
   X(cudnnCreateFilterDescriptor) X(cudnnDestroyFilterDescriptor) X(cudnnSetFilterNdDescriptor) \
   X(cudnnCreateConvolutionDescriptor) X(cudnnDestroyConvolutionDescriptor)                     \

@@ -81,9 +81,7 @@ bool cudnn_pooling(const OpContext& ctx, const PoolGeom& p, const std::vector<TB
   const cudnnStatus_t status =
       cudnn().cudnnPoolingForward(h, d.pool.get(), cudnn_one(dtype), d.x.get(), in[0].dptr,
                                   cudnn_zero(dtype), d.y.get(), out[0].dptr);
-  if (cudnn_declines(status)) return false;
-  check_cudnn(status, "cudnnPoolingForward");
-  return true;
+  return run_or_decline(status, "cudnnPoolingForward");
 }
 
 bool cudnn_pooling_backward(const OpContext& ctx, const PoolGeom& p,
@@ -97,9 +95,7 @@ bool cudnn_pooling_backward(const OpContext& ctx, const PoolGeom& p,
   const cudnnStatus_t status = cudnn().cudnnPoolingBackward(
       h, d.pool.get(), cudnn_one(dtype), d.y.get(), in[2].dptr, d.y.get(), in[0].dptr, d.x.get(),
       in[1].dptr, cudnn_zero(dtype), d.x.get(), out[0].dptr);
-  if (cudnn_declines(status)) return false;
-  check_cudnn(status, "cudnnPoolingBackward");
-  return true;
+  return run_or_decline(status, "cudnnPoolingBackward");
 }
 
 }  // namespace gpu

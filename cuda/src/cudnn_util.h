@@ -52,6 +52,13 @@ inline bool cudnn_declines(cudnnStatus_t status) {
   return status >= CUDNN_STATUS_BAD_PARAM && status < CUDNN_STATUS_INTERNAL_ERROR;
 }
 
+// True when the call succeeded, false when cuDNN declines it (cudnn_declines); throws otherwise.
+inline bool run_or_decline(cudnnStatus_t status, const char* call) {
+  if (cudnn_declines(status)) return false;
+  check_cudnn(status, call);
+  return true;
+}
+
 // `dims` as cuDNN's int dimensions; false when a tensor of them has more elements than cuDNN's
 // int strides and sizes can address (the op then runs its own kernel) or has none.
 inline bool cudnn_dims(const std::vector<int64_t>& dims, std::vector<int>* out) {

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "pymx/engine.h"
+#include "pymx/gpu.h"
 #include "test_util.h"
 
 using namespace pymx;
@@ -118,7 +119,9 @@ void test_wait_inside_op_refused(Engine* e) {
 void test_bad_pushes(Engine* e) {
   VarHandle v = e->new_var();
   EXPECT_THROWS(e->push_sync([](RunContext) {}, Device::cpu(64), {}, {v}), "cpu(64)");
-  EXPECT_THROWS(e->push_sync([](RunContext) {}, Device::gpu(0), {}, {v}), "gpu(0)");
+  // One past the last GPU: refused with or without GPUs (gpu(0) is valid on a GPU machine).
+  const Device missing = Device::gpu(gpu::device_count());
+  EXPECT_THROWS(e->push_sync([](RunContext) {}, missing, {}, {v}), missing.str());
   EXPECT_THROWS(e->push_sync([](RunContext) {}, Device::cpu(0), {nullptr}, {v}), "null");
   // A var listed twice, and in both sets, is deduplicated instead of deadlocking.
   int runs = 0;
