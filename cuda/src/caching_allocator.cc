@@ -14,6 +14,10 @@
 //   once, then throw Error(kOutOfMemory) with the numbers. Nothing is left half-done, so the
 //   device stays usable.
 // - empty_cache releases the cached blocks of one device (waiting for their events first).
+// - No allocation or release while the calling thread captures a CUDA graph: cudaMalloc and
+//   event queries would break the capture, and an event recorded into it would stay "captured"
+//   in the cache, unusable by every later query. Such a call throws; the capture is then refused
+//   and its kernels run directly (Note [CUDA graphs for bulk replays]).
 // - The caches are never destroyed: at process exit the CUDA runtime may already be gone, and
 //   the driver frees everything anyway.
 #include <cuda_runtime.h>
@@ -24,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "capture_state.h"
 #include "cuda_check.h"
 #include "pymx/gpu.h"
 
@@ -65,6 +70,7 @@ class DeviceCache {
   explicit DeviceCache(int device) : device_(device) {}
 
   void* alloc(size_t size, void* stream) {
+    refuse_while_capturing("allocation");
     std::lock_guard<std::mutex> lock(mu_);
     const size_t rounded = round_size(size);
     void* ptr = take_cached(rounded, stream);
@@ -76,17 +82,22 @@ class DeviceCache {
   }
 
   void free(void* ptr, void* stream) {
+    refuse_while_capturing("release");
     std::lock_guard<std::mutex> lock(mu_);
     auto it = live_.find(ptr);
     PMX_ASSERT(it != live_.end(), "gpu(", device_, "): freeing ", ptr,
                " which this allocator did not hand out (or already freed)");
     const size_t rounded = it->second;
-    live_.erase(it);
     cudaEvent_t event = nullptr;
-    if (stream != nullptr) {
+    if (stream != nullptr) {  // before the block leaves live_: a failure here keeps it there
       event = take_event();
-      PMX_CUDA_CHECK(cudaEventRecord(event, static_cast<cudaStream_t>(stream)));
+      const cudaError_t err = cudaEventRecord(event, static_cast<cudaStream_t>(stream));
+      if (err != cudaSuccess) {
+        free_events_.push_back(event);
+        throw_cuda_error(err, "cudaEventRecord(event, stream)", __FILE__, __LINE__);
+      }
     }
+    live_.erase(it);
     cache_.emplace(rounded, CachedBlock{ptr, stream, event});
     stats_.in_use -= rounded;  // STATE CHANGE: the block moves from in use to cached
     stats_.cached += rounded;
@@ -126,6 +137,12 @@ class DeviceCache {
     cache_.erase(chosen);
     stats_.cached -= rounded;  // STATE CHANGE
     return ptr;
+  }
+
+  void refuse_while_capturing(const char* what) const {
+    if (capturing_on_this_thread())
+      PMX_THROW(Status::kCuda, "gpu(", device_, "): GPU memory ", what,
+                " while this thread captures a CUDA graph");
   }
 
   bool event_done(cudaEvent_t event) {

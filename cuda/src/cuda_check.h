@@ -13,6 +13,9 @@ namespace gpu {
 
 [[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* call, const char* file,
                                           int line) {
+  // The runtime keeps a failed call's error as the thread's last error, which the next
+  // PMX_KERNEL_LAUNCH_CHECK on this worker would report against an unrelated op.
+  (void)cudaGetLastError();
   throw Error(Status::kCuda, str_cat("CUDA error ", cudaGetErrorName(err), " (",
                                      cudaGetErrorString(err), ") from ", call, " at ", file, ":",
                                      line));

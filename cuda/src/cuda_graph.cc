@@ -3,12 +3,15 @@
 
 #include <vector>
 
+#include "capture_state.h"
 #include "cuda_check.h"
 #include "pymx/gpu.h"
 
 namespace pymx {
 namespace gpu {
 namespace {
+
+thread_local bool t_capturing = false;
 
 bool is_device_memory(const void* ptr) {
   cudaPointerAttributes attributes{};
@@ -44,12 +47,16 @@ bool replayable(cudaGraph_t graph) {
 
 }  // namespace
 
+bool capturing_on_this_thread() { return t_capturing; }
+
 void begin_capture(void* stream) {
   PMX_CUDA_CHECK(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream),
                                         cudaStreamCaptureModeThreadLocal));
+  t_capturing = true;
 }
 
 void* end_capture(void* stream) {
+  t_capturing = false;
   cudaGraph_t graph = nullptr;
   // A capture invalidated by an unsupported call still has to be ended; its error is dropped.
   if (cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph) != cudaSuccess) {

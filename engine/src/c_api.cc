@@ -11,6 +11,7 @@
 
 #include "c_api_internal.h"
 #include "captured_graphs.h"
+#include "engine_impl.h"
 #include "invoke.h"
 #include "pymx/autograd.h"
 #include "pymx/engine.h"
@@ -43,17 +44,11 @@ std::vector<VarHandle> vars_of(PmxVar* const* vars, int num) {
   return out;
 }
 
-// The GPU count does not change while the process runs (CUDA reads CUDA_VISIBLE_DEVICES once).
-int cached_gpu_count() {
-  static const int count = gpu::device_count();
-  return count;
-}
-
 // Raises a ValueError-class error naming the id and the count for a GPU that is not there.
 void check_device_exists(Device device) {
   PMX_CHECK(device.id >= 0, "device id must be non-negative, got ", device.str());
   if (!device.is_gpu()) return;
-  const int count = cached_gpu_count();
+  const int count = visible_gpu_count();
   PMX_CHECK(device.id < count, device.str(), " does not exist: ", count, " GPU(s) visible",
             gpu::built_with_cuda() ? "" : " (pymx was built without CUDA)");
 }
@@ -166,7 +161,7 @@ int pmx_api_version(int* out_major, int* out_minor) {
 
 int pmx_gpu_count(int* out_count) {
   PMX_API_BEGIN();
-  *out_count = cached_gpu_count();
+  *out_count = visible_gpu_count();
   PMX_API_END();
 }
 

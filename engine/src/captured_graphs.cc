@@ -101,22 +101,29 @@ void CapturedGraphs::run(const CaptureKey& key, void* stream,
   }
 
   const uint64_t generation = workspace_generation();
-  calls_.begin_capture(stream);
-  bool launched = true;
-  try {
-    launch_kernels();
-  } catch (...) {
-    launched = false;  // a call the capture does not support, or a real error: see below
-  }
   void* captured = nullptr;
+  bool began = true;
   try {
-    captured = calls_.end_capture(stream);  // ends the capture in every case
+    calls_.begin_capture(stream);
   } catch (...) {
-    captured = nullptr;
+    began = false;  // this stream cannot capture: the key is refused below
   }
-  if (captured != nullptr && (!launched || workspace_generation() != generation)) {
-    calls_.destroy(captured);
-    captured = nullptr;
+  if (began) {
+    bool launched = true;
+    try {
+      launch_kernels();
+    } catch (...) {
+      launched = false;  // a call the capture does not support, or a real error: see below
+    }
+    try {
+      captured = calls_.end_capture(stream);  // ends the capture in every case
+    } catch (...) {
+      captured = nullptr;
+    }
+    if (captured != nullptr && (!launched || workspace_generation() != generation)) {
+      calls_.destroy(captured);
+      captured = nullptr;
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

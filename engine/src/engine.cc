@@ -20,14 +20,25 @@ std::atomic<int> g_gpu_count{-1};  // -1: not queried yet (CUDA untouched)
 std::atomic<bool> g_gpu_disabled_after_fork{false};
 std::once_flag g_gpu_count_once;
 
-int gpu_count() {
-  std::call_once(g_gpu_count_once, [] { g_gpu_count.store(gpu::device_count()); });
-  return g_gpu_count.load();
-}
-
 EngineBase* g_process_engine = nullptr;  // set once by Engine::get(), never freed
 
 }  // namespace
+
+int visible_gpu_count() {
+  std::call_once(g_gpu_count_once, [] {
+    const int count = gpu::device_count();
+    g_gpu_count.store(count);
+    // CUDA's runtime registers the exit handler that tears it down at its first call, which
+    // may have been the one above; handlers run in reverse order, so the engine's shutdown
+    // registered again now runs before it, while GPU work can still finish and memory be freed
+    // (Note [Engine shutdown]; a second shutdown does nothing).
+    if (count > 0)
+      std::atexit([] {
+        if (g_process_engine != nullptr) g_process_engine->shutdown_at_exit();
+      });
+  });
+  return g_gpu_count.load();
+}
 
 WorkerThreadScope::WorkerThreadScope() : previous(t_on_worker_thread) { t_on_worker_thread = true; }
 WorkerThreadScope::~WorkerThreadScope() { t_on_worker_thread = previous; }
@@ -55,6 +66,8 @@ bool gpu_initialised() { return g_gpu_count.load() > 0; }
 
 void disable_gpu_after_fork() { g_gpu_disabled_after_fork.store(true); }
 
+bool gpu_disabled_after_fork() { return g_gpu_disabled_after_fork.load(); }
+
 void check_engine_device(Device device) {
   if (device.is_host()) {
     PMX_CHECK(device.id >= 0 && device.id < kMaxCpuDevices, device.str(),
@@ -68,7 +81,7 @@ void check_engine_device(Device device) {
               " cannot be used in a process forked after CUDA was initialised (CUDA does not "
               "survive fork); use the GPU in the parent process only");
   }
-  int count = gpu_count();
+  int count = visible_gpu_count();
   PMX_CHECK(count > 0, device.str(), " was requested but no GPU is visible",
             gpu::built_with_cuda() ? "" : " (pymx was built without CUDA)");
   PMX_CHECK(device.id >= 0 && device.id < count && device.id < kMaxGpuDevices, device.str(),

@@ -39,8 +39,13 @@ void check_engine_device(Device device);
 }  // namespace pymx
 
 namespace pymx {
+// The number of GPUs, queried once. Every query of pymx goes through here, so that
+// gpu_initialised() knows whether CUDA was initialised before a fork.
+int visible_gpu_count();
 // True once the GPU count has been queried and is > 0 (CUDA is then initialised in this process).
 bool gpu_initialised();
 // In a child forked after CUDA was initialised: every later GPU push throws Error(kCuda).
 void disable_gpu_after_fork();
+// Whether disable_gpu_after_fork() was called in this process.
+bool gpu_disabled_after_fork();
 }  // namespace pymx

@@ -48,9 +48,19 @@ struct Workspace {
   // (Note [CUDA graphs for bulk replays] in captured_graphs.cc).
   uint64_t generation = 0;
 
+  // Runs at thread exit, where an exception would terminate the process: a block that cannot be
+  // returned (CUDA already torn down at exit, or a failed device) is left to the process's end.
   ~Workspace() {
-    storage::free(host);
-    for (auto& kv : gpu) storage::free(kv.second);
+    try {
+      storage::free(host);
+    } catch (...) {
+    }
+    for (auto& kv : gpu) {
+      try {
+        storage::free(kv.second);
+      } catch (...) {
+      }
+    }
   }
 };
 

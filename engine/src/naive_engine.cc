@@ -47,7 +47,8 @@ class NaiveEngine final : public EngineBase {
 
   void delete_var(SyncFn on_deleted, Device device, VarHandle var) override {
     PMX_CHECK(var != nullptr, "delete_var: the var is null");
-    if (on_deleted) {
+    // A GPU array inherited by a forked child: the parent's memory, which CUDA cannot reach here.
+    if (on_deleted && !(device.is_gpu() && gpu_disabled_after_fork())) {
       std::exception_ptr error = run(
           [&on_deleted](RunContext ctx, OnComplete done) {
             on_deleted(ctx);

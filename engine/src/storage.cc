@@ -132,7 +132,7 @@ HostCache& cpu_cache() {
 }
 
 HostCache& pinned_cache() {
-  static HostCache* cache = gpu::device_count() > 0
+  static HostCache* cache = visible_gpu_count() > 0
                                 ? new HostCache("pinned host", pinned_alloc, pinned_free)
                                 : new HostCache("pinned host", aligned_host_alloc, aligned_host_free);
   return *cache;

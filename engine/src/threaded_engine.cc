@@ -4,6 +4,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "engine_impl.h"
 #include "engine_object_pool.h"
@@ -69,6 +72,10 @@ struct GpuPools {
   std::unique_ptr<WorkerPool> copy_to_gpu;    // host -> device
   std::unique_ptr<WorkerPool> copy_from_gpu;  // device -> host, device -> device
   std::shared_ptr<EventPool> events;
+  // The newest completion event of each stream: what wait_for_all waits for. Synchronising the
+  // stream itself would fail, and break the capture, while an op captures a CUDA graph on it.
+  std::mutex last_events_mu;
+  std::unordered_map<void*, GpuEventPtr> last_events;  // declared after `events`: freed first
 };
 
 class ThreadedEngine final : public EngineBase {
@@ -109,6 +116,12 @@ class ThreadedEngine final : public EngineBase {
 
   void delete_var(SyncFn on_deleted, Device device, VarHandle var) override {
     PMX_CHECK(var != nullptr, "delete_var: the var is null");
+    if (device.is_gpu() && gpu_disabled_after_fork()) {
+      // A GPU array inherited by a forked child: its memory belongs to the parent's CUDA
+      // context, which the child cannot touch, and no op of the child can have used it.
+      Var::release(var);
+      return;
+    }
     ensure_pool(device);
     Op* op = ObjectPool<Op>::create();
     op->writes.assign_one(var);
@@ -162,8 +175,12 @@ class ThreadedEngine final : public EngineBase {
     for (auto& slot : gpu_pools_) {
       GpuPools* pools = slot.load(std::memory_order_acquire);
       if (pools == nullptr) continue;
-      for (WorkerPool* pool : {pools->compute.get(), pools->copy_to_gpu.get(), pools->copy_from_gpu.get()})
-        for (void* stream : pool->streams()) gpu::stream_synchronize(stream);
+      std::vector<GpuEventPtr> last;
+      {
+        std::lock_guard<std::mutex> lock(pools->last_events_mu);
+        for (const auto& kv : pools->last_events) last.push_back(kv.second);
+      }
+      for (const GpuEventPtr& event : last) gpu::event_synchronize(event->event);
     }
     if (std::exception_ptr error = errors_.take_first_and_clear_all()) std::rethrow_exception(error);
   }
@@ -398,7 +415,14 @@ class ThreadedEngine final : public EngineBase {
 
   void record_event(Op* op) {
     GpuPools* pools = gpu_pools_[op->device.id].load(std::memory_order_acquire);
-    GpuEventPtr event = pools->events->record(op->stream);
+    GpuEventPtr event, previous;  // previous: returned to the pool outside the lock
+    {
+      // Recorded under the lock, so that the stored event is the stream's newest even when
+      // async ops complete on other threads.
+      std::lock_guard<std::mutex> lock(pools->last_events_mu);
+      event = pools->events->record(op->stream);
+      previous = std::exchange(pools->last_events[op->stream], event);
+    }
     for (Var* var : op->writes) var->set_writer_event(event);
     for (Var* var : op->reads) var->add_reader_event(event);
   }

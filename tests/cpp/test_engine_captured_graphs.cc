@@ -1,8 +1,9 @@
 // CapturedGraphs (engine/src/captured_graphs.h) against a fake CUDA that records what is captured
 // and launched: a key runs directly the first time, is captured the second and replayed from
 // then on; failed, unreplayable and workspace-changing captures are refused for good (the kernels
-// then run directly, and a real error still reaches the caller); at most four keys are kept,
-// the least recently used graph destroyed; several workers on one pool capture a key once.
+// then run directly, and a real error still reaches the caller), as are keys whose capture
+// cannot begin; at most four keys are kept, the least recently used graph destroyed; several
+// workers on one pool capture a key once.
 #include <atomic>
 #include <cstdio>
 #include <memory>
@@ -28,6 +29,8 @@ class FakeCuda {
     return {
         [this](void* stream) {
           std::lock_guard<std::mutex> lock(mu_);
+          ++begin_attempts;
+          if (fail_begin) throw std::runtime_error("the stream cannot begin a capture");
           EXPECT(capturing_.insert(stream).second, "begin_capture on a stream already capturing");
           ++begun;
         },
@@ -63,8 +66,8 @@ class FakeCuda {
     return live_.size();
   }
 
-  std::atomic<int> begun{0}, launches{0}, destroyed{0};
-  std::atomic<bool> refuse_next{false};
+  std::atomic<int> begin_attempts{0}, begun{0}, launches{0}, destroyed{0};
+  std::atomic<bool> refuse_next{false}, fail_begin{false};
   intptr_t made = 0;  // guarded by mu_
 
  private:
@@ -147,6 +150,16 @@ void test_refused_captures_run_directly_for_good() {
       graphs.run({4}, kStream, [] { throw std::runtime_error("bad index 12"); }, fixed_generation);
     }, "bad index 12", "real error");
   EXPECT(cuda.begun == 4, "a refused key was captured again");
+
+  // A capture that cannot even begin: the key is refused, its kernels run directly.
+  cuda.fail_begin = true;
+  Kernels no_capture{&cuda, kStream};
+  const int attempts_before = cuda.begin_attempts;
+  for (int i = 0; i < 4; ++i) graphs.run({5}, kStream, std::ref(no_capture), fixed_generation);
+  EXPECT(no_capture.direct == 4 && no_capture.recorded == 0 &&
+             cuda.begin_attempts == attempts_before + 1 && !cuda.capturing(kStream),
+         no_capture.direct.load(), " ", cuda.begin_attempts.load() - attempts_before);
+  EXPECT(pymx::capture_stats().refused == refused_before + 5);
 }
 
 void test_least_recently_used_graph_goes_first() {
