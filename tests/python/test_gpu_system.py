@@ -1,7 +1,11 @@
 """The GPU backend as a whole: copies between host and GPU (every dtype, pinned and pageable),
 the caching allocator (statistics, reuse, empty_cache, recovery from out-of-memory), device
 errors, a random DAG of ops run on GPU and on CPU, and LeafNetwork training giving the same
-parameters on gpu(0) as on cpu(0). Skipped when no GPU is visible."""
+parameters on gpu(0) as on cpu(0); a process forked after GPU use computes on the CPU only.
+Skipped when no GPU is visible."""
+import gc
+import os
+
 import numpy as onp
 import pytest
 from conftest import requires_gpu
@@ -158,3 +162,28 @@ def test_leafnet_training_on_gpu_matches_cpu(tmp_path, hybridize):
         trained.append({k: p.data().asnumpy() for k, p in net.collect_params().items()})
     for name, want in trained[0].items():
         onp.testing.assert_allclose(trained[1][name], want, rtol=1e-3, atol=1e-4, err_msg=name)
+
+
+def test_forked_child_uses_the_cpu_and_drops_inherited_gpu_arrays():
+    """CUDA does not survive fork: a child of a process that used the GPU computes on the CPU,
+    gets an error naming fork for the GPU, and frees the GPU arrays it inherited without
+    touching CUDA (a crash there would kill the child with a signal)."""
+    on_gpu = np.ones((4,), device=gpu(0)) * 2
+    on_gpu.wait_to_read()
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            cpu_ok = (np.ones((3,)) + 1).asnumpy().tolist() == [2.0] * 3
+            try:
+                np.ones((2,), device=gpu(0))
+                code = 4
+            except PymxError as error:
+                code = 0 if cpu_ok and "fork" in str(error) else 5
+            del on_gpu
+            gc.collect()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert on_gpu.asnumpy().tolist() == [2.0] * 4
