@@ -1,8 +1,8 @@
 // Convolution (im2col + cuBLAS), pooling, and fully_connected on the GPU, forward and backward
 // (CPU definitions: engine/src/ops/nn_convolution.cc, nn_pooling.cc, nn_fully_connected.cc, whose
 // attribute parsing and output extents are mirrored here; the convolution's geometry is shared:
-// engine/src/ops/conv_geometry.h). Channel-first layouts only; float
-// dtypes. Convolution and pooling try their cuDNN path first (cudnn_nn.h); these kernels run
+// engine/src/ops/conv_geometry.h); channel-last layouts through channel-first copies (Note
+// [Channel-last convolution on the GPU]); float dtypes. Convolution and pooling try their cuDNN path first (cudnn_nn.h); these kernels run
 // where it declines (no cuDNN, PYMX_CUDNN=0, cudnn_off=True, configurations it does not cover).
 //
 // | op                        | inputs                 | outputs                             | attrs |
@@ -33,20 +33,13 @@
 #include "cudnn_nn.h"
 #include "kernel_util.cuh"
 #include "launch.h"
+#include "ops/elemwise.h"
 #include "ops/pool_geometry.h"
+#include "pymx/storage.h"
 
 namespace pymx {
 namespace gpu {
 namespace {
-
-// The convolution's geometry (shared with the CPU op: conv_geometry.h); channel-first only here.
-ConvGeometry conv_geom(const Attrs& attrs, const Shape& data, const Shape& weight) {
-  const ConvGeometry g = nn::conv_geometry(attrs, data, weight);
-  static const char* first[] = {"NCW", "NCHW", "NCDHW"};
-  PMX_CHECK(!g.channel_last, "convolution: layout '", attrs.get_str("layout", "None"),
-            "' is not supported on the GPU (use ", first[g.nsp - 1], ")");
-  return g;
-}
 
 // y[b][c][o] = yt[c][b * out_sp + o] + bias[c] (bias may be null), then max(., 0) with relu.
 template <typename T>
@@ -166,18 +159,119 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g,
   }
 }
 
+// Note [Channel-last convolution on the GPU]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With layout NWC / NHWC / NDHWC the channel-first paths (cuDNN or the own kernels) run on
+// channel-first copies of the operands, (N, S..., C) -> (N, C, S...) and the weight
+// (F, K..., C/g) -> (F, C/g, K...), and the results are copied back into the channel-last
+// outputs: one pass over each operand each way, as the CPU op does. The copies share one block
+// from the caching allocator, handed back on the op's stream once the kernels are queued; a bulk
+// replay that meets it is not captured into a CUDA graph (no allocation inside a capture).
+
+// A channel-last shape in channel-first order, and the element strides with which a contiguous
+// channel-last buffer is read in that order.
+Shape channel_first_shape(const Shape& last) {
+  Shape first = {last[0], last.back()};
+  first.insert(first.end(), last.begin() + 1, last.end() - 1);
+  return first;
+}
+std::vector<int64_t> channel_last_strides_in_first_order(const Shape& last) {
+  const std::vector<int64_t> strides = ops::contiguous_strides(last);
+  std::vector<int64_t> first = {strides[0], strides.back()};
+  first.insert(first.end(), strides.begin() + 1, strides.end() - 1);
+  return first;
+}
+// The element strides with which a contiguous channel-first buffer is read in channel-last order.
+std::vector<int64_t> channel_first_strides_in_last_order(const Shape& last) {
+  const std::vector<int64_t> strides = ops::contiguous_strides(channel_first_shape(last));
+  std::vector<int64_t> in_last = {strides[0]};
+  in_last.insert(in_last.end(), strides.begin() + 2, strides.end());
+  in_last.push_back(strides[1]);
+  return in_last;
+}
+
+using ConvRun = void (*)(const OpContext&, const ConvGeometry&, const std::vector<TBlob>&,
+                         const std::vector<TBlob>&);
+
+// Runs `run` on channel-first twins of the blobs flagged in `in_last` / `out_last` (the others
+// are passed as they are), copying the inputs in and the outputs back out.
+void run_channel_first(const OpContext& ctx, ConvGeometry g, const std::vector<TBlob>& in,
+                       const std::vector<TBlob>& out, const std::vector<bool>& in_last,
+                       const std::vector<bool>& out_last, ConvRun run) {
+  constexpr size_t kAlign = 256;
+  auto padded = [](const TBlob& b) {
+    return (b.size() * dtype_size(b.dtype) + kAlign - 1) / kAlign * kAlign;
+  };
+  size_t bytes = 0;
+  for (size_t i = 0; i < in.size(); ++i) bytes += in_last[i] ? padded(in[i]) : 0;
+  for (size_t i = 0; i < out.size(); ++i) bytes += out_last[i] ? padded(out[i]) : 0;
+  StorageHandle block = storage::alloc(bytes, ctx.run.device, ctx.run.stream);
+  block.stream = ctx.run.stream;  // freed in stream order, after the kernels queued below
+  char* next = static_cast<char*>(block.dptr);
+  auto twin = [&](const TBlob& last) {
+    TBlob first = last;
+    first.shape = channel_first_shape(last.shape);
+    first.dptr = next;
+    next += padded(last);
+    return first;
+  };
+  std::vector<TBlob> in_first = in, out_first = out;
+  try {
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (!in_last[i]) continue;
+      in_first[i] = twin(in[i]);
+      strided_copy(in[i].dptr, 0, in_first[i].shape,
+                   channel_last_strides_in_first_order(in[i].shape), in_first[i].dptr,
+                   dtype_size(in[i].dtype), ctx.run.stream);
+    }
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out_last[i]) out_first[i] = twin(out[i]);
+    g.channel_last = false;
+    run(ctx, g, in_first, out_first);
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!out_last[i]) continue;
+      strided_copy(out_first[i].dptr, 0, out[i].shape,
+                   channel_first_strides_in_last_order(out[i].shape), out[i].dptr,
+                   dtype_size(out[i].dtype), ctx.run.stream);
+    }
+  } catch (...) {
+    storage::free(block);
+    throw;
+  }
+  storage::free(block);
+}
+
+void conv_forward_channel_first(const OpContext& ctx, const ConvGeometry& g,
+                                const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
+  if (cudnn_convolution(ctx, g, in, out)) return;
+  PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, { conv_forward_typed<T>(ctx, g, in, out); });
+}
+
+void conv_backward_channel_first(const OpContext& ctx, const ConvGeometry& g,
+                                 const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
+  if (cudnn_convolution_backward(ctx, g, in, out)) return;
+  PMX_GPU_FLOAT_SWITCH(in[1].dtype, T, { conv_backward_typed<T>(ctx, g, in, out); });
+}
+
 void conv_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                   const std::vector<TBlob>& out) {
-  const ConvGeometry g = conv_geom(*ctx.attrs, in[0].shape, in[1].shape);
-  if (out[0].size() == 0 || cudnn_convolution(ctx, g, in, out)) return;
-  PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, { conv_forward_typed<T>(ctx, g, in, out); });
+  const ConvGeometry g = nn::conv_geometry(*ctx.attrs, in[0].shape, in[1].shape);
+  if (out[0].size() == 0) return;
+  if (!g.channel_last) return conv_forward_channel_first(ctx, g, in, out);
+  // data and weight in, out back; the bias has no layout
+  run_channel_first(ctx, g, in, out, {true, true, false}, {true}, conv_forward_channel_first);
 }
 
 void conv_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                            const std::vector<TBlob>& out) {
-  const ConvGeometry g = conv_geom(*ctx.attrs, in[1].shape, in[2].shape);
-  if (cudnn_convolution_backward(ctx, g, in, out)) return;
-  PMX_GPU_FLOAT_SWITCH(in[1].dtype, T, { conv_backward_typed<T>(ctx, g, in, out); });
+  const ConvGeometry g = nn::conv_geometry(*ctx.attrs, in[1].shape, in[2].shape);
+  if (!g.channel_last) return conv_backward_channel_first(ctx, g, in, out);
+  // out_grad, data, weight and (with relu) out in; data_grad and weight_grad back, not bias_grad
+  const bool want_dx = nn::need_data_grad(*ctx.attrs);
+  std::vector<bool> out_last(out.size(), false);
+  for (size_t i = 0; i < (want_dx ? 2u : 1u); ++i) out_last[i] = true;
+  run_channel_first(ctx, g, in, out, std::vector<bool>(in.size(), true), out_last,
+                    conv_backward_channel_first);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -410,6 +410,30 @@ def test_convolution_fused_relu_and_no_data_grad(dtype):
         onp.testing.assert_allclose(b_arr.grad.asnumpy(), db, rtol=rtol, atol=rtol)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_convolution_channel_last(dtype):
+    """NWC / NHWC / NDHWC run through channel-first copies, on cuDNN and on the own kernels."""
+    rtol = {"float32": 1e-4, "float64": 1e-10}[dtype]
+    cases = [  # data, weight (F, kernel..., C/groups), attrs
+        ((2, 9, 4), (6, 3, 2), {"kernel": (3,), "num_group": 2, "layout": "NWC"}),
+        ((2, 7, 6, 3), (5, 3, 2, 3), {"kernel": (3, 2), "stride": (2, 1), "pad": (1, 0),
+                                      "layout": "NHWC", "act_type": "relu"}),
+        ((1, 4, 5, 6, 2), (3, 2, 3, 2, 2), {"kernel": (2, 3, 2), "layout": "NDHWC"}),
+    ]
+    for data, weight, attrs in cases:
+        attrs = dict(attrs, num_filter=weight[0])
+        x, w, b = sample(data, dtype, -1, 1), sample(weight, dtype, -1, 1), sample(weight[:1], dtype)
+        y = run("convolution", [x, w, b], attrs, cpu(0))[0]
+        dy = sample(y.shape, dtype, -1, 1)
+        backward_inputs = [dy, x, w, y] if "act_type" in attrs else [dy, x, w]
+        for cudnn in ({}, {"cudnn_off": True}):
+            check("convolution", [x, w, b], dict(attrs, **cudnn), rtol=rtol, atol=rtol)
+            check("convolution_backward", backward_inputs, dict(attrs, **cudnn), rtol=rtol,
+                  atol=rtol)
+            check("convolution_backward", backward_inputs,
+                  dict(attrs, need_data_grad=False, no_bias=True, **cudnn), rtol=rtol, atol=rtol)
+
+
 def test_convolution_fused_relu_keeps_nan():
     """max(v, 0) in the epilogue, as on the CPU: a NaN output stays NaN instead of becoming 0."""
     x = sample((1, 2, 5, 5), "float32", -1, 1)
