@@ -182,6 +182,8 @@ class Parameter:
             self._init_impl(data, devices)
 
     def _init_impl(self, data, devices):
+        if self._trainer is not None:  # new copies, maybe on new devices (raises, if it must, first)
+            self._trainer._reset_kvstore()
         self._device_list = list(devices)
         self._device_index = {d: i for i, d in enumerate(self._device_list)}
         with autograd.pause():

@@ -103,10 +103,11 @@ class Trainer:
         self._updaters = [opt.get_updater(self._optimizer) for _ in self._devices]
 
     def _init_kvstore(self):
-        """Creates the kvstore on first use: none for one device (updates run locally)."""
-        self._devices = self._check_devices()
-        if len(self._updaters) != len(self._devices):
-            self._updaters = [opt.get_updater(self._optimizer) for _ in self._devices]
+        """Creates the kvstore on first use (none for one device: updates run locally), and
+        again after the parameters moved to other devices."""
+        devices = self._check_devices()
+        if devices != self._devices:
+            self._follow_devices(devices)
         arg = self._kvstore_arg
         if isinstance(arg, _kvstore.KVStore):
             self._kvstore = arg
@@ -126,6 +127,28 @@ class Trainer:
             self._kv_call('broadcast', indices, [p.list_data()[0] for p in self._params],
                           [p.list_data() for p in self._params])
         self._kv_initialized = True
+
+    def _follow_devices(self, devices):
+        """One updater per device of `devices`, each starting from the optimizer states and
+        update counts of the first old updater (the copies were identical), its states moved to
+        the new device at the first update."""
+        states = self._updaters[0].get_states() if self._updaters else None
+        counts = (self._optimizer._all_index_update_counts.get(self._updaters[0]._key, {})
+                  if self._updaters else {})
+        self._updaters = [opt.get_updater(self._optimizer) for _ in devices]
+        for updater in self._updaters:
+            if states is not None:
+                updater.set_states(states)
+            self._optimizer._all_index_update_counts[updater._key] = dict(counts)
+        self._devices = devices
+
+    def _reset_kvstore(self):
+        """Called when a parameter's device copies were rebuilt (reset_device, initialize with
+        force_reinit, deferred initialization): the store is set up again at the next step."""
+        if self._distributed:
+            raise RuntimeError("Cannot move the parameters of a trainer with a distributed "
+                               "kvstore: its processes hold copies of them")
+        self._kv_initialized = False
 
     def _kv_call(self, method, keys, values, outs):
         """kvstore.<method>(key, value, out=...) for every key: one call with all keys for a dist

@@ -168,6 +168,41 @@ def test_trainer_sums_gradients_across_devices(store, on_kvstore):
             onp.testing.assert_allclose(grad.asnumpy(), [4.0, 8.0])
 
 
+@pytest.mark.parametrize('optimizer', ['sgd', 'adam'])
+@pytest.mark.parametrize('first,second', [([0], [0, 1]), ([0, 1], [0, 1, 2]), ([1], [2])])
+def test_trainer_follows_parameters_moved_after_it_was_made(optimizer, first, second):
+    """reset_device after the Trainer exists: the next step sums and updates every new copy
+    (they stay identical), the optimizer states follow to the new devices, and the result equals
+    a trainer that was on the new devices from the start."""
+    x = onp.random.default_rng(3).uniform(-1, 1, (4, 5)).astype("float32")
+
+    def trained(devices_before, devices_after):
+        net = nn.Dense(3, in_units=5)
+        net.initialize(device=[cpu(i) for i in devices_before])
+        net.weight.set_data(np.array(onp.linspace(-1, 1, 15).reshape(3, 5)))
+        trainer = Trainer(net.collect_params(), optimizer, {'learning_rate': 0.1})
+
+        def step(devices):
+            with autograd.record():
+                losses = [(net(np.array(x, device=cpu(i))) ** 2).sum() for i in devices]
+            for loss in losses:
+                loss.backward()
+            trainer.step(4 * len(devices))
+
+        step(devices_before)
+        net.collect_params().reset_device([cpu(i) for i in devices_after])
+        step(devices_after)
+        step(devices_after)
+        return [w.asnumpy() for w in net.weight.list_data()], net.weight.list_device()
+
+    moved, devices = trained(first, second)
+    assert devices == [cpu(i) for i in second]
+    for w in moved:
+        onp.testing.assert_array_equal(w, moved[0])
+    unmoved, _ = trained(second, second)
+    onp.testing.assert_allclose(moved[0], unmoved[0], rtol=1e-6, atol=1e-7)
+
+
 def test_kvstore_pushpull_and_balancing():
     store = kvstore.create('device')
     a = [np.array([1.0, 2.0], device=cpu(0)), np.array([3.0, 4.0], device=cpu(1))]
