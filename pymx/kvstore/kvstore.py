@@ -80,9 +80,12 @@ class KVStore:
     def push(self, key, value):
         """Sums the per-device values of `key`; with an updater, applies it to the master."""
         with autograd.pause():
-            total = self._reduce(key, _as_list(value))
+            values = _as_list(value)
+            total = self._reduce(key, values)
             if self._updater is None:
-                self._master[key] = total
+                # a lone value already on the store's device is the caller's array: not stored
+                # as such, or the caller's later writes would change what pull returns
+                self._master[key] = total.copy() if any(total is v for v in values) else total
             else:
                 if key not in self._master:
                     raise ValueError(f"KVStore: key {key!r} must be init()-ed before push when an "

@@ -93,6 +93,24 @@ def test_workers_are_processes_with_their_own_random_state():
     loader.close()
 
 
+class _CurrentDevice(Dataset):
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, idx):
+        return onp.array(pymx.device.current_device().device_id, dtype="int32")
+
+
+def test_worker_processes_build_on_the_cpu_inside_a_device_scope():
+    """A forked worker does not inherit the parent's `with device:` scope: a child of a process
+    that used CUDA must not touch the GPU (cpu(3) stands in for one here)."""
+    with pymx.cpu(3):
+        loader = DataLoader(_CurrentDevice(), batch_size=2, num_workers=2)
+        ids = onp.concatenate([batch.asnumpy().ravel() for batch in loader])
+    assert ids.tolist() == [0] * 6
+    loader.close()
+
+
 def test_batch_sampler_and_custom_batchify():
     sampler = BatchSampler(SequentialSampler(N), 3, "keep")
     loader = DataLoader(SimpleDataset([[i] * (i % 3 + 1) for i in range(N)]),

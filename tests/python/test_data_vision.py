@@ -56,6 +56,8 @@ def test_samples_are_rgb_uint8_hwc_on_cpu(folder):
     assert image.shape == (5, 7, 3) and image.device == pymx.cpu()
     assert label == 1
     onp.testing.assert_array_equal(image.asnumpy(), images[("dog", "b.png")])
+    with pymx.cpu(3):  # a device scope (a GPU's, say) does not move the decoding off the CPU
+        assert data[3][0].device == pymx.cpu()
 
 
 def test_grayscale_flag(folder):

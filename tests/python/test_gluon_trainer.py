@@ -203,6 +203,19 @@ def test_trainer_follows_parameters_moved_after_it_was_made(optimizer, first, se
     onp.testing.assert_allclose(moved[0], unmoved[0], rtol=1e-6, atol=1e-7)
 
 
+def test_kvstore_push_keeps_its_own_copy():
+    """A single pushed value already on the store's device is copied: writing the caller's
+    array afterwards does not change what pull returns."""
+    store = kvstore.create('local')
+    store.init('k', np.zeros(2))
+    value = np.array([1.0, 1.0])
+    store.push('k', value)
+    value[:] = 10
+    out = np.zeros(2)
+    store.pull('k', out=out)
+    assert out.asnumpy().tolist() == [1.0, 1.0]
+
+
 def test_kvstore_pushpull_and_balancing():
     store = kvstore.create('device')
     a = [np.array([1.0, 2.0], device=cpu(0)), np.array([3.0, 4.0], device=cpu(1))]

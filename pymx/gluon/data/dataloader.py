@@ -43,6 +43,9 @@ def _worker_initializer(dataset, batchify_fn, base_seed):
     # Forked children inherit the parent's NumPy generator state: reseed, or every worker would
     # draw the same random augmentations.
     onp.random.seed((base_seed + os.getpid()) % 2 ** 32)
+    # A fork copies the parent's `with gpu(i):` scope too, but a child of a process that used CUDA
+    # cannot: samples and batches are built on the CPU here, moved to devices by the parent.
+    _device._current.set(_device.cpu())
 
 
 def _worker_fn(indices):

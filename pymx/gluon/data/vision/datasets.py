@@ -6,6 +6,7 @@ import numpy as onp
 from PIL import Image, UnidentifiedImageError
 
 from .... import numpy as _np
+from ....device import cpu as _cpu
 from ..dataset import Dataset
 
 __all__ = ["ImageFolderDataset", "imread"]
@@ -68,7 +69,8 @@ class ImageFolderDataset(Dataset):
 
     def __getitem__(self, idx):
         filename, label = self.items[idx]
-        return _np.array(imread(filename, self._flag), dtype=onp.uint8), label
+        # decoded on the CPU whatever the caller's device scope, as MXNet does
+        return _np.array(imread(filename, self._flag), dtype=onp.uint8, device=_cpu()), label
 
     def __len__(self):
         return len(self.items)
