@@ -29,8 +29,19 @@ def parse_devices(text):
         if not match:
             raise ValueError(f"--devices: cannot parse {item!r}; expected e.g. 'cpu(0),cpu(1)' "
                              f"or 'gpu(0)'")
-        devices.append(_device.Device(match.group(1), int(match.group(2))))
+        device = _device.Device(match.group(1), int(match.group(2)))
+        if device in devices:
+            raise ValueError(f"--devices: {device} is listed twice in {text!r}")
+        devices.append(device)
     return devices
+
+
+def _default_num_workers(devices):
+    """No worker processes when training on CPUs, whose cores the engine's threads already use;
+    with GPUs, half the cores (up to 4) decode and transform while the GPUs compute."""
+    if all(d.device_type == "cpu" for d in devices):
+        return 0
+    return min(4, max(1, (os.cpu_count() or 2) // 2))
 
 
 def _default_devices():
@@ -58,9 +69,10 @@ def _parser():
     p.add_argument("--output-dir", default="pymx-leaf-output",
                    help="where leaf_models.params and the training curves go (default "
                         "pymx-leaf-output)")
-    p.add_argument("--num-workers", type=int, default=0,
-                   help="DataLoader worker processes (default 0: on a small CPU machine the "
-                        "engine's threads already use every core)")
+    p.add_argument("--num-workers", type=int, default=None,
+                   help="DataLoader worker processes (default 0 when training on CPUs, whose "
+                        "cores the engine's threads already use; with GPUs half the cores, up "
+                        "to 4)")
     p.add_argument("--optimizer", default="adam",
                    help="any of gluon.Trainer's optimizers, e.g. sgd (default adam)")
     p.add_argument("--lr", type=float, default=0.001, help="learning rate (default 0.001)")
@@ -100,7 +112,7 @@ def _checked(parser, args):
     if not 0 < args.batch_size <= args.train_images:
         parser.error(f"--batch-size {args.batch_size} must be between 1 and the number of "
                      f"training images ({args.train_images})")
-    if args.num_workers < 0:
+    if args.num_workers is not None and args.num_workers < 0:
         parser.error(f"--num-workers {args.num_workers} must be 0 or more")
     if not args.lr > 0:
         parser.error(f"--lr {args.lr} must be positive")
@@ -112,6 +124,8 @@ def _checked(parser, args):
     missing = [str(d) for d in devices if d.device_type == "gpu" and d.device_id >= npx.num_gpus()]
     if missing:
         parser.error(f"--devices: {', '.join(missing)} not found ({npx.num_gpus()} GPU(s) visible)")
+    if args.num_workers is None:
+        args.num_workers = _default_num_workers(devices)
     return devices, trainer_optimizer
 
 

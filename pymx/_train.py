@@ -2,7 +2,7 @@
 (tutorial sections 7 and 8.1-8.3), reusable by ``python -m pymx`` and by tests."""
 import time
 
-from . import autograd, gluon, npx
+from . import autograd, gluon, np, npx
 from .gluon import nn
 from .gluon.data.vision import transforms
 
@@ -121,11 +121,13 @@ def fit(net, trainer, train_loader, val_loader, devices, epochs, progress=None, 
 
     ``progress(iterable, desc)`` may wrap the batches of an epoch (a tqdm bar, for instance)."""
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    accuracy = gluon.metric.Accuracy()
     history = {"loss": [], "train_acc": [], "val_acc": [], "seconds": [], "samples_per_s": []}
     for epoch in range(epochs):
-        accuracy.reset()
-        train_loss, samples = 0.0, 0
+        # Summed on each device and read once per epoch: a float() or metric update per batch
+        # would wait for every device after each step, leaving the GPUs idle while batches load.
+        loss_sums = {d: np.zeros((), device=d) for d in devices}
+        correct_sums = {d: np.zeros((), dtype="int64", device=d) for d in devices}
+        samples = 0
         tic = time.time()
         batches = train_loader if progress is None else progress(train_loader,
                                                                  f"epoch {epoch + 1}/{epochs}")
@@ -138,14 +140,18 @@ def fit(net, trainer, train_loader, val_loader, devices, epochs, progress=None, 
                 loss.backward()
             batch_size = batch[0].shape[0]
             trainer.step(batch_size)
-            train_loss += sum(float(loss.sum()) for loss in losses)
             samples += batch_size
-            accuracy.update(label_list, outputs)
-        npx.waitall()
+            for out, label, loss in zip(outputs, label_list, losses):
+                loss_sums[loss.device] += loss.sum()
+                predicted = out.argmax(axis=1)
+                correct_sums[out.device] += (predicted == label.astype(predicted.dtype)).sum()
+        npx.waitall()  # the updates too: the sums do not depend on them
         seconds = time.time() - tic
+        train_loss = sum(float(total) for total in loss_sums.values())
+        correct = sum(int(total) for total in correct_sums.values())
         val_acc = evaluate(net, val_loader, devices)
         history["loss"].append(train_loss / max(samples, 1))
-        history["train_acc"].append(accuracy.get()[1])
+        history["train_acc"].append(correct / max(samples, 1))
         history["val_acc"].append(val_acc)
         history["seconds"].append(seconds)
         history["samples_per_s"].append(samples / seconds)

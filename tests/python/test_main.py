@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 
@@ -49,6 +50,7 @@ def test_main_trains_one_epoch_on_a_tiny_generated_set(tmp_path):
     (["--optimizer", "nosuch"], "Cannot find optimizer 'nosuch'"),
     (["--devices", "cpu(0),tpu0"], "--devices: cannot parse 'tpu0'"),
     (["--devices", "cpu(0),gpu(99)"], "--devices: gpu(99) not found"),
+    (["--devices", "cpu(1),cpu(0),cpu(1)"], "--devices: cpu(1) is listed twice"),
 ])
 def test_main_rejects_bad_arguments_before_generating_data(argv, message, capsys, tmp_path):
     from pymx.__main__ import main
@@ -57,3 +59,10 @@ def test_main_rejects_bad_arguments_before_generating_data(argv, message, capsys
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "data").exists()
+
+
+def test_data_workers_default_to_none_on_cpus_and_some_with_gpus():
+    from pymx.__main__ import _default_num_workers
+    assert _default_num_workers([pymx.cpu(0), pymx.cpu(1)]) == 0
+    with_gpu = _default_num_workers([pymx.gpu(0)])
+    assert 1 <= with_gpu <= 4 and with_gpu <= max(1, os.cpu_count() // 2)
