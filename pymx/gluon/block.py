@@ -314,7 +314,7 @@ class Block:
                 entry = summary[key] = {'output_shape': shape_str(outputs), 'n_params': 0,
                                         'trainable': 0, 'shared': 0}
                 for param in block.params.values():
-                    size = param.data().size
+                    size = param.list_data()[0].size  # any copy: the net may be on several devices
                     entry['n_params'] += size
                     entry['trainable'] += 0 if param.grad_req == 'null' else size
                     if id(param) in seen:

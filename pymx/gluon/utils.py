@@ -1,6 +1,7 @@
 """Data-parallel helpers: split a batch across devices, clip gradients by their global norm."""
 import warnings
 
+from .. import autograd
 from .. import numpy as np
 from ..ndarray import ndarray
 
@@ -24,11 +25,15 @@ def split_data(data, num_slice, batch_axis=0, even_split=True):
     if num_slice == 1:
         return [data]
     step, extra = divmod(size, num_slice)
+    # Along the first axis, outside autograd, a slice is a view of data's memory: no copy, and a
+    # pinned batch stays pinned for its copy to a GPU.
+    as_view = isinstance(data, ndarray) and batch_axis % data.ndim == 0 and \
+        not autograd.is_recording()
     slices, begin = [], 0
     lead = (slice(None),) * (batch_axis % data.ndim)
     for i in range(num_slice):
         end = begin + step + (1 if i < extra else 0)
-        slices.append(data[lead + (slice(begin, end),)])
+        slices.append(data._slice_view(begin, end) if as_view else data[lead + (slice(begin, end),)])
         begin = end
     return slices
 

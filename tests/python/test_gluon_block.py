@@ -168,6 +168,10 @@ def test_summary_rejects_hybridized_and_counts(capsys):
     net.hybridize()
     with pytest.raises(RuntimeError, match='must not be hybridized to print summary'):
         net.summary(np.ones((4, 2)))
+    spread = nn.Dense(3, in_units=2)  # on two devices, neither of them the current one
+    spread.initialize(device=[cpu(1), cpu(2)])
+    spread.summary(np.ones((4, 2), device=cpu(2)))
+    assert 'Total params: 9' in capsys.readouterr().out
 
 
 def test_zero_grad_cast_and_initialize_devices():

@@ -4,7 +4,7 @@ import warnings
 import numpy as onp
 import pytest
 
-from pymx import autograd, cpu, np
+from pymx import autograd, cpu, cpu_pinned, np
 from pymx.gluon import loss as gloss
 from pymx.gluon import metric, utils
 
@@ -160,6 +160,25 @@ def test_split_data_and_load():
     assert single[0].device == cpu(1) and single[0].shape == (5, 2)
     tiny = utils.split_data(np.ones((1, 2)), 2, even_split=False)
     assert [t.shape for t in tiny] == [(1, 2), (0, 2)]
+
+
+def test_split_along_the_batch_is_a_view_and_keeps_pinned_memory():
+    """Slices along axis 0 share the batch's memory: no host copy, and a pinned batch's slices
+    stay pinned for their copies to the GPUs. Under autograd they are recorded slices."""
+    x = np.array(onp.arange(12, dtype='float32').reshape(6, 2)).copyto(cpu_pinned(0))
+    parts = utils.split_data(x, 4, even_split=False)
+    assert [p.device for p in parts] == [cpu_pinned(0)] * 4
+    assert parts[0]._data_address() == x._data_address()
+    onp.testing.assert_array_equal(parts[1].asnumpy(), [[4, 5], [6, 7]])
+    loaded = utils.split_and_load(x, [cpu(1), cpu(2)])
+    onp.testing.assert_array_equal(loaded[1].asnumpy(), x.asnumpy()[3:])
+    w = np.ones((4, 2))
+    w.attach_grad()
+    with autograd.record():
+        halves = utils.split_data(w * 2, 2)
+        total = (halves[0] * 3).sum() + halves[1].sum()
+    total.backward()
+    onp.testing.assert_array_equal(w.grad.asnumpy(), [[6, 6], [6, 6], [2, 2], [2, 2]])
 
 
 def test_clip_global_norm():
