@@ -122,8 +122,12 @@ def pymx_side(quick):
             results.update(value if isinstance(value, dict) else dict.fromkeys(COPY_ROWS, value))
         else:
             results[key] = value
-    from pymx._c import core
-    results["cuda_graph_stats"] = core.cuda_graph_stats()
+        print(f"pymx {key}: {value}", flush=True)  # kept in the log should a later row hang
+    try:
+        from pymx._c import core
+        results["cuda_graph_stats"] = core.cuda_graph_stats()
+    except Exception as error:
+        results["cuda_graph_stats"] = f"error: {type(error).__name__}: {error}"[:200]
     return results
 
 
@@ -159,32 +163,59 @@ def torch_side(quick):
     import torch
     from torch import nn
 
+    # float32 as pymx computes it (Note [No TF32 in float32 convolutions]): torch's cuDNN
+    # convolutions default to TF32. cuDNN algorithms measured per shape, as pymx's cudnn_tune.
+    try:  # the legacy flags only: mixing them with fp32_precision makes torch raise
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.benchmark = True
+    except Exception:
+        traceback.print_exc()
     dev = torch.device("cuda:0")
     sync = torch.cuda.synchronize
     results = {}
 
-    x = torch.zeros(4, device=dev)
-    n = 10000
+    def measure(keys, fn):  # one failing row reports its error; the others still run
+        try:
+            values = fn()
+        except Exception as error:
+            traceback.print_exc()
+            values = [f"error: {type(error).__name__}: {error}"[:200]] * len(keys)
+            try:
+                sync()
+            except Exception:
+                pass
+        for key, value in zip(keys, values):
+            results[key] = value
+            print(f"torch {key}: {value}", flush=True)
 
-    def tiny():
-        nonlocal x
-        for _ in range(n):
-            x = x + 1
+    def tiny_ops():
+        x = torch.zeros(4, device=dev)
+        n = 10000
 
-    tiny()
-    sync()
-    results["tiny_op_us"] = median_time(tiny, 3, sync) / n * 1e6
+        def tiny():
+            nonlocal x
+            for _ in range(n):
+                x = x + 1
 
-    host = torch.ones(256 * MiB // 4)
-    pinned = host.pin_memory()
-    pinned_target = torch.empty_like(host).pin_memory()
-    on_gpu = host.to(dev)
-    gb = host.numel() * 4 / 1e9
-    results["h2d_pageable_gbs"] = gb / median_time(lambda: host.to(dev), 5, sync)
-    results["h2d_pinned_gbs"] = gb / median_time(lambda: pinned.to(dev, non_blocking=True), 5, sync)
-    results["d2h_pageable_gbs"] = gb / median_time(lambda: on_gpu.cpu(), 5, sync)
-    results["d2h_pinned_gbs"] = gb / median_time(
-        lambda: pinned_target.copy_(on_gpu, non_blocking=True), 5, sync)
+        tiny()
+        sync()
+        return [median_time(tiny, 3, sync) / n * 1e6]
+
+    def copies():
+        host = torch.ones(256 * MiB // 4)
+        pinned = host.pin_memory()
+        pinned_target = torch.empty_like(host).pin_memory()
+        on_gpu = host.to(dev)
+        sync()
+        gb = host.numel() * 4 / 1e9
+        return [gb / median_time(lambda: host.to(dev), 5, sync),
+                gb / median_time(lambda: pinned.to(dev, non_blocking=True), 5, sync),
+                gb / median_time(lambda: on_gpu.cpu(), 5, sync),
+                gb / median_time(lambda: pinned_target.copy_(on_gpu, non_blocking=True), 5, sync)]
+
+    measure(["tiny_op_us"], tiny_ops)
+    measure(COPY_ROWS, copies)
 
     def conv_block(cin, cout):
         return [nn.Conv2d(cin, cout, 2), nn.ReLU(), nn.MaxPool2d(4, 2), nn.BatchNorm2d(cout)]
@@ -198,7 +229,8 @@ def torch_side(quick):
     net = network()
     opt = torch.optim.SGD(net.parameters(), lr=0.001)
     loss_fn = nn.CrossEntropyLoss()
-    for mode, batch, steps in leafnet_shapes(quick):
+
+    def leafnet(mode, batch, steps):
         data = torch.rand(batch, 3, 128, 128, device=dev)
         label = torch.randint(0, 2, (batch,), device=dev)
 
@@ -213,9 +245,12 @@ def torch_side(quick):
                         net(data)
 
         net.train(mode == "train")
-        run()  # warm-up
+        run()  # warm-up (and cuDNN's algorithm search)
         sync()
-        results[f"leafnet_{mode}_b{batch}_sps"] = batch * steps / median_time(run, 3, sync)
+        return [batch * steps / median_time(run, 3, sync)]
+
+    for mode, batch, steps in leafnet_shapes(quick):
+        measure([f"leafnet_{mode}_b{batch}_sps"], lambda m=mode, b=batch, n=steps: leafnet(m, b, n))
     return results
 
 
@@ -242,7 +277,8 @@ def table(pymx_results, torch_results):
     lines.append("ratio: > 1 means pymx is faster (for us/op: torch time / pymx time)")
     if "cuda_graph_stats" in pymx_results:
         lines.append(f"pymx CUDA graphs of hybridized replays: {pymx_results['cuda_graph_stats']}")
-    errors = [f"{k}: {v}" for k, v in pymx_results.items() if isinstance(v, str)]
+    errors = [f"{side} {k}: {v}" for side, res in (("pymx", pymx_results), ("torch", torch_results))
+              for k, v in res.items() if isinstance(v, str)]
     return "\n".join(lines + errors)
 
 
@@ -251,7 +287,11 @@ def main():
     parser.add_argument("--out", help="write the results as JSON here")
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
     args = parser.parse_args()
-    mine = pymx_side(args.quick)
+    try:
+        mine = pymx_side(args.quick)
+    except Exception as error:
+        traceback.print_exc()
+        mine = {"error": f"{type(error).__name__}: {error}"[:200]}
     try:
         peer = torch_side(args.quick)
     except Exception as error:  # torch missing or failing: report pymx alone
