@@ -145,9 +145,19 @@ void binary_compute(const OpContext& ctx, const std::vector<TBlob>& in,
   if (n == 0) return;
   const DType compute = Op::kKind == Kind::kPredicate ? ops::promote(in[0].dtype, in[1].dtype)
                                                       : o.dtype;
-  const std::vector<TBlob> args = blobs_as(ctx, {in[0], in[1]}, compute);
-  const std::vector<StridedIndex> index = make_strided({args[0].shape, args[1].shape}, o.shape);
+  // This runs on the GPU worker for every op: operands already in the compute dtype and of the
+  // output's shape (the usual case) build no vectors.
+  const bool convert = in[0].dtype != compute || in[1].dtype != compute;
+  const std::vector<TBlob> converted = convert ? blobs_as(ctx, in, compute) : std::vector<TBlob>();
+  const std::vector<TBlob>& args = convert ? converted : in;
   const bool a_dense = args[0].shape == o.shape, b_dense = args[1].shape == o.shape;
+  StridedIndex index[2] = {};
+  if (!a_dense || !b_dense) {
+    const std::vector<StridedIndex> strided =
+        make_strided({args[0].shape, args[1].shape}, o.shape);
+    index[0] = strided[0];
+    index[1] = strided[1];
+  }
   cudaStream_t s = stream_of(ctx);
   PMX_GPU_TYPE_SWITCH(compute, T, {
     if constexpr (instantiated<Op, T>()) {
@@ -179,7 +189,8 @@ void scalar_compute(const OpContext& ctx, const std::vector<TBlob>& in,
   const DType compute = Op::kKind == Kind::kPredicate
                             ? ops::promote_scalar(in[0].dtype, scalar_is_int)
                             : o.dtype;
-  const TBlob x = blobs_as(ctx, {in[0]}, compute)[0];
+  std::vector<TBlob> converted;  // only when the operand is not in the compute dtype
+  const TBlob& x = in[0].dtype == compute ? in[0] : (converted = blobs_as(ctx, in, compute))[0];
   cudaStream_t s = stream_of(ctx);
   PMX_GPU_TYPE_SWITCH(compute, T, {
     if constexpr (instantiated<Op, T>()) {

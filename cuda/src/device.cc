@@ -3,6 +3,7 @@
 // first, because engine workers may serve several devices.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "config.h"
@@ -31,10 +32,12 @@ bool built_with_cuda() { return true; }
 // The count cannot change while the process runs (CUDA_VISIBLE_DEVICES is read once by the
 // driver), so it is queried once; a failed query is not cached and throws again next time.
 int device_count() {
+  // Asked on every GPU allocation and free: lock-free once known.
+  static std::atomic<int> cached{-1};
+  if (const int known = cached.load(std::memory_order_acquire); known >= 0) return known;
   static std::mutex mu;
-  static int cached = -1;
   std::lock_guard<std::mutex> lock(mu);
-  if (cached >= 0) return cached;
+  if (const int known = cached.load(std::memory_order_relaxed); known >= 0) return known;
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
@@ -44,9 +47,10 @@ int device_count() {
     (void)cudaGetLastError();
     throw_cuda_error(err, "cudaGetDeviceCount(&count)", __FILE__, __LINE__);
   }
-  cached = count * config().logical_gpus_per_gpu;
+  const int total = count * config().logical_gpus_per_gpu;
+  cached.store(total, std::memory_order_release);
   if (count > 0) register_kernels();  // a GPU is about to be used: check the kernel table once
-  return cached;
+  return total;
 }
 
 void check_device(int device_id) {

@@ -234,6 +234,9 @@ struct Graph::BufferPool {
   std::vector<NDArray> buffers;  // every buffer of the pool, owned
   std::vector<size_t> free;      // indices into buffers that may be handed out now
   std::vector<bool> handed_out;  // per buffer: used in the current run
+  // Per graph input: its chunk and offset at this pool's previous staging run. Compared, never
+  // dereferenced: a new chunk at a reused address is read in place, which is always correct.
+  std::vector<std::pair<const Chunk*, size_t>> previous_inputs;
 
   // Queued ops that will allocate a buffer hold it too; they do not count, since the engine
   // orders a new write after them. Read in this order, an op being released concurrently can
@@ -392,14 +395,20 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
 
   // A bulk replay that may be a CUDA graph reads copies of the inputs in static buffers, so its
   // key does not change when the caller passes new input arrays (Note [CUDA graphs for bulk
-  // replays]). Not while recording (the gradient must reach the caller's arrays) nor for an
-  // input a node writes.
+  // replays]). Not while recording (the gradient must reach the caller's arrays), nor for an
+  // input a node writes, nor for the array of the previous run: parameters (and an input passed
+  // again) keep their addresses, so the key is stable without copying them on every call.
   std::vector<NDArray> staged_inputs;
   if (bulk && pool->captured_graphs && !recording) {
     const OpDef& copy = op_registry::get("copy");
+    pool->previous_inputs.resize(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       size_t slot = 0;
-      if (inputs[i].device() != run_device || written_inputs_[i]) {
+      const std::pair<const Chunk*, size_t> identity(inputs[i].chunk().get(),
+                                                     inputs[i].byte_offset());
+      const bool passed_again = pool->previous_inputs[i] == identity;
+      pool->previous_inputs[i] = identity;
+      if (inputs[i].device() != run_device || written_inputs_[i] || passed_again) {
         staged_inputs.push_back(inputs[i]);
         continue;
       }
