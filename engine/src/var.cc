@@ -194,7 +194,14 @@ void Var::collect_events(bool for_write, void* stream, std::vector<GpuEventPtr>*
   auto needs_wait = [stream](const GpuEventPtr& e) {
     return e && (stream == nullptr || e->stream != stream);
   };
-  if (needs_wait(writer_event_)) out->push_back(writer_event_);
+  // A reader event of this stream: an op on it read the var after the current write, having
+  // waited for the write first, so the stream is ordered after the write already (parameters
+  // copied in once are not waited for again by every later step).
+  bool stream_read_after_write = false;
+  if (stream != nullptr)
+    for (const GpuEventPtr& reader : reader_events_)
+      if (reader->stream == stream) stream_read_after_write = true;
+  if (!stream_read_after_write && needs_wait(writer_event_)) out->push_back(writer_event_);
   if (!for_write) return;
   for (const GpuEventPtr& reader : reader_events_)
     if (needs_wait(reader)) out->push_back(reader);
