@@ -1,8 +1,8 @@
 """Single-process key-value stores that sum values across devices.
 
 'device' reduces on the devices themselves: each key's merge buffer lives on one of the devices
-holding its values (keys are placed largest first on the least-loaded device, as MXNet's
-CommDevice does). 'local' reduces on the CPU. Both hand the sum back to every device, so the
+holding its values (each key, when first seen, on the least-loaded of its devices, as MXNet's
+CommDevice balances them). 'local' reduces on the CPU. Both hand the sum back to every device, so the
 copies of a parameter stay identical. With an optimizer set (update_on_kvstore), the store keeps
 a master copy of each weight next to its merge buffer, updates it there with the summed gradient,
 and broadcasts the new weight. 'nccl' (nccl.py) is 'device' with the sums run by an NCCL
@@ -74,6 +74,9 @@ class KVStore:
 
     def broadcast(self, key, value, out):
         """init(key, value), then copies the stored value into every array of `out`."""
+        keys, outs = (key, out) if isinstance(key, (list, tuple)) else ([key], [out])
+        for k, o in zip(keys, outs):  # placed among all of out's devices, not just the first
+            self._place(k, _as_list(o))
         self.init(key, value)
         self.pull(key, out)
 

@@ -203,6 +203,23 @@ def test_trainer_follows_parameters_moved_after_it_was_made(optimizer, first, se
     onp.testing.assert_allclose(moved[0], unmoved[0], rtol=1e-6, atol=1e-7)
 
 
+def test_update_on_kvstore_spreads_master_weights_over_the_devices():
+    """The master weights (and their updates) are balanced over the parameters' devices, not all
+    placed on the first one."""
+    net = nn.HybridSequential()
+    net.add(nn.Dense(16, in_units=8), nn.Dense(16, in_units=16), nn.Dense(4, in_units=16))
+    net.initialize(device=[cpu(1), cpu(2)])
+    trainer = Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.1},
+                      update_on_kvstore=True)
+    with autograd.record():
+        losses = [net(np.ones((2, 8), device=cpu(i))).sum() for i in (1, 2)]
+    for loss in losses:
+        loss.backward()
+    trainer.step(4)
+    placed = [str(d) for d in trainer._kvstore._merge_device.values()]
+    assert sorted(set(placed)) == ['cpu(1)', 'cpu(2)'], placed
+
+
 def test_kvstore_push_keeps_its_own_copy():
     """A single pushed value already on the store's device is copied: writing the caller's
     array afterwards does not change what pull returns."""
