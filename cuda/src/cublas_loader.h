@@ -1,6 +1,7 @@
 // cuBLAS, loaded with dlopen at first use (never linked: CPU users need not install it, and the
 // toolkit here ships no cublas_v2.h). We declare the few entry points we call ourselves; their
-// C ABI has been stable since CUDA 4 (the _v2 names).
+// C ABI has been stable since CUDA 4 (the _v2 names). tests/cpp/cublas_abi_check.cc checks
+// these declarations against the real cublas_api.h where one is found.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-// What the compile-time ABI checks (cudnn_abi_check.cc, nccl_abi_check.cc) share: comparing a
+// What the compile-time ABI checks (cudnn_, nccl_ and cublas_abi_check.cc) share: comparing a
 // library's types, as its real header declares them, with pymx's own declarations of them in
 // cuda/src/*_loader.h.
 #pragma once
