@@ -140,6 +140,7 @@ class Parameter:
             warnings.warn(f"Parameter '{self.name}' is already initialized, ignoring. "
                           f"Set force_reinit=True to re-initialize.", stacklevel=2)
             return
+        self._tell_trainer()
         self._data = self._grad = None
         self._device_list = None
         self._device_index = {}
@@ -181,9 +182,14 @@ class Parameter:
                 initializer(self.name, data, explicit=init is not None)
             self._init_impl(data, devices)
 
-    def _init_impl(self, data, devices):
-        if self._trainer is not None:  # new copies, maybe on new devices (raises, if it must, first)
+    def _tell_trainer(self):
+        """The device copies are about to be rebuilt, maybe on other devices: the Trainer sets
+        up its store again at its next step, or raises (before anything changed) when it cannot."""
+        if self._trainer is not None:
             self._trainer._reset_kvstore()
+
+    def _init_impl(self, data, devices):
+        self._tell_trainer()
         self._device_list = list(devices)
         self._device_index = {d: i for i, d in enumerate(self._device_list)}
         with autograd.pause():
@@ -290,6 +296,7 @@ class Parameter:
     def reset_device(self, device):
         """Moves the parameter to `device` (a Device or list); copies are averaged first."""
         devices = _as_device_list(device)
+        self._tell_trainer()
         if self._data is not None:
             data = self._reduce()
             self._init_impl(data, devices)
@@ -338,6 +345,7 @@ class Parameter:
             if dtype_source == 'current':
                 data = data.astype(self.dtype)
             else:
+                self._tell_trainer()  # new copies of the saved dtype
                 self.dtype = data.dtype.name
         devices = None if device is None else _as_device_list(device)
         array = np.array(data, dtype=self.dtype, device=cpu())

@@ -30,6 +30,14 @@ from .parameter import Parameter
 __all__ = ['Trainer']
 
 
+def _carry_states(optimizer, old, new):
+    """`new` starts from `old`'s optimizer states (moved to their new devices at the first
+    update) and update counts."""
+    new.set_states(old.get_states())
+    counts = optimizer._all_index_update_counts
+    counts[new._key] = dict(counts.get(old._key, {}))
+
+
 class Trainer:
     """Trainer(params, optimizer, optimizer_params=None, kvstore='device',
     update_on_kvstore=None).
@@ -108,6 +116,7 @@ class Trainer:
         devices = self._check_devices()
         if devices != self._devices:
             self._follow_devices(devices)
+        previous = self._kvstore.updater if self._update_on_kvstore else None
         arg = self._kvstore_arg
         if isinstance(arg, _kvstore.KVStore):
             self._kvstore = arg
@@ -122,6 +131,8 @@ class Trainer:
                           "updates run locally", stacklevel=3)
         if self._update_on_kvstore:
             self._kvstore.set_optimizer(self._optimizer)
+            if previous is not None:  # the store is set up again: its states carry over
+                _carry_states(self._optimizer, previous, self._kvstore.updater)
         if self._update_on_kvstore or self._distributed:
             indices = list(range(len(self._params)))
             self._kv_call('broadcast', indices, [p.list_data()[0] for p in self._params],
@@ -129,17 +140,13 @@ class Trainer:
         self._kv_initialized = True
 
     def _follow_devices(self, devices):
-        """One updater per device of `devices`, each starting from the optimizer states and
-        update counts of the first old updater (the copies were identical), its states moved to
-        the new device at the first update."""
-        states = self._updaters[0].get_states() if self._updaters else None
-        counts = (self._optimizer._all_index_update_counts.get(self._updaters[0]._key, {})
-                  if self._updaters else {})
+        """One updater per device of `devices`, each starting from the first old updater (the
+        copies were identical)."""
+        previous = self._updaters[0] if self._updaters else None
         self._updaters = [opt.get_updater(self._optimizer) for _ in devices]
-        for updater in self._updaters:
-            if states is not None:
-                updater.set_states(states)
-            self._optimizer._all_index_update_counts[updater._key] = dict(counts)
+        if previous is not None:
+            for updater in self._updaters:
+                _carry_states(self._optimizer, previous, updater)
         self._devices = devices
 
     def _reset_kvstore(self):

@@ -203,6 +203,44 @@ def test_trainer_follows_parameters_moved_after_it_was_made(optimizer, first, se
     onp.testing.assert_allclose(moved[0], unmoved[0], rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize('on_kvstore', [False, True])
+def test_moving_parameters_keeps_the_optimizer_states(on_kvstore):
+    """Adam's states and update counts survive the store being set up again after reset_device:
+    moving to the same devices changes nothing, with or without update_on_kvstore."""
+    x = onp.ones((4, 5), 'float32')
+
+    def trained(reset):
+        net = nn.Dense(3, in_units=5)
+        net.initialize(device=[cpu(0), cpu(1)])
+        net.weight.set_data(np.array(onp.linspace(-1, 1, 15).reshape(3, 5)))
+        trainer = Trainer(net.collect_params(), 'adam', {'learning_rate': 0.1},
+                          update_on_kvstore=on_kvstore)
+        for step in range(3):
+            if reset and step == 1:
+                net.collect_params().reset_device([cpu(0), cpu(1)])
+            with autograd.record():
+                losses = [(net(np.array(x, device=cpu(i))) ** 2).sum() for i in (0, 1)]
+            for loss in losses:
+                loss.backward()
+            trainer.step(8)
+        return net.weight.data(cpu(0)).asnumpy()
+
+    onp.testing.assert_array_equal(trained(reset=True), trained(reset=False))
+
+
+def test_a_distributed_trainer_refuses_moves_before_anything_changes():
+    net = nn.Dense(3, in_units=5)
+    net.initialize()
+    Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.1}, kvstore='dist_sync')
+    before = net.weight.data().asnumpy()
+    for move in (lambda: net.initialize(force_reinit=True),
+                 lambda: net.collect_params().reset_device(cpu(1))):
+        with pytest.raises(RuntimeError, match='distributed kvstore'):
+            move()
+        assert net.weight.list_device() == [cpu(0)]
+        onp.testing.assert_array_equal(net.weight.data().asnumpy(), before)
+
+
 def test_update_on_kvstore_spreads_master_weights_over_the_devices():
     """The master weights (and their updates) are balanced over the parameters' devices, not all
     placed on the first one."""
