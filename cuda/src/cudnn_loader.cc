@@ -89,14 +89,16 @@ void check_cudnn(cudnnStatus_t status, const char* call) {
 
 cudnnHandle_t cudnn_handle(int device_id, cudaStream_t stream) {
   static std::mutex mu;
-  // Null entries remember where cuDNN could not create a handle. Never freed. The calling thread
-  // is part of the key: cuDNN forbids two threads using one handle at once, and the naive
-  // engine runs each pushing thread's ops on that thread, all on one stream per device.
+  // Null entries remember where cuDNN could not create a handle. Never freed. cuDNN forbids two
+  // threads using one handle at once: the threaded engine's streams each belong to one worker
+  // (which is restarted around every fork, so it is not part of the key), but the naive engine
+  // runs each pushing thread's ops on that thread, all on one stream per device.
   using Key = std::tuple<int, cudaStream_t, std::thread::id>;
   static auto* handles = new std::map<Key, cudnnHandle_t>();
+  static const bool per_thread = config().engine == "naive";
   const CudnnApi& api = cudnn();
   std::lock_guard<std::mutex> lock(mu);
-  const Key key(device_id, stream, std::this_thread::get_id());
+  const Key key(device_id, stream, per_thread ? std::this_thread::get_id() : std::thread::id());
   auto it = handles->find(key);
   if (it != handles->end()) return it->second;
   set_device(device_id);

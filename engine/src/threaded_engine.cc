@@ -172,9 +172,10 @@ class ThreadedEngine final : public EngineBase {
               "wait_for_all called from inside an engine op (a worker thread); waiting there "
               "would deadlock");
     wait_pending();
+    // A forked child cannot touch CUDA: the GPU work it inherited is the parent's.
     for (auto& slot : gpu_pools_) {
       GpuPools* pools = slot.load(std::memory_order_acquire);
-      if (pools == nullptr) continue;
+      if (pools == nullptr || gpu_disabled_after_fork()) continue;
       std::vector<GpuEventPtr> last;
       {
         std::lock_guard<std::mutex> lock(pools->last_events_mu);

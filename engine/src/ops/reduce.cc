@@ -53,8 +53,13 @@ DType reduce_dtype(Red r, const Attrs& attrs, DType in) {
     case Red::kSum:
     case Red::kProd:
       return attrs.get_dtype("dtype", is_float(in) ? in : DType::kInt64);
-    case Red::kMean:
-      return attrs.get_dtype("dtype", is_float(in) ? in : DType::kFloat32);
+    case Red::kMean: {
+      const DType out = attrs.get_dtype("dtype", is_float(in) ? in : DType::kFloat32);
+      if (!is_float(out))
+        PMX_THROW(Status::kType, "mean: dtype ", dtype_name(out),
+                  " is not supported; the mean is computed in float16, float32 or float64");
+      return out;
+    }
     case Red::kVar:
     case Red::kStd:
       return is_float(in) ? in : DType::kFloat32;
