@@ -10,6 +10,12 @@
 // | adamw_update    | weight, grad, mean, var       | lr eta beta1 beta2 epsilon wd rescale_grad clip_gradient |
 // | rmsprop_update  | weight, grad, n               | lr rho (alias gamma1) epsilon wd rescale_grad clip_gradient clip_weights |
 // | adagrad_update  | weight, grad, history         | lr epsilon wd rescale_grad clip_gradient |
+//
+// multi_<op> updates many parameters in one call, with per-parameter lrs and wds (Note [Updates
+// of many parameters in one op] in optimizer.cc): one launch per 32 parameters of one dtype.
+#include <algorithm>
+#include <string>
+
 #include "kernel_util.cuh"
 
 namespace pymx {
@@ -23,10 +29,11 @@ struct Hyper {
   double momentum, beta1, beta2, eps, eta, rho, clip_weights;
 };
 
-Hyper parse_hyper(Rule rule, const Attrs& a) {
+// Every attribute but lr and wd, which a multi_ op gives per parameter.
+Hyper parse_shared(Rule rule, const Attrs& a) {
   Hyper h;
-  h.lr = a.get_float("lr");
-  h.wd = a.get_float("wd", 0.0);
+  h.lr = 0.0;
+  h.wd = 0.0;
   h.rescale = a.get_float("rescale_grad", 1.0);
   h.clip = a.get_float("clip_gradient", -1.0);
   h.momentum = a.get_float("momentum", 0.0);
@@ -47,8 +54,10 @@ __device__ __forceinline__ double clip(double g, double c) {
   return c < lower ? c : lower;
 }
 
+// One parameter's update over its n elements, grid-striding along blockIdx.x.
 template <typename T>
-__global__ void update_kernel(T* w, const T* grad, T* s1, T* s2, int64_t n, Rule rule, Hyper h) {
+__device__ void update_elements(T* w, const T* grad, T* s1, T* s2, int64_t n, Rule rule,
+                                const Hyper& h) {
   PMX_GRID_STRIDE_LOOP(i, n) {
     double wv = convert<double>(w[i]);
     double a = s1 ? convert<double>(s1[i]) : 0.0;
@@ -101,11 +110,40 @@ __global__ void update_kernel(T* w, const T* grad, T* s1, T* s2, int64_t n, Rule
   }
 }
 
+template <typename T>
+__global__ void update_kernel(T* w, const T* grad, T* s1, T* s2, int64_t n, Rule rule, Hyper h) {
+  update_elements(w, grad, s1, s2, n, rule, h);
+}
+
+// The parameters of one launch of a multi_ op (Note [Updates of many parameters in one op] in
+// optimizer.cc), passed by value: well under the 4 KiB of kernel parameters.
+constexpr int kParamsPerLaunch = 32;
+template <typename T>
+struct ParamTable {
+  T* w[kParamsPerLaunch];
+  const T* grad[kParamsPerLaunch];
+  T* s1[kParamsPerLaunch];
+  T* s2[kParamsPerLaunch];
+  int64_t n[kParamsPerLaunch];
+  double lr[kParamsPerLaunch], wd[kParamsPerLaunch];
+};
+
+// blockIdx.y picks the parameter; its blocks stride over its elements.
+template <typename T>
+__global__ void multi_update_kernel(ParamTable<T> table, Rule rule, Hyper h) {
+  const int p = blockIdx.y;
+  h.lr = table.lr[p];
+  h.wd = table.wd[p];
+  update_elements(table.w[p], table.grad[p], table.s1[p], table.s2[p], table.n[p], rule, h);
+}
+
 ComputeFn update_compute(Rule rule) {
   return [rule](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>&) {
     const int64_t n = in[0].size();
     if (n == 0) return;
-    const Hyper h = parse_hyper(rule, *ctx.attrs);
+    Hyper h = parse_shared(rule, *ctx.attrs);
+    h.lr = ctx.attrs->get_float("lr");
+    h.wd = ctx.attrs->get_float("wd", 0.0);
     PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, {
       update_kernel<T><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
           in[0].data<T>(), in[1].data<T>(), in.size() > 2 ? in[2].data<T>() : nullptr,
@@ -115,14 +153,64 @@ ComputeFn update_compute(Rule rule) {
   };
 }
 
+// Parameters [first, last) of a multi_ call, all of dtype T, in one launch per kParamsPerLaunch.
+template <typename T>
+void launch_multi(const OpContext& ctx, const std::vector<TBlob>& in, int group_size, Rule rule,
+                  const Hyper& h, const std::vector<double>& lrs, const std::vector<double>& wds,
+                  int64_t first, int64_t last) {
+  for (int64_t begin = first; begin < last; begin += kParamsPerLaunch) {
+    const int count = static_cast<int>(std::min<int64_t>(kParamsPerLaunch, last - begin));
+    ParamTable<T> table{};
+    int64_t largest = 0;
+    for (int k = 0; k < count; ++k) {
+      const TBlob* group = &in[(begin + k) * group_size];
+      table.w[k] = group[0].data<T>();
+      table.grad[k] = group[1].data<T>();
+      table.s1[k] = group_size > 2 ? group[2].data<T>() : nullptr;
+      table.s2[k] = group_size > 3 ? group[3].data<T>() : nullptr;
+      table.n[k] = group[0].size();
+      table.lr[k] = lrs[begin + k];
+      table.wd[k] = wds[begin + k];
+      largest = std::max(largest, table.n[k]);
+    }
+    if (largest == 0) continue;
+    const dim3 grid(grid_for(largest), count);
+    multi_update_kernel<T><<<grid, kBlock, 0, stream_of(ctx)>>>(table, rule, h);
+    PMX_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+ComputeFn multi_update_compute(Rule rule, int group_size) {
+  return [rule, group_size](const OpContext& ctx, const std::vector<TBlob>& in,
+                            const std::vector<TBlob>&) {
+    const Hyper h = parse_shared(rule, *ctx.attrs);
+    const std::vector<double> lrs = ctx.attrs->get_floats("lrs"), wds = ctx.attrs->get_floats("wds");
+    const int64_t num_weights = static_cast<int64_t>(in.size()) / group_size;
+    // Runs of parameters of one dtype share launches.
+    for (int64_t first = 0; first < num_weights;) {
+      const DType dtype = in[first * group_size].dtype;
+      int64_t last = first + 1;
+      while (last < num_weights && in[last * group_size].dtype == dtype) ++last;
+      PMX_GPU_FLOAT_SWITCH(dtype, T,
+                           { launch_multi<T>(ctx, in, group_size, rule, h, lrs, wds, first, last); });
+      first = last;
+    }
+  };
+}
+
+void register_rule(const std::string& name, Rule rule, int states) {
+  op_registry::get_or_create(name).set_gpu(update_compute(rule));
+  op_registry::get_or_create("multi_" + name).set_gpu(multi_update_compute(rule, 2 + states));
+}
+
 const bool registered = [] {
-  op_registry::get_or_create("sgd_update").set_gpu(update_compute(Rule::kSgd));
-  op_registry::get_or_create("sgd_mom_update").set_gpu(update_compute(Rule::kSgdMom));
-  op_registry::get_or_create("nag_mom_update").set_gpu(update_compute(Rule::kNagMom));
-  op_registry::get_or_create("adam_update").set_gpu(update_compute(Rule::kAdam));
-  op_registry::get_or_create("adamw_update").set_gpu(update_compute(Rule::kAdamW));
-  op_registry::get_or_create("rmsprop_update").set_gpu(update_compute(Rule::kRmsProp));
-  op_registry::get_or_create("adagrad_update").set_gpu(update_compute(Rule::kAdaGrad));
+  register_rule("sgd_update", Rule::kSgd, 0);
+  register_rule("sgd_mom_update", Rule::kSgdMom, 1);
+  register_rule("nag_mom_update", Rule::kNagMom, 1);
+  register_rule("adam_update", Rule::kAdam, 2);
+  register_rule("adamw_update", Rule::kAdamW, 2);
+  register_rule("rmsprop_update", Rule::kRmsProp, 1);
+  register_rule("adagrad_update", Rule::kAdaGrad, 1);
   return true;
 }();
 

@@ -99,7 +99,9 @@ bool parse_float(std::string_view s, double* out) {
   return end == s.data() + s.size();
 }
 
-bool parse_shape(std::string_view s, Shape* out) {
+// A tuple "(a, b)", "[a,b]", "(a,)" or a lone "a", each element read by parse_element.
+template <typename T, typename ParseElement>
+bool parse_tuple(std::string_view s, ParseElement parse_element, std::vector<T>* out) {
   s = trimmed(s);
   if (!s.empty() && (s.front() == '(' || s.front() == '[')) {
     const char close = s.front() == '(' ? ')' : ']';
@@ -111,13 +113,15 @@ bool parse_shape(std::string_view s, Shape* out) {
   if (s.back() == ',') s = trimmed(s.substr(0, s.size() - 1));  // "(3,)"
   while (true) {
     const size_t comma = s.find(',');
-    int64_t v;
-    if (!parse_int(trimmed(s.substr(0, comma)), &v)) return false;
+    T v;
+    if (!parse_element(trimmed(s.substr(0, comma)), &v)) return false;
     out->push_back(v);
     if (comma == std::string_view::npos) return true;
     s = s.substr(comma + 1);
   }
 }
+
+bool parse_shape(std::string_view s, Shape* out) { return parse_tuple(s, parse_int, out); }
 
 }  // namespace
 
@@ -176,6 +180,13 @@ Shape shape_value(const std::string& key, const std::string& text) {
   return v;
 }
 
+std::vector<double> floats_value(const std::string& key, const std::string& text) {
+  std::vector<double> v;
+  PMX_CHECK(parse_tuple(text, parse_float, &v), "attribute '", key,
+            "' must be a tuple of numbers, got '", text, "'");
+  return v;
+}
+
 }  // namespace
 
 int64_t Attrs::get_int(const std::string& key) const {
@@ -220,6 +231,11 @@ Shape Attrs::get_shape(const std::string& key) const {
 Shape Attrs::get_shape(const std::string& key, const Shape& fallback) const {
   const std::string* text = present(*this, key);
   return text != nullptr ? shape_value(key, *text) : fallback;
+}
+
+std::vector<double> Attrs::get_floats(const std::string& key) const {
+  PMX_REQUIRE_ATTR_(key);
+  return floats_value(key, *text);
 }
 
 std::optional<int64_t> Attrs::get_optional_int(const std::string& key) const {

@@ -200,10 +200,10 @@ void Graph::plan() {
   written_inputs_.assign(num_inputs_, false);
   for (const GraphNode& node : nodes_) {
     if (node.op == nullptr) continue;
-    for (int m : node.op->mutate_inputs) {
+    node.op->for_each_mutated_input(static_cast<int>(node.inputs.size()), [&](int m) {
       const ValueRef& ref = node.inputs.at(m);
       if (ref.kind == ValueRef::Kind::kInput) written_inputs_[ref.index] = true;
-    }
+    });
   }
   fused_blocks_ = std::make_shared<const std::vector<FusedBlock>>(
       find_fused_blocks(nodes_, outputs_, first_value_, num_values_));

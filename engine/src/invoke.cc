@@ -346,11 +346,11 @@ void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
   s.writes.clear();
   for (int i = 0; i < num_inputs; ++i) s.reads.push_back(inputs[i]->var());
   for (const NDArray& a : *outputs) s.writes.push_back(a.var());
-  for (int m : op.mutate_inputs) {
+  op.for_each_mutated_input(num_inputs, [&](int m) {
     PMX_ASSERT(m >= 0 && m < num_inputs, "operator '", op.name, "' mutates input ", m, " of ",
                num_inputs);
     s.writes.push_back(inputs[m]->var());
-  }
+  });
 
   const bool is_train = record->is_train;
   // Every engine behind Engine::get() is an EngineBase; push_sync_fn takes the var lists by
@@ -478,7 +478,8 @@ void BulkInvoke::add(const OpDef& op, const Attrs& attrs, const std::vector<NDAr
   calls_->draws_random = calls_->draws_random || draws;
   for (const NDArray& input : inputs) calls_->reads.push_back(input.var());
   for (const NDArray& output : outputs) calls_->writes.push_back(output.var());
-  for (int m : op.mutate_inputs) calls_->writes.push_back(inputs.at(m).var());
+  op.for_each_mutated_input(static_cast<int>(inputs.size()),
+                            [&](int m) { calls_->writes.push_back(inputs.at(m).var()); });
 }
 
 void BulkInvoke::add_before_capture(const OpDef& op, const Attrs& attrs,

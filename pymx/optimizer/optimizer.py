@@ -144,9 +144,18 @@ class Optimizer:
             return master, self.create_state(index, master)
         return self.create_state(index, weight)
 
+    def fused_update(self, index, weight, grad, state):
+        """The fused op that updates `weight` in place, as (name, inputs, attrs) with the
+        per-parameter 'lr' and 'wd' among the attrs; None when the rule has no such op."""
+        return None
+
     def step(self, index, weight, grad, state):
         """Updates `weight` in place (the update count is already advanced)."""
-        raise NotImplementedError(f"{type(self).__name__} must implement step")
+        call = self.fused_update(index, weight, grad, state)
+        if call is None:
+            raise NotImplementedError(f"{type(self).__name__} must implement step or "
+                                      f"fused_update")
+        invoke(*call)
 
     def update(self, indices, weights, grads, states):
         for index, weight, grad, state in zip(indices, weights, grads, states):
@@ -154,6 +163,9 @@ class Optimizer:
             self.step(index, weight, grad, state)
 
     def update_multi_precision(self, indices, weights, grads, states):
+        """Updates every weight; the fused ops of parameters sharing a device and every attribute
+        but lr and wd run as one multi_ op (one call for all of a device's parameters)."""
+        batches = {}  # (op, device, shared attrs) -> (inputs, lrs, wds)
         with autograd.pause():
             for index, weight, grad, state in zip(indices, weights, grads, states):
                 self._update_count(index)
@@ -161,8 +173,24 @@ class Optimizer:
                     master, inner = state
                     self.step(index, master, grad.astype('float32'), inner)
                     weight[:] = master.astype(weight.dtype)
-                else:
+                    continue
+                call = self.fused_update(index, weight, grad, state)
+                if call is None:
                     self.step(index, weight, grad, state)
+                    continue
+                name, inputs, attrs = call
+                lr, wd = attrs.pop('lr'), attrs.pop('wd')
+                key = (name, weight.device, tuple(sorted(attrs.items())))
+                batch = batches.setdefault(key, ([], [], []))
+                batch[0].extend(inputs)
+                batch[1].append(lr)
+                batch[2].append(wd)
+            for (name, _, shared), (inputs, lrs, wds) in batches.items():
+                if len(lrs) == 1:
+                    invoke(name, inputs, dict(shared, lr=lrs[0], wd=wds[0]))
+                else:
+                    invoke('multi_' + name, inputs,
+                           dict(shared, num_weights=len(lrs), lrs=tuple(lrs), wds=tuple(wds)))
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -185,12 +213,11 @@ class SGD(Optimizer):
     def create_state(self, index, weight):
         return _zeros_like(weight) if self.momentum != 0.0 else None
 
-    def step(self, index, weight, grad, state):
+    def fused_update(self, index, weight, grad, state):
         attrs = self._common_attrs(index)
         if state is None:
-            invoke('sgd_update', [weight, grad], attrs)
-        else:
-            invoke('sgd_mom_update', [weight, grad, state], dict(attrs, momentum=self.momentum))
+            return 'sgd_update', [weight, grad], attrs
+        return 'sgd_mom_update', [weight, grad, state], dict(attrs, momentum=self.momentum)
 
 
 @register
@@ -204,9 +231,9 @@ class NAG(Optimizer):
     def create_state(self, index, weight):
         return _zeros_like(weight)
 
-    def step(self, index, weight, grad, state):
-        invoke('nag_mom_update', [weight, grad, state],
-               dict(self._common_attrs(index), momentum=self.momentum))
+    def fused_update(self, index, weight, grad, state):
+        return ('nag_mom_update', [weight, grad, state],
+                dict(self._common_attrs(index), momentum=self.momentum))
 
 
 @register
@@ -223,13 +250,13 @@ class Adam(Optimizer):
     def create_state(self, index, weight):
         return _zeros_like(weight), _zeros_like(weight)
 
-    def step(self, index, weight, grad, state):
+    def fused_update(self, index, weight, grad, state):
         t = self._index_update_count[index]
         attrs = self._common_attrs(index)
         attrs['lr'] *= math.sqrt(1.0 - self.beta2 ** t) / (1.0 - self.beta1 ** t)
         mean, var = state
-        invoke('adam_update', [weight, grad, mean, var],
-               dict(attrs, beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon))
+        return ('adam_update', [weight, grad, mean, var],
+                dict(attrs, beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon))
 
 
 @register
@@ -249,17 +276,18 @@ class AdamW(Optimizer):
     def create_state(self, index, weight):
         return _zeros_like(weight), _zeros_like(weight)
 
-    def step(self, index, weight, grad, state):
+    def fused_update(self, index, weight, grad, state):
         t = self._index_update_count[index]
         attrs = self._common_attrs(index)
         lr = attrs['lr']
         if self.correct_bias:
             lr *= math.sqrt(1.0 - self.beta2 ** t) / (1.0 - self.beta1 ** t)
-        # The op computes w -= eta * (lr * mean/(sqrt(var)+eps) + wd*w): eta carries the rate.
+        # The op computes w -= eta * (lr * mean/(sqrt(var)+eps) + wd*w); with eta 1 the rate goes
+        # into lr and wd, which a multi_ op takes per parameter.
         mean, var = state
-        invoke('adamw_update', [weight, grad, mean, var],
-               dict(attrs, lr=1.0, eta=lr, beta1=self.beta1, beta2=self.beta2,
-                    epsilon=self.epsilon))
+        return ('adamw_update', [weight, grad, mean, var],
+                dict(attrs, lr=lr, wd=attrs['wd'] * lr, eta=1.0, beta1=self.beta1,
+                     beta2=self.beta2, epsilon=self.epsilon))
 
 
 @register
@@ -282,13 +310,18 @@ class RMSProp(Optimizer):
             return _zeros_like(weight), _zeros_like(weight), _zeros_like(weight)
         return _zeros_like(weight)
 
+    def fused_update(self, index, weight, grad, state):
+        if self.centered:
+            return None
+        return ('rmsprop_update', [weight, grad, state],
+                dict(self._common_attrs(index), rho=self.rho, epsilon=self.epsilon,
+                     clip_weights=-1.0 if self.clip_weights is None else self.clip_weights))
+
     def step(self, index, weight, grad, state):
-        attrs = self._common_attrs(index)
         if not self.centered:
-            invoke('rmsprop_update', [weight, grad, state],
-                   dict(attrs, rho=self.rho, epsilon=self.epsilon,
-                        clip_weights=-1.0 if self.clip_weights is None else self.clip_weights))
+            super().step(index, weight, grad, state)
             return
+        attrs = self._common_attrs(index)
         n, mean, delta = state
         g = grad * self.rescale_grad
         if self.clip_gradient is not None:
@@ -315,9 +348,9 @@ class AdaGrad(Optimizer):
     def create_state(self, index, weight):
         return _zeros_like(weight)
 
-    def step(self, index, weight, grad, state):
-        invoke('adagrad_update', [weight, grad, state],
-               dict(self._common_attrs(index), epsilon=self.epsilon))
+    def fused_update(self, index, weight, grad, state):
+        return ('adagrad_update', [weight, grad, state],
+                dict(self._common_attrs(index), epsilon=self.epsilon))
 
 
 # ---- Updater ----------------------------------------------------------------------------------

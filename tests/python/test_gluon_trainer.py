@@ -97,6 +97,47 @@ def test_optimizer_matches_numpy(name, kwargs, ref, ref_kwargs, num_states):
                                     err_msg=f'step {t}')
 
 
+@pytest.mark.parametrize('name,kwargs,ref,ref_kwargs,num_states', CASES,
+                         ids=[f'{c[0]}{i}' for i, c in enumerate(CASES)])
+def test_updater_updates_a_device_s_parameters_in_one_call(name, kwargs, ref, ref_kwargs,
+                                                           num_states, monkeypatch):
+    """The updater hands all of a device's parameters to one multi_ op (each with its own
+    lr_mult and wd_mult), with the results of one op per parameter to the bit."""
+    from pymx.optimizer import optimizer as optimizer_module
+    rng = onp.random.default_rng(1)
+    shapes = [(3, 4), (5,), (2, 2, 2)]
+    values = [rng.standard_normal(s).astype('float32') for s in shapes]
+    grads = [[rng.standard_normal(s).astype('float32') for s in shapes] for _ in range(3)]
+
+    def run(together):
+        optimizer = opt.create(name, rescale_grad=0.5, **kwargs)
+        optimizer.set_lr_mult({1: 0.5})
+        optimizer.set_wd_mult({2: 2.0})
+        updater = opt.get_updater(optimizer)
+        weights = [np.array(v) for v in values]
+        calls = []
+        real_invoke = optimizer_module.invoke
+        monkeypatch.setattr(optimizer_module, 'invoke',
+                            lambda op, *a, **k: calls.append(op) or real_invoke(op, *a, **k))
+        for step_grads in grads:
+            g = [np.array(v) for v in step_grads]
+            if together:
+                updater([0, 1, 2], g, weights)
+            else:
+                for i in range(3):
+                    updater(i, g[i], weights[i])
+        monkeypatch.setattr(optimizer_module, 'invoke', real_invoke)
+        return [w.asnumpy() for w in weights], calls
+
+    one_by_one, _ = run(together=False)
+    together, calls = run(together=True)
+    for want, got in zip(one_by_one, together):
+        onp.testing.assert_array_equal(got, want)
+    fused = name != 'rmsprop' or not kwargs.get('centered')
+    if fused:
+        assert len(calls) == 3 and all(c.startswith('multi_') for c in calls), calls
+
+
 def test_optimizer_lr_mult_wd_mult_and_multi_precision():
     p = Parameter('w', shape=(2,))
     p.lr_mult, p.wd_mult = 0.5, 0.0

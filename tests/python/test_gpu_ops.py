@@ -598,6 +598,23 @@ def test_optimizer_updates(name, inputs, attrs, dtype):
     check(name, arrays, attrs, mutated=[0] + list(range(2, inputs)))
 
 
+@pytest.mark.parametrize("name,inputs,attrs", OPTIMIZERS)
+def test_multi_optimizer_updates(name, inputs, attrs):
+    """multi_<op> over 40 parameters (two launches of at most 32), of mixed dtypes and sizes,
+    some empty, each with its own lr and wd."""
+    shared = {k: v for k, v in attrs.items() if k not in ("lr", "wd")}
+    dtypes = ["float32"] * 20 + ["float16"] * 5 + ["float64"] * 15
+    sizes = [(i * 37) % 300 for i in range(39)] + [70001]
+    arrays = []
+    for size, dtype in zip(sizes, dtypes):
+        arrays += [sample((size,), dtype)] + [sample((size,), dtype, 0.1, 1)
+                                              for _ in range(inputs - 1)]
+    lrs = tuple(0.01 * (1 + i % 3) for i in range(40))
+    wds = tuple(0.001 * (i % 4) for i in range(40))
+    check("multi_" + name, arrays, dict(shared, num_weights=40, lrs=lrs, wds=wds),
+          mutated=[i for i in range(len(arrays)) if i % inputs != 1])
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "uint8", "bool"])
 def test_topk(dtype):
     # Few distinct values, so ties are everywhere: both devices keep the lower index first.

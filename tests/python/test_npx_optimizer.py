@@ -91,3 +91,41 @@ def test_update_errors():
         invoke("sgd_update", [w, arr(randn(4))], {"lr": 0.1})
     with pytest.raises(ValueError, match="lr"):
         invoke("sgd_update", [w, arr(randn(3))], {})
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_multi_update_equals_one_update_per_parameter(case):
+    """multi_<op> over parameters of several shapes and dtypes, each with its own lr and wd, gives
+    bitwise what <op> gives on each of them (Note [Updates of many parameters in one op])."""
+    op, _, num_states, extra = case
+    shapes_dtypes = [((4, 5), "float32"), ((0,), "float32"), ((70001,), "float32"),
+                     ((3,), "float64"), ((2, 2), "float16")]
+    lrs, wds = [0.05, 0.1, 0.02, 0.3, 0.01], [0.01, 0.0, 0.02, 0.1, 0.0]
+    shared = {"rescale_grad": 0.5, "clip_gradient": 0.3, **extra}
+    groups = [[randn(*shape).astype(dtype), randn(*shape).astype(dtype)] +
+              [onp.abs(randn(*shape)).astype(dtype) for _ in range(num_states)]
+              for shape, dtype in shapes_dtypes]
+    one_by_one = [[arr(v, v.dtype.name) for v in group] for group in groups]
+    together = [[arr(v, v.dtype.name) for v in group] for group in groups]
+    for _ in range(2):
+        for group, lr, wd in zip(one_by_one, lrs, wds):
+            invoke(op, group, {**shared, "lr": lr, "wd": wd})
+        assert invoke("multi_" + op, [a for group in together for a in group],
+                      {**shared, "num_weights": len(lrs), "lrs": tuple(lrs),
+                       "wds": tuple(wds)}) == []
+    for want, got in zip(one_by_one, together):
+        for a, b in zip(want, got):
+            onp.testing.assert_array_equal(b.asnumpy(), a.asnumpy())
+
+
+def test_multi_update_errors_name_the_numbers():
+    w, g = arr(randn(3)), arr(randn(3))
+    with pytest.raises(ValueError, match=r"num_weights 2 needs 4 inputs \(groups of 2\), got 2"):
+        invoke("multi_sgd_update", [w, g], {"num_weights": 2, "lrs": (0.1, 0.1), "wds": (0, 0)})
+    with pytest.raises(ValueError, match="lrs has 2 and wds 1 values for num_weights 1"):
+        invoke("multi_sgd_update", [w, g], {"num_weights": 1, "lrs": (0.1, 0.2), "wds": (0,)})
+    with pytest.raises(ValueError, match=r"parameter 1's grad has shape \(4,\)"):
+        invoke("multi_sgd_update", [w, g, arr(randn(3)), arr(randn(4))],
+               {"num_weights": 2, "lrs": (0.1, 0.1), "wds": (0, 0)})
+    with pytest.raises(ValueError, match="'lrs' must be a tuple of numbers"):
+        invoke("multi_sgd_update", [w, g], {"num_weights": 1, "lrs": "(0.1, x)", "wds": (0,)})

@@ -36,6 +36,7 @@ class Attrs {
   std::string get_str(const std::string& key, const std::string& fallback) const;
   Shape get_shape(const std::string& key) const;
   Shape get_shape(const std::string& key, const Shape& fallback) const;
+  std::vector<double> get_floats(const std::string& key) const;  // a tuple of numbers
   std::optional<int64_t> get_optional_int(const std::string& key) const;
   std::optional<Shape> get_optional_shape(const std::string& key) const;
   DType get_dtype(const std::string& key, DType fallback) const;  // "float32", "int64", ...
@@ -102,6 +103,9 @@ struct OpDef {
   ComputeFn compute_gpu;
   GradFn gradient;                 // empty: not differentiable
   std::vector<int> mutate_inputs;  // inputs the kernel also writes (running stats, optimizer state)
+  // For a variadic op whose written inputs depend on the call (updates of many parameters):
+  // whether input i of a call with num_inputs inputs is written too. Adds to mutate_inputs.
+  std::function<bool(int i, int num_inputs)> mutates_input;
   bool uses_rng = false;
   // For a uses_rng op whose calls draw random numbers only in some modes (dropout: in train mode
   // or with mode='always'): whether a call with these attributes and train flag draws. A call
@@ -123,6 +127,18 @@ struct OpDef {
   OpDef& set_gpu(ComputeFn f) { compute_gpu = std::move(f); return *this; }
   OpDef& set_gradient(GradFn f) { gradient = std::move(f); return *this; }
   OpDef& set_mutate_inputs(std::vector<int> v) { mutate_inputs = std::move(v); return *this; }
+  OpDef& set_mutates_input(std::function<bool(int, int)> f) {
+    mutates_input = std::move(f);
+    return *this;
+  }
+  // Calls f(i) for every input a call with num_inputs inputs writes.
+  template <typename F>
+  void for_each_mutated_input(int num_inputs, F&& f) const {
+    for (int m : mutate_inputs) f(m);
+    if (mutates_input)
+      for (int i = 0; i < num_inputs; ++i)
+        if (mutates_input(i, num_inputs)) f(i);
+  }
   OpDef& set_uses_rng(bool v = true) { uses_rng = v; return *this; }
   OpDef& set_draws_random(std::function<bool(const Attrs&, bool)> f) {
     draws_random = std::move(f);

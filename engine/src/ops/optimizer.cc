@@ -1,7 +1,8 @@
 // Fused optimizer updates: one op per parameter, writing the weight and its states in place
 // (mutate_inputs). They have no outputs: call them without out=. Formulas are MXNet's
 // (src/operator/optimizer_op-inl.h); the learning rate arrives already scheduled and, for Adam,
-// bias-corrected by the Python optimizer, as in MXNet.
+// bias-corrected by the Python optimizer, as in MXNet. Each has a multi_ twin for many
+// parameters at once (Note [Updates of many parameters in one op]).
 //
 // | op              | inputs (all mutated but grad)      | attrs |
 // |-----------------|------------------------------------|-------|
@@ -45,12 +46,12 @@ Hyper common_hyper(const Attrs& a) {
 inline double clip(double g, double c) { return c >= 0 ? std::min(std::max(g, -c), c) : g; }
 
 // All inputs share weight's shape and dtype; no outputs.
-InferFn update_infer(const char* op) {
+InferFn update_infer(std::string op) {
   return [op](const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
               std::vector<Shape>* out, std::vector<DType>* out_dt) {
     static const char* names[] = {"weight", "grad", "state 1", "state 2"};
     common_hyper(attrs);  // lr is required: fail at the call, not in the worker
-    nn::check_float(dt[0], op, "weight");
+    nn::check_float(dt[0], op.c_str(), "weight");
     for (size_t i = 1; i < in.size(); ++i) {
       PMX_CHECK(in[i] == in[0] && dt[i] == dt[0], op, ": ", names[i], " has shape ",
                 shape_str(in[i]), " and dtype ", dtype_name(dt[i]), " but weight has ",
@@ -85,24 +86,29 @@ void update_elements(const Step& step, const Hyper& h, const Params& params, T* 
   });
 }
 
+// One parameter's update: group is its weight, grad and group_size - 2 states.
+template <typename Step, typename Params>
+void update_group(const Step& step, const Hyper& h, const Params& params, const TBlob* group,
+                  size_t group_size) {
+  PMX_FLOAT_SWITCH(group[0].dtype, T, {
+    T* w = group[0].data<T>();
+    const T* g = group[1].data<T>();
+    const int64_t n = group[0].size();
+    if (group_size == 2) {
+      update_elements<0>(step, h, params, w, g, static_cast<T*>(nullptr),
+                         static_cast<T*>(nullptr), n);
+    } else if (group_size == 3) {
+      update_elements<1>(step, h, params, w, g, group[2].data<T>(), static_cast<T*>(nullptr), n);
+    } else {
+      update_elements<2>(step, h, params, w, g, group[2].data<T>(), group[3].data<T>(), n);
+    }
+  });
+}
+
 template <typename Step>
 ComputeFn update_kernel(Step step) {
   return [step](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>&) {
-    const Hyper h = common_hyper(*ctx.attrs);
-    const auto params = step.params(*ctx.attrs);
-    PMX_FLOAT_SWITCH(in[0].dtype, T, {
-      T* w = in[0].data<T>();
-      const T* g = in[1].data<T>();
-      const int64_t n = in[0].size();
-      if (in.size() == 2) {
-        update_elements<0>(step, h, params, w, g, static_cast<T*>(nullptr),
-                           static_cast<T*>(nullptr), n);
-      } else if (in.size() == 3) {
-        update_elements<1>(step, h, params, w, g, in[2].data<T>(), static_cast<T*>(nullptr), n);
-      } else {
-        update_elements<2>(step, h, params, w, g, in[2].data<T>(), in[3].data<T>(), n);
-      }
-    });
+    update_group(step, common_hyper(*ctx.attrs), step.params(*ctx.attrs), in.data(), in.size());
   };
 }
 
@@ -185,27 +191,100 @@ struct AdaGrad {
   }
 };
 
-PMX_REGISTER_OP(sgd_update)
-    .set_num_inputs(2).set_num_outputs(0).set_mutate_inputs({0})
-    .set_infer(update_infer("sgd_update")).set_cpu(update_kernel(Sgd()));
-PMX_REGISTER_OP(sgd_mom_update)
-    .set_num_inputs(3).set_num_outputs(0).set_mutate_inputs({0, 2})
-    .set_infer(update_infer("sgd_mom_update")).set_cpu(update_kernel(SgdMom()));
-PMX_REGISTER_OP(nag_mom_update)
-    .set_num_inputs(3).set_num_outputs(0).set_mutate_inputs({0, 2})
-    .set_infer(update_infer("nag_mom_update")).set_cpu(update_kernel(NagMom()));
-PMX_REGISTER_OP(adam_update)
-    .set_num_inputs(4).set_num_outputs(0).set_mutate_inputs({0, 2, 3})
-    .set_infer(update_infer("adam_update")).set_cpu(update_kernel(Adam()));
-PMX_REGISTER_OP(adamw_update)
-    .set_num_inputs(4).set_num_outputs(0).set_mutate_inputs({0, 2, 3})
-    .set_infer(update_infer("adamw_update")).set_cpu(update_kernel(AdamW()));
-PMX_REGISTER_OP(rmsprop_update)
-    .set_num_inputs(3).set_num_outputs(0).set_mutate_inputs({0, 2})
-    .set_infer(update_infer("rmsprop_update")).set_cpu(update_kernel(RmsProp()));
-PMX_REGISTER_OP(adagrad_update)
-    .set_num_inputs(3).set_num_outputs(0).set_mutate_inputs({0, 2})
-    .set_infer(update_infer("adagrad_update")).set_cpu(update_kernel(AdaGrad()));
+// Note [Updates of many parameters in one op]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// multi_<rule> (multi_sgd_update, multi_adam_update, ...) applies <rule> to num_weights
+// parameters in one call: its inputs are their groups one after another (weight, grad, states),
+// the attributes lrs and wds give each parameter's rate and decay, the others are shared. A
+// training step then costs one Python call, one engine dispatch and, on a GPU, one kernel launch
+// per device instead of one of each per parameter: for small parameters those per-op costs are
+// the whole update. The per-element arithmetic is the single op's, so results are equal to
+// the bit. Every input but the gradients is written (OpDef::mutates_input).
+
+// The parameter count and per-parameter rates and decays of a multi_ call with groups of
+// group_size inputs, checked against each other.
+struct MultiHyper {
+  int64_t num_weights;
+  std::vector<double> lrs, wds;
+};
+
+MultiHyper multi_hyper(const Attrs& a, const std::string& op, int group_size, size_t num_inputs) {
+  MultiHyper m{a.get_int("num_weights"), a.get_floats("lrs"), a.get_floats("wds")};
+  PMX_CHECK(m.num_weights >= 1 && static_cast<int64_t>(num_inputs) == m.num_weights * group_size,
+            op, ": num_weights ", m.num_weights, " needs ", m.num_weights * group_size,
+            " inputs (groups of ", group_size, "), got ", num_inputs);
+  PMX_CHECK(static_cast<int64_t>(m.lrs.size()) == m.num_weights &&
+                static_cast<int64_t>(m.wds.size()) == m.num_weights,
+            op, ": lrs has ", m.lrs.size(), " and wds ", m.wds.size(), " values for num_weights ",
+            m.num_weights);
+  return m;
+}
+
+// Each group as the single op sees it: one float dtype and one shape within a group.
+InferFn multi_update_infer(std::string op, int group_size) {
+  return [op, group_size](const Attrs& attrs, const std::vector<Shape>& in,
+                          const std::vector<DType>& dt, std::vector<Shape>* out,
+                          std::vector<DType>* out_dt) {
+    const MultiHyper m = multi_hyper(attrs, op, group_size, in.size());
+    static const char* names[] = {"weight", "grad", "state 1", "state 2"};
+    for (int64_t p = 0; p < m.num_weights; ++p) {
+      const size_t w = static_cast<size_t>(p * group_size);
+      nn::check_float(dt[w], op.c_str(), "weight");
+      for (int k = 1; k < group_size; ++k) {
+        PMX_CHECK(in[w + k] == in[w] && dt[w + k] == dt[w], op, ": parameter ", p, "'s ",
+                  names[k], " has shape ", shape_str(in[w + k]), " and dtype ",
+                  dtype_name(dt[w + k]), " but its weight has ", shape_str(in[w]), " and ",
+                  dtype_name(dt[w]));
+      }
+    }
+    out->clear();
+    out_dt->clear();
+  };
+}
+
+template <typename Step>
+ComputeFn multi_update_kernel(Step step, std::string op, int group_size) {
+  return [step, op, group_size](const OpContext& ctx, const std::vector<TBlob>& in,
+                                const std::vector<TBlob>&) {
+    const MultiHyper m = multi_hyper(*ctx.attrs, op, group_size, in.size());
+    Hyper h{0.0, 0.0, ctx.attrs->get_float("rescale_grad", 1.0),
+            ctx.attrs->get_float("clip_gradient", -1.0)};
+    const auto params = step.params(*ctx.attrs);
+    for (int64_t p = 0; p < m.num_weights; ++p) {
+      h.lr = m.lrs[p];
+      h.wd = m.wds[p];
+      update_group(step, h, params, &in[p * group_size], group_size);
+    }
+  };
+}
+
+// `name` for one parameter with `states` optimizer states, and multi_`name` for many.
+template <typename Step>
+void register_update(const std::string& name, int states, Step step) {
+  const int group_size = 2 + states;
+  std::vector<int> mutated = {0};
+  for (int k = 0; k < states; ++k) mutated.push_back(2 + k);
+  op_registry::get_or_create(name)
+      .set_num_inputs(group_size).set_num_outputs(0).set_mutate_inputs(mutated)
+      .set_infer(update_infer(name)).set_cpu(update_kernel(step));
+  const std::string multi = "multi_" + name;
+  op_registry::get_or_create(multi)
+      .set_num_inputs(-1).set_num_outputs(0)
+      .set_mutates_input([group_size](int i, int) { return i % group_size != 1; })
+      .set_infer(multi_update_infer(multi, group_size))
+      .set_cpu(multi_update_kernel(step, multi, group_size));
+}
+
+const bool registered = [] {
+  register_update("sgd_update", 0, Sgd());
+  register_update("sgd_mom_update", 1, SgdMom());
+  register_update("nag_mom_update", 1, NagMom());
+  register_update("adam_update", 2, Adam());
+  register_update("adamw_update", 2, AdamW());
+  register_update("rmsprop_update", 1, RmsProp());
+  register_update("adagrad_update", 1, AdaGrad());
+  return true;
+}();
 
 }  // namespace
 }  // namespace pymx
