@@ -175,6 +175,7 @@ def test_forked_child_uses_the_cpu_and_drops_inherited_gpu_arrays():
         code = 3
         try:
             cpu_ok = (np.ones((3,)) + 1).asnumpy().tolist() == [2.0] * 3
+            npx.waitall()  # waits for the child's work only: the parent's GPU streams are not its
             try:
                 np.ones((2,), device=gpu(0))
                 code = 4

@@ -182,6 +182,8 @@ def test_reduction_edge_cases():
     assert np.sum(np.zeros((0, 3)), axis=0).asnumpy().tolist() == [0, 0, 0]
     assert np.sum(np.array(onp.array([1, 2], onp.int32))).dtype == onp.int64
     assert np.mean(np.array(onp.array([1, 2], onp.int32))).item() == 1.5
+    with pytest.raises(TypeError, match="mean: dtype int32 is not supported"):
+        np.mean(np.array([0.5, 0.5]), dtype="int32")  # refused when called, not in the kernel
     assert np.var(np.array([1.0, 2.0, 3.0, 4.0]), ddof=1).item() == pytest.approx(5 / 3)
     assert np.sum(np.array(5.0)).item() == 5
     b = onp.array([[True, False], [True, True]])
