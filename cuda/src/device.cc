@@ -147,6 +147,18 @@ void stream_synchronize(void* stream) {
   PMX_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
 }
 
+void synchronize_foreign_stream(int device_id, void* stream) {
+  // The default streams' handles (cudaStreamLegacy 1, cudaStreamPerThread 2) are DLPack's
+  // numbers, and name the current device's stream: that device is set for the call.
+  const int physical = physical_device(device_id);
+  int previous = 0;
+  PMX_CUDA_CHECK(cudaGetDevice(&previous));
+  PMX_CUDA_CHECK(cudaSetDevice(physical));
+  const cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+  PMX_CUDA_CHECK(cudaSetDevice(previous));
+  PMX_CUDA_CHECK(err);
+}
+
 void* alloc_pinned(size_t size) {
   if (size == 0) return nullptr;
   void* ptr = nullptr;

@@ -35,6 +35,7 @@ void stream_wait_event(void*, void*) { no_cuda("stream_wait_event"); }
 void event_synchronize(void*) { no_cuda("event_synchronize"); }
 bool event_query(void*) { no_cuda("event_query"); }
 void stream_synchronize(void*) { no_cuda("stream_synchronize"); }
+void synchronize_foreign_stream(int, void*) { no_cuda("synchronize_foreign_stream"); }
 void set_device(int) { no_cuda("set_device"); }
 StorageHandle alloc(int, size_t, void*) { no_cuda("GPU memory allocation"); }
 void free(StorageHandle) { no_cuda("GPU memory release"); }

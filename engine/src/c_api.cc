@@ -221,6 +221,14 @@ int pmx_array_free(PmxArray* array) {
   PMX_API_END();
 }
 
+int pmx_array_free_after_stream(PmxArray* array, void* stream) {
+  PMX_API_BEGIN();
+  std::unique_ptr<PmxArray> owned(array);
+  const Device device = array_of(array).device();
+  if (device.is_gpu()) gpu::synchronize_foreign_stream(device.id, stream);
+  PMX_API_END();
+}
+
 int pmx_array_shape(const PmxArray* array, int* out_ndim, const int64_t** out_shape) {
   PMX_API_BEGIN();
   const Shape& shape = array_of(array).shape();

@@ -12,7 +12,9 @@
 // running: the report waits for each end event and measures both events from a reference event
 // of the device whose host time was taken the moment it completed (recorded on the idle legacy
 // stream, which our non-blocking worker streams do not wait for), so GPU spans and host spans
-// share one clock, to within the event's resolution (about a microsecond).
+// share one clock, to within the event's resolution (about a microsecond). The distance to the
+// reference is a float of milliseconds, a microsecond coarse after 16 s: each recording takes
+// its references afresh.
 #include "pymx/profiler.h"
 
 #include <algorithm>
@@ -68,6 +70,7 @@ struct Reference {
 class Profiler {
  public:
   void set_running(bool running) {
+    if (running) forget_references();
     std::lock_guard<std::mutex> lock(state_mu_);
     running_ = running;
     detail::recording.store(running_ && !paused_, std::memory_order_relaxed);
@@ -234,6 +237,15 @@ class Profiler {
     r->gpu_begin = r->gpu_end = nullptr;
   }
 
+  // The next report takes new reference events (see the Note). Under report_mu_, which
+  // resolve() holds while it uses a reference.
+  void forget_references() {
+    std::lock_guard<std::mutex> report_lock(report_mu_);
+    std::lock_guard<std::mutex> lock(references_mu_);
+    for (auto& [device_id, ref] : references_) gpu::destroy_event(device_id, ref.event);
+    references_.clear();
+  }
+
   // The reference event of GPU `device_id`, made on first use (see the Note).
   const Reference& reference(int device_id) {
     std::lock_guard<std::mutex> lock(references_mu_);
@@ -293,7 +305,7 @@ class Profiler {
   std::vector<Record> resolved_;  // guarded by report_mu_
 
   std::mutex references_mu_;
-  std::map<int, Reference> references_;  // kept for the life of the process
+  std::map<int, Reference> references_;  // taken afresh by each recording
 };
 
 Profiler& the_profiler() {

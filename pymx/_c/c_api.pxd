@@ -52,6 +52,7 @@ cdef extern from "pymx/c_api.h" nogil:
     int pmx_array_create(const int64_t* shape, int ndim, int dtype, int device_type,
                          int device_id, PmxArray** out_array)
     int pmx_array_free(PmxArray* array)
+    int pmx_array_free_after_stream(PmxArray* array, void* stream)
     int pmx_array_shape(const PmxArray* array, int* out_ndim, const int64_t** out_shape)
     int pmx_array_dtype(const PmxArray* array, int* out_dtype)
     int pmx_array_device(const PmxArray* array, int* out_device_type, int* out_device_id)

@@ -13,7 +13,7 @@ from cpython.buffer cimport (PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Releas
 from cpython.pycapsule cimport (PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_GetPointer,
                                 PyCapsule_IsValid, PyCapsule_New, PyCapsule_SetName)
 from cpython.unicode cimport PyUnicode_AsUTF8
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport strdup
 from libcpp.vector cimport vector
@@ -288,16 +288,24 @@ cdef class NDArrayBase:
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Exports the array as a DLPack capsule that shares its memory (a copy when
         copy=True): DLPack 1.0 when max_version allows it, else the legacy ABI. Waits for
-        pending ops on the array first, so the consumer sees final values and `stream` is not
-        needed."""
+        pending ops on the array first, so the consumer sees final values on any stream. For a
+        GPU array, `stream` is the consumer's CUDA stream (None or 1: the legacy default stream,
+        2: the per-thread one, else a cudaStream_t; 0 is refused as ambiguous): when the
+        consumer releases the memory, pymx waits for the work queued on it before reusing it."""
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"cannot export an array on {self.device} to DLPack device "
                               f"{tuple(dl_device)} without a copy to that device")
+        cdef uintptr_t consumer_stream = 0
+        if self.__dlpack_device__()[0] == 2:  # kDLCUDA
+            if stream == 0:
+                raise BufferError("stream=0 is ambiguous for CUDA in DLPack; pass 1 for the "
+                                  "legacy default stream, 2 for the per-thread one, or a handle")
+            consumer_stream = 1 if stream is None or stream == -1 else stream
         source = self
         if copy:
             source = self._copy_to_device(self.device)
         versioned = max_version is not None and max_version[0] >= 1
-        return _to_dlpack_capsule(source, versioned, bool(copy))
+        return _to_dlpack_capsule(source, versioned, bool(copy), <void*>consumer_stream)
 
     def _data_address(self):
         """The address of the first element (0 when empty); read only after a wait."""
@@ -381,14 +389,29 @@ cdef uint8_t[8] _DL_CODES = [2, 2, 2, 1, 0, 0, 0, 6]   # float, float, float, ui
 cdef uint8_t[8] _DL_BITS = [32, 64, 16, 8, 32, 8, 64, 8]
 
 
+# What an export's manager_ctx holds: a handle of its own (a view), so no GIL is needed to
+# release the memory, and for GPU memory the consumer's stream (NULL for host memory).
+cdef struct _DLPackExport:
+    PmxArray* array
+    void* stream
+
+
+cdef void _release_export(void* manager_ctx) noexcept nogil:
+    cdef _DLPackExport* export = <_DLPackExport*>manager_ctx
+    if export.stream != NULL:  # the consumer's queued reads finish before pymx reuses the memory
+        pmx_array_free_after_stream(export.array, export.stream)
+    else:
+        pmx_array_free(export.array)
+    free(export)
+
+
 cdef void _dlpack_deleter(DLManagedTensor* tensor) noexcept nogil:
-    # manager_ctx is a handle of its own (a view), so no GIL is needed to release the memory.
-    pmx_array_free(<PmxArray*>tensor.manager_ctx)
+    _release_export(tensor.manager_ctx)
     free(tensor)
 
 
 cdef void _dlpack_versioned_deleter(DLManagedTensorVersioned* tensor) noexcept nogil:
-    pmx_array_free(<PmxArray*>tensor.manager_ctx)
+    _release_export(tensor.manager_ctx)
     free(tensor)
 
 
@@ -405,9 +428,11 @@ cdef void _dlpack_versioned_capsule_destructor(object capsule) noexcept:
         tensor.deleter(tensor)
 
 
-cdef object _to_dlpack_capsule(NDArrayBase array, bint versioned, bint copied):
+cdef object _to_dlpack_capsule(NDArrayBase array, bint versioned, bint copied,
+                               void* consumer_stream):
     """A capsule sharing `array`'s memory: DLPack 1.0 (`versioned`; `copied` sets the flag
-    IS_COPIED) or the legacy unversioned ABI."""
+    IS_COPIED) or the legacy unversioned ABI. `consumer_stream`: see __dlpack__ (NULL for host
+    memory)."""
     cdef int ndim, dtype, device_type, device_id, rc
     cdef const int64_t* shape
     cdef void* data
@@ -419,21 +444,32 @@ cdef object _to_dlpack_capsule(NDArrayBase array, bint versioned, bint copied):
     cdef int dl_device_id = _dlpack_device_id(device_type, device_id)
     check(pmx_array_shape(array.handle, &ndim, &shape))
     check(pmx_array_reshape(array.handle, shape, ndim, &keep_alive))
-    check(pmx_array_shape(keep_alive, &ndim, &shape))  # owned by keep_alive from here on
-    check(pmx_array_dtype(keep_alive, &dtype))
-    check(pmx_array_data(keep_alive, &data))
+    rc = pmx_array_shape(keep_alive, &ndim, &shape)  # owned by keep_alive from here on
+    if rc == 0:
+        rc = pmx_array_dtype(keep_alive, &dtype)
+    if rc == 0:
+        rc = pmx_array_data(keep_alive, &data)
+    if rc != 0:
+        pmx_array_free(keep_alive)
+        check(rc)
     cdef DLManagedTensor* legacy = NULL
     cdef DLManagedTensorVersioned* managed = NULL
     cdef DLTensor* tensor
+    cdef _DLPackExport* export = <_DLPackExport*>malloc(sizeof(_DLPackExport))
     if versioned:
         managed = <DLManagedTensorVersioned*>malloc(sizeof(DLManagedTensorVersioned))
         tensor = &managed.dl_tensor if managed != NULL else NULL
     else:
         legacy = <DLManagedTensor*>malloc(sizeof(DLManagedTensor))
         tensor = &legacy.dl_tensor if legacy != NULL else NULL
-    if tensor == NULL:
+    if tensor == NULL or export == NULL:
+        free(export)
+        free(managed)
+        free(legacy)
         pmx_array_free(keep_alive)
         raise MemoryError("out of host memory for a DLPack tensor")
+    export.array = keep_alive
+    export.stream = consumer_stream
     tensor.data = data
     tensor.device.device_type = _DLPACK_DEVICE[device_type]
     tensor.device.device_id = dl_device_id
@@ -447,11 +483,11 @@ cdef object _to_dlpack_capsule(NDArrayBase array, bint versioned, bint copied):
     if versioned:
         managed.version.major = 1
         managed.version.minor = 0
-        managed.manager_ctx = keep_alive
+        managed.manager_ctx = export
         managed.deleter = _dlpack_versioned_deleter
         managed.flags = DLPACK_FLAG_IS_COPIED if copied else 0
         return PyCapsule_New(managed, b"dltensor_versioned", _dlpack_versioned_capsule_destructor)
-    legacy.manager_ctx = keep_alive
+    legacy.manager_ctx = export
     legacy.deleter = _dlpack_deleter
     return PyCapsule_New(legacy, b"dltensor", _dlpack_capsule_destructor)
 

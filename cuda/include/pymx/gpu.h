@@ -45,6 +45,10 @@ void stream_wait_event(void* stream, void* event);
 void event_synchronize(void* event);
 bool event_query(void* event);  // true when complete
 void stream_synchronize(void* stream);
+// Waits for the work queued so far on another library's `stream` of GPU `device_id`, named as
+// DLPack names CUDA streams (1: the legacy default stream, 2: the per-thread default stream,
+// else a cudaStream_t), from any thread, leaving the thread's current device as it was.
+void synchronize_foreign_stream(int device_id, void* stream);
 void set_device(int device_id);
 
 // Caching allocator (see cuda/src/caching_allocator.cc for the policy).

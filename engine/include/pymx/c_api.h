@@ -106,6 +106,11 @@ PMX_API int pmx_array_create(const int64_t* shape, int ndim, int dtype, int devi
                              int device_id, PmxArray** out_array);
 /* Releases the handle; the memory is freed once no handle and no pending op uses it. */
 PMX_API int pmx_array_free(PmxArray* array);
+/* pmx_array_free for memory another library has read on its CUDA `stream` (DLPack's stream
+ * numbers: 1 legacy default, 2 per-thread default, else a cudaStream_t): for a GPU array, first
+ * waits for the work queued on that stream, so pymx cannot reuse the memory under it. The handle
+ * is released even when that wait fails. */
+PMX_API int pmx_array_free_after_stream(PmxArray* array, void* stream);
 /* `out_shape` is borrowed: valid while `array` lives. */
 PMX_API int pmx_array_shape(const PmxArray* array, int* out_ndim, const int64_t** out_shape);
 PMX_API int pmx_array_dtype(const PmxArray* array, int* out_dtype);
