@@ -4,6 +4,8 @@
 
 Rows (every time is the median of several repeats, synchronised at the end of each repeat):
   tiny_op_us          `x = x + 1` on a (4,) array, 10k ops, then one sync: microseconds per op
+                      (pymx also reports tiny_op_push_us: the Python loop alone, before the sync;
+                      the gap to tiny_op_us is what the GPU worker and the GPU add)
   h2d_pageable_gbs    host -> GPU copy of 256 MiB from pageable memory: GB/s
   h2d_pinned_gbs      the same from page-locked memory
   d2h_pageable_gbs    GPU -> host into pageable memory
@@ -53,15 +55,20 @@ def pymx_side(quick):
         x = np.zeros((4,), device=dev)
         x.wait_to_read()
         n = 10000
+        push_times = []
 
         def run():
             nonlocal x
+            start = time.perf_counter()
             for _ in range(n):
                 x = x + 1
+            push_times.append(time.perf_counter() - start)
             x.wait_to_read()
 
         run()  # warm-up: kernels loaded, allocator primed
-        return median_time(run, 3, npx.waitall) / n * 1e6
+        total = median_time(run, 3, npx.waitall) / n * 1e6
+        results["tiny_op_push_us"] = statistics.median(push_times[1:]) / n * 1e6
+        return total
 
     def copies():
         host = onp.ones(256 * MiB // 4, dtype="float32")
@@ -275,6 +282,10 @@ def table(pymx_results, torch_results):
         fmt = lambda v: f"{v:12.2f}" if isinstance(v, float) else f"{str(v)[:12]:>12s}"
         lines.append(f"{label:44s} {fmt(mine)} {fmt(peer)} {ratio:>11s}")
     lines.append("ratio: > 1 means pymx is faster (for us/op: torch time / pymx time)")
+    push = pymx_results.get("tiny_op_push_us")
+    if isinstance(push, float):
+        lines.append(f"pymx tiny op: the Python loop alone takes {push:.2f} us/op (the rest of "
+                     f"tiny_op_us is the GPU worker and the GPU)")
     if "cuda_graph_stats" in pymx_results:
         lines.append(f"pymx CUDA graphs of hybridized replays: {pymx_results['cuda_graph_stats']}")
     errors = [f"{side} {k}: {v}" for side, res in (("pymx", pymx_results), ("torch", torch_results))
