@@ -15,6 +15,9 @@ Rows (every time is the median of several repeats, synchronised at the end of ea
                       hybridized (..._hybrid_sps), torch eager
   leafnet_infer_b{1,64}_sps      LeafNetwork inference at batch 1 and 64: samples/s
                       (hybridized: one engine op per forward, replayed as a CUDA graph)
+  leafnet_train_b64_peak_mib     peak GPU memory in use while training at batch 64: MiB
+                      (pymx: hybridized, measured first, as its allocator's peak is not reset;
+                      torch: max_memory_allocated after reset_peak_memory_stats)
 A row whose side fails prints the error instead of a number; the script never asserts on speed.
 """
 import argparse
@@ -113,7 +116,13 @@ def pymx_side(quick):
         run()  # warm-up (and the hybridize trace)
         return batch * steps / median_time(run, 3, npx.waitall)
 
-    measurements = [("tiny_op_us", tiny_ops), ("copies", copies)]
+    def training_peak_mib():
+        leafnet(True, 64, True, 3)
+        return dev.memory_stats()["peak_in_use"] / MiB
+
+    # The memory row first: nothing else has used the device's allocator yet.
+    measurements = [("leafnet_train_b64_peak_mib", training_peak_mib), ("tiny_op_us", tiny_ops),
+                    ("copies", copies)]
     for mode, batch, steps in leafnet_shapes(quick):
         for hybridize in (False, True):
             key = f"leafnet_{mode}_b{batch}{'_hybrid' if hybridize else ''}_sps"
@@ -258,6 +267,14 @@ def torch_side(quick):
 
     for mode, batch, steps in leafnet_shapes(quick):
         measure([f"leafnet_{mode}_b{batch}_sps"], lambda m=mode, b=batch, n=steps: leafnet(m, b, n))
+
+    def training_peak_mib():
+        sync()
+        torch.cuda.reset_peak_memory_stats(dev)
+        leafnet("train", 64, 3)
+        return [torch.cuda.max_memory_allocated(dev) / MiB]
+
+    measure(["leafnet_train_b64_peak_mib"], training_peak_mib)
     return results
 
 
@@ -269,6 +286,7 @@ ROWS = [("tiny_op_us", "tiny-op dispatch, us/op (lower is better)", True),
 for _mode, _batch, _ in leafnet_shapes(False):
     ROWS += [(f"leafnet_{_mode}_b{_batch}_sps", f"LeafNetwork {_mode} b{_batch}, samples/s", False),
              (f"leafnet_{_mode}_b{_batch}_hybrid_sps", "  hybridized", False)]
+ROWS.append(("leafnet_train_b64_peak_mib", "LeafNetwork train b64 peak GPU memory, MiB", True))
 
 
 def table(pymx_results, torch_results):
