@@ -354,12 +354,12 @@ def from_dlpack(x, device=None, copy=None):
     PyTorch, CuPy, JAX arrays) or a DLPack capsule. A pymx array is returned as is.
 
     Zero-copy for contiguous, writable tensors on the CPU or a CUDA device: writes through either
-    library show in the other (after a wait: the engine orders pymx's ops on the imported array
-    only), and the producer's memory lives until the pymx array dies. A
-    single copy is made for strided or misaligned host tensors, read-only tensors, and when
-    `device` differs from the producer's (any cpu(i) shares host memory). copy=True always
-    copies; copy=False raises BufferError instead of copying. See Note [Zero-copy DLPack import]
-    in pymx/_c/core.pyx.
+    library show in the other once each side waits for the other's (pymx: wait_to_read; on a
+    GPU, torch: torch.cuda.synchronize()), and the producer's memory lives until the pymx array
+    dies. A single copy is made for strided tensors (gathered where they lie, on the GPU for a
+    CUDA tensor), misaligned host tensors, read-only tensors, and when `device` differs from the
+    producer's (any cpu(i) shares host memory). copy=True always copies; copy=False raises
+    BufferError instead of copying. See Note [Zero-copy DLPack import] in pymx/_c/core.pyx.
 
     CUDA producers are asked for their data on the legacy default stream (stream=1), which pymx
     waits for before its own streams use the memory.

@@ -499,9 +499,10 @@ cdef object _to_dlpack_capsule(NDArrayBase array, bint versioned, bint copied,
 # A contiguous, element-aligned, writable tensor on a device pymx serves becomes an array over
 # the producer's memory (pmx_array_from_external); the capsule is renamed "used_dltensor"
 # ("used_dltensor_versioned") and the producer's deleter runs when the pymx array dies, after
-# every op queued on it. Anything else is copied once: strided or misaligned host tensors
-# through NumPy, and read-only tensors or another target device with a pymx copy of the
-# wrapped memory; strided or misaligned CUDA tensors are refused (make them contiguous first).
+# every op queued on it. Anything else is copied once: a strided tensor by a gather (take) from
+# the span of memory it touches, wrapped as one flat array, where it lies (on the GPU for a
+# CUDA tensor); a misaligned host tensor through NumPy; read-only tensors or another target
+# device with a pymx copy of the wrapped memory. Misaligned CUDA tensors are refused.
 #
 # The release runs on an engine worker without the GIL, but a producer's deleter may need the
 # interpreter (NumPy's takes the GIL). A worker blocking on the GIL could deadlock with a thread
@@ -705,19 +706,50 @@ def from_dlpack_capsule(capsule, device, copy):
     same_place = ((source_is_host and device_type != PMX_DEVICE_GPU) or
                   (source_type == device_type and source_id == device_id))
 
+    cdef vector[int64_t] dims
+    cdef PmxArray* handle
+    cdef size_t span_start
     if not (contiguous and aligned):
         if copy is False:
             raise BufferError(f"from_dlpack(copy=False): the tensor of shape {shape} with strides "
                               f"{strides} at address {address:#x} needs a copy (pymx arrays are "
                               f"contiguous and element-aligned)")
-        if not source_is_host:
-            raise BufferError(f"from_dlpack: a CUDA tensor of shape {shape} must be contiguous "
-                              f"and {itemsize}-byte aligned, got strides {strides} at address "
-                              f"{address:#x}; make it contiguous first")
-        # The capsule keeps the memory alive during the copy; its destructor releases it.
-        values = _host_copy(address, shape, strides, DTYPES[dtype], itemsize)
-        out = empty(shape, DTYPES[dtype], _device_object(device_type, device_id))
-        out._sync_copy_from(values)
+        if not aligned and not source_is_host:
+            raise BufferError(f"from_dlpack: a CUDA tensor must be {itemsize}-byte aligned, got "
+                              f"address {address:#x}; make a copy of it first")
+        if not aligned:
+            # The capsule keeps the memory alive during the copy; its destructor releases it.
+            values = _host_copy(address, shape, strides, DTYPES[dtype], itemsize)
+            out = empty(shape, DTYPES[dtype], _device_object(device_type, device_id))
+            out._sync_copy_from(values)
+            return out
+        # Strided: the span of memory the tensor touches, wrapped as one flat array, gathered
+        # into a contiguous copy where it lies (on the GPU for a CUDA tensor).
+        low = sum(s * (n - 1) for s, n in zip(strides, shape) if s < 0)
+        high = sum(s * (n - 1) for s, n in zip(strides, shape) if s > 0)
+        span_start = address + low * itemsize
+        _shape_to_c([high - low + 1], &dims)
+        check(pmx_array_from_external(<void*>span_start, dims.data(), 1, dtype,
+                                      source_type, source_id,
+                                      _release_versioned if versioned else _release_legacy,
+                                      managed, &handle))
+        PyCapsule_SetName(capsule, b"used_dltensor_versioned" if versioned else b"used_dltensor")
+        flat = wrap_handle(handle)
+        positions = _onp.zeros(shape, dtype="int64") - low
+        for axis, (extent, stride) in enumerate(zip(shape, strides)):
+            steps = [1] * len(shape)
+            steps[axis] = extent
+            positions += _onp.arange(extent, dtype="int64").reshape(steps) * stride
+        indices = empty(shape, "int64", flat.device)
+        indices._sync_copy_from(positions)
+        from pymx._op import invoke
+        out = invoke("take", [flat, indices], {"axis": 0, "mode": "clip"})[0]
+        # The wrapped memory is released once the gather has read it. Waited for: the producer
+        # may change its data as soon as from_dlpack returns.
+        out.wait_to_read()
+        if not same_place:
+            out = out._copy_to_device(_device_object(device_type, device_id))
+            out.wait_to_read()
         return out
 
     needs_copy = copy is True or read_only or not same_place
@@ -728,9 +760,7 @@ def from_dlpack_capsule(capsule, device, copy):
                           f"{_device_object(device_type, device_id)} without a copy")
     cdef int wrap_type = device_type if same_place else source_type
     cdef int wrap_id = device_id if same_place else source_id
-    cdef vector[int64_t] dims
     _shape_to_c(shape, &dims)
-    cdef PmxArray* handle
     check(pmx_array_from_external(<void*>address, dims.data(), <int>dims.size(), dtype,
                                   wrap_type, wrap_id,
                                   _release_versioned if versioned else _release_legacy,

@@ -57,10 +57,14 @@ def test_import_dtypes(tdtype):
     assert y.asnumpy().tolist() == t.cpu().tolist()
 
 
-def test_import_strided_cuda_tensor():
-    t = torch.arange(12.0, device="cuda").reshape(3, 4)
-    with pytest.raises(BufferError, match="must be contiguous"):  # refused, not copied
-        np.from_dlpack(t.t())
+def test_import_strided_cuda_tensors_are_gathered_on_the_gpu():
+    t = torch.arange(24.0, device="cuda").reshape(4, 6)
+    for view in (t.t(), t[:, ::2], t[1:3, 2:5], t.flip(0)):
+        y = np.from_dlpack(view)
+        assert y.device == gpu(0) and y._data_address() != view.data_ptr()
+        onp.testing.assert_array_equal(y.asnumpy(), view.cpu().numpy())
+    with pytest.raises(BufferError, match="copy=False"):
+        np.from_dlpack(t.t(), copy=False)
 
 
 def test_import_keeps_torch_memory_until_the_pymx_array_dies():
