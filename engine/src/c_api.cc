@@ -528,11 +528,9 @@ int pmx_array_from_external(void* data, const int64_t* shape, int ndim, int dtyp
   const DType type = make_dtype(dtype);
   // Allocated first: once the array exists, a failure would release the caller's memory.
   auto handle = std::make_unique<PmxArray>();
-  if (device.is_gpu()) {
-    // pymx's kernels run on their own streams; the producer's work is on the default stream.
-    gpu::set_device(device.id);
-    gpu::stream_synchronize(nullptr);
-  }
+  // pymx's kernels run on their own streams; the producer's work is on the legacy default
+  // stream (from_dlpack asks for it there). The caller's current device is left as it was.
+  if (device.is_gpu()) gpu::synchronize_foreign_stream(device.id, gpu::kLegacyDefaultStream);
   ExternalMemory memory;
   memory.dptr = data;
   memory.bytes = shape_size(dims) * dtype_size(type);

@@ -49,6 +49,7 @@ void stream_synchronize(void* stream);
 // DLPack names CUDA streams (1: the legacy default stream, 2: the per-thread default stream,
 // else a cudaStream_t), from any thread, leaving the thread's current device as it was.
 void synchronize_foreign_stream(int device_id, void* stream);
+inline void* const kLegacyDefaultStream = reinterpret_cast<void*>(1);  // cudaStreamLegacy
 void set_device(int device_id);
 
 // Caching allocator (see cuda/src/caching_allocator.cc for the policy).
