@@ -27,8 +27,9 @@ namespace {
 // var. Then the op completes at engine level and its dependents are dispatched at once.
 // Before a dependent runs, it waits for the events that matter to it: to read a var, its writer
 // event; to write a var, its writer and reader events. A GPU op waits on the device with
-// stream_wait_event (nothing when the event is on its own stream); a host op, wait_for_var and
-// the var deletion on a host device block in event_synchronize.
+// stream_wait_event (nothing when the event is on its own stream, and no writer event when its
+// stream read the var since that write: Var::collect_events); a host op, wait_for_var and the
+// var deletion on a host device block in event_synchronize.
 // Memory reuse: an array's deleter is a write on its var, so on a GPU worker it runs after its
 // stream waited for every event of the var; the deleter frees the storage with
 // handle.stream = ctx.stream and the stream-ordered caching allocator does not hand the block
