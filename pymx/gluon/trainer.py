@@ -112,11 +112,16 @@ class Trainer:
 
     def _init_kvstore(self):
         """Creates the kvstore on first use (none for one device: updates run locally), and
-        again after the parameters moved to other devices."""
+        again after the parameters moved to other devices. The optimizer states and update
+        counts carry over to the updaters of the new set-up, whichever side held them."""
+        if self._update_on_kvstore:
+            holder = self._kvstore.updater
+        else:
+            holder = self._updaters[0] if self._updaters else None  # the copies were identical
         devices = self._check_devices()
         if devices != self._devices:
-            self._follow_devices(devices)
-        previous = self._kvstore.updater if self._update_on_kvstore else None
+            self._updaters = [opt.get_updater(self._optimizer) for _ in devices]
+            self._devices = devices
         arg = self._kvstore_arg
         if isinstance(arg, _kvstore.KVStore):
             self._kvstore = arg
@@ -131,23 +136,15 @@ class Trainer:
                           "updates run locally", stacklevel=3)
         if self._update_on_kvstore:
             self._kvstore.set_optimizer(self._optimizer)
-            if previous is not None:  # the store is set up again: its states carry over
-                _carry_states(self._optimizer, previous, self._kvstore.updater)
+        updaters = [self._kvstore.updater] if self._update_on_kvstore else self._updaters
+        for updater in updaters:
+            if holder is not None and updater is not holder:
+                _carry_states(self._optimizer, holder, updater)
         if self._update_on_kvstore or self._distributed:
             indices = list(range(len(self._params)))
             self._kv_call('broadcast', indices, [p.list_data()[0] for p in self._params],
                           [p.list_data() for p in self._params])
         self._kv_initialized = True
-
-    def _follow_devices(self, devices):
-        """One updater per device of `devices`, each starting from the first old updater (the
-        copies were identical)."""
-        previous = self._updaters[0] if self._updaters else None
-        self._updaters = [opt.get_updater(self._optimizer) for _ in devices]
-        if previous is not None:
-            for updater in self._updaters:
-                _carry_states(self._optimizer, previous, updater)
-        self._devices = devices
 
     def _reset_kvstore(self):
         """Called when a parameter's device copies were rebuilt (reset_device, initialize with

@@ -146,16 +146,23 @@ class Optimizer:
 
     def fused_update(self, index, weight, grad, state):
         """The fused op that updates `weight` in place, as (name, inputs, attrs) with the
-        per-parameter 'lr' and 'wd' among the attrs; None when the rule has no such op."""
+        per-parameter 'lr' and 'wd' among the attrs; None when the rule has no such op (then
+        unfused_step runs)."""
         return None
 
+    def unfused_step(self, index, weight, grad, state):
+        """The update of a rule, or a variant, that fused_update does not cover."""
+        raise NotImplementedError(f"{type(self).__name__} must implement step, fused_update or "
+                                  f"unfused_step")
+
     def step(self, index, weight, grad, state):
-        """Updates `weight` in place (the update count is already advanced)."""
+        """Updates `weight` in place (the update count is already advanced). A subclass may
+        override it; the updater then calls it for every parameter instead of batching."""
         call = self.fused_update(index, weight, grad, state)
         if call is None:
-            raise NotImplementedError(f"{type(self).__name__} must implement step or "
-                                      f"fused_update")
-        invoke(*call)
+            self.unfused_step(index, weight, grad, state)
+        else:
+            invoke(*call)
 
     def update(self, indices, weights, grads, states):
         for index, weight, grad, state in zip(indices, weights, grads, states):
@@ -166,6 +173,7 @@ class Optimizer:
         """Updates every weight; the fused ops of parameters sharing a device and every attribute
         but lr and wd run as one multi_ op (one call for all of a device's parameters)."""
         batches = {}  # (op, device, shared attrs) -> (inputs, lrs, wds)
+        own_step = type(self).step is not Optimizer.step  # a subclass's step sees every update
         with autograd.pause():
             for index, weight, grad, state in zip(indices, weights, grads, states):
                 self._update_count(index)
@@ -174,7 +182,7 @@ class Optimizer:
                     self.step(index, master, grad.astype('float32'), inner)
                     weight[:] = master.astype(weight.dtype)
                     continue
-                call = self.fused_update(index, weight, grad, state)
+                call = None if own_step else self.fused_update(index, weight, grad, state)
                 if call is None:
                     self.step(index, weight, grad, state)
                     continue
@@ -317,10 +325,7 @@ class RMSProp(Optimizer):
                 dict(self._common_attrs(index), rho=self.rho, epsilon=self.epsilon,
                      clip_weights=-1.0 if self.clip_weights is None else self.clip_weights))
 
-    def step(self, index, weight, grad, state):
-        if not self.centered:
-            super().step(index, weight, grad, state)
-            return
+    def unfused_step(self, index, weight, grad, state):  # centered
         attrs = self._common_attrs(index)
         n, mean, delta = state
         g = grad * self.rescale_grad

@@ -138,6 +138,23 @@ def test_updater_updates_a_device_s_parameters_in_one_call(name, kwargs, ref, re
         assert len(calls) == 3 and all(c.startswith('multi_') for c in calls), calls
 
 
+def test_a_subclass_step_sees_every_update():
+    """An optimizer subclass that overrides step is called for each parameter, not bypassed by
+    the batched update."""
+    seen = []
+
+    class Logged(opt.SGD):
+        def step(self, index, weight, grad, state):
+            seen.append(index)
+            super().step(index, weight, grad, state)
+
+    updater = opt.get_updater(Logged(learning_rate=0.1))
+    weights = [np.ones(3), np.ones(2)]
+    updater([0, 1], [np.ones(3), np.ones(2)], weights)
+    assert seen == [0, 1]
+    onp.testing.assert_allclose(weights[1].asnumpy(), [0.9, 0.9], rtol=1e-6)
+
+
 def test_optimizer_lr_mult_wd_mult_and_multi_precision():
     p = Parameter('w', shape=(2,))
     p.lr_mult, p.wd_mult = 0.5, 0.0
@@ -267,6 +284,38 @@ def test_moving_parameters_keeps_the_optimizer_states(on_kvstore):
         return net.weight.data(cpu(0)).asnumpy()
 
     onp.testing.assert_array_equal(trained(reset=True), trained(reset=False))
+
+
+@pytest.mark.filterwarnings('ignore:update_on_kvstore=True has no effect')  # one device
+@pytest.mark.parametrize('on_kvstore', [False, True])
+@pytest.mark.parametrize('first,second', [([0], [0, 1]), ([0, 1], [0])])
+def test_optimizer_states_follow_between_local_and_store_updates(on_kvstore, first, second):
+    """Moving between one device (local updates) and two (updates on the store with
+    update_on_kvstore) keeps Adam's states and counts: the same global batch gives the weights of
+    a run that never moved."""
+    x = onp.random.default_rng(4).uniform(-1, 1, (4, 5)).astype('float32')
+
+    def trained(devices_before, devices_after):
+        net = nn.Dense(3, in_units=5)
+        net.initialize(device=[cpu(i) for i in devices_before])
+        net.weight.set_data(np.array(onp.linspace(-1, 1, 15).reshape(3, 5)))
+        trainer = Trainer(net.collect_params(), 'adam', {'learning_rate': 0.1},
+                          update_on_kvstore=on_kvstore)
+        for step in range(3):
+            devices = devices_before if step == 0 else devices_after
+            if step == 1:
+                net.collect_params().reset_device([cpu(i) for i in devices_after])
+            parts = onp.array_split(x, len(devices))  # one global batch of 4, split
+            with autograd.record():
+                losses = [(net(np.array(part, device=cpu(i))) ** 2).sum()
+                          for i, part in zip(devices, parts)]
+            for loss in losses:
+                loss.backward()
+            trainer.step(4)
+        return net.weight.list_data()[0].asnumpy()
+
+    onp.testing.assert_allclose(trained(first, second), trained(second, second), rtol=1e-5,
+                                atol=1e-6)
 
 
 def test_a_distributed_trainer_refuses_moves_before_anything_changes():
