@@ -6,6 +6,7 @@
 // | slice_assign  | data, value           | begin, end, step                   |
 // | take          | data, indices         | axis (0), mode (raise / clip / wrap) |
 // | index_update  | data, indices, values | axis (0), mode, accumulate (False) |
+// | _strided_copy | data (1-D)            | shape, strides, offset             |
 //
 // take / index_update resolve their indices on the host, exactly as the CPU does, so that mode
 // "raise" throws IndexError naming the bad index: the indices are copied back (one stream sync on
@@ -54,6 +55,14 @@ void slice_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                    const std::vector<TBlob>& out) {
   const SliceView v = slice_view(*ctx.attrs, in[0].shape);
   strided_copy(in[0].dptr, v.offset, v.shape, v.strides, out[0].dptr, dtype_size(in[0].dtype),
+               ctx.run.stream);
+}
+
+void strided_copy_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+                          const std::vector<TBlob>& out) {
+  if (out[0].size() == 0) return;
+  strided_copy(in[0].dptr, ctx.attrs->get_int("offset"), out[0].shape,
+               ctx.attrs->get_shape("strides"), out[0].dptr, dtype_size(in[0].dtype),
                ctx.run.stream);
 }
 
@@ -190,6 +199,7 @@ void index_update_compute(const OpContext& ctx, const std::vector<TBlob>& in,
 
 const bool registered = [] {
   op_registry::get_or_create("slice").set_gpu(slice_compute);
+  op_registry::get_or_create("_strided_copy").set_gpu(strided_copy_compute);
   op_registry::get_or_create("slice_assign").set_gpu(slice_assign_compute);
   op_registry::get_or_create("take").set_gpu(take_compute);
   op_registry::get_or_create("index_update").set_gpu(index_update_compute);

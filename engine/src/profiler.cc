@@ -237,10 +237,16 @@ class Profiler {
     r->gpu_begin = r->gpu_end = nullptr;
   }
 
-  // The next report takes new reference events (see the Note). Under report_mu_, which
-  // resolve() holds while it uses a reference.
+  // The next report takes new reference events (see the Note); the spans still pending are
+  // resolved against the old ones first, which they were recorded after. Under report_mu_,
+  // which resolve() holds while it uses a reference.
   void forget_references() {
     std::lock_guard<std::mutex> report_lock(report_mu_);
+    try {
+      resolve();
+    } catch (...) {
+      // The device failed: resolve() dropped those spans; the new recording starts anyway.
+    }
     std::lock_guard<std::mutex> lock(references_mu_);
     for (auto& [device_id, ref] : references_) gpu::destroy_event(device_id, ref.event);
     references_.clear();

@@ -499,10 +499,10 @@ cdef object _to_dlpack_capsule(NDArrayBase array, bint versioned, bint copied,
 # A contiguous, element-aligned, writable tensor on a device pymx serves becomes an array over
 # the producer's memory (pmx_array_from_external); the capsule is renamed "used_dltensor"
 # ("used_dltensor_versioned") and the producer's deleter runs when the pymx array dies, after
-# every op queued on it. Anything else is copied once: a strided tensor by a gather (take) from
-# the span of memory it touches, wrapped as one flat array, where it lies (on the GPU for a
-# CUDA tensor); a misaligned host tensor through NumPy; read-only tensors or another target
-# device with a pymx copy of the wrapped memory. Misaligned CUDA tensors are refused.
+# every op queued on it. Anything else is copied once: a strided tensor by _strided_copy from the
+# span of memory it touches, wrapped as one flat array, where it lies (on the GPU for a CUDA
+# tensor); a misaligned host tensor through NumPy; read-only tensors or another target device
+# with a pymx copy of the wrapped memory. Misaligned CUDA tensors are refused.
 #
 # The release runs on an engine worker without the GIL, but a producer's deleter may need the
 # interpreter (NumPy's takes the GIL). A worker blocking on the GIL could deadlock with a thread
@@ -735,15 +735,9 @@ def from_dlpack_capsule(capsule, device, copy):
                                       managed, &handle))
         PyCapsule_SetName(capsule, b"used_dltensor_versioned" if versioned else b"used_dltensor")
         flat = wrap_handle(handle)
-        positions = _onp.zeros(shape, dtype="int64") - low
-        for axis, (extent, stride) in enumerate(zip(shape, strides)):
-            steps = [1] * len(shape)
-            steps[axis] = extent
-            positions += _onp.arange(extent, dtype="int64").reshape(steps) * stride
-        indices = empty(shape, "int64", flat.device)
-        indices._sync_copy_from(positions)
         from pymx._op import invoke
-        out = invoke("take", [flat, indices], {"axis": 0, "mode": "clip"})[0]
+        out = invoke("_strided_copy", [flat], {"shape": shape, "strides": strides,
+                                               "offset": -low})[0]
         # The wrapped memory is released once the gather has read it. Waited for: the producer
         # may change its data as soon as from_dlpack returns.
         out.wait_to_read()

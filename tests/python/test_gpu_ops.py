@@ -253,6 +253,10 @@ def test_layout_ops(dtype):
     check("where", [sample((3, 1), "bool"), sample((3, 4), dtype), sample((4,), dtype)])
     # 5-D tile walks 10 interleaved dimensions that no merge can join
     check("tile", [sample((2, 3, 2, 3, 2), dtype)], {"reps": (2, 3, 2, 3, 2)})
+    check("_strided_copy", [sample((30,), dtype)], {"shape": (2, 3), "strides": (-3, 2),
+                                                    "offset": 5})
+    check("_strided_copy", [sample((30,), dtype)], {"shape": (4, 2), "strides": (0, 7),
+                                                    "offset": 1})
 
 
 def test_concatenate_promotes():
@@ -600,11 +604,12 @@ def test_optimizer_updates(name, inputs, attrs, dtype):
 
 @pytest.mark.parametrize("name,inputs,attrs", OPTIMIZERS)
 def test_multi_optimizer_updates(name, inputs, attrs):
-    """multi_<op> over 40 parameters (two launches of at most 32), of mixed dtypes and sizes,
-    some empty, each with its own lr and wd."""
+    """multi_<op> over 40 parameters, each with its own lr and wd: a run of 34 float32 ones of
+    many sizes (two launches: 32, then 2), 2 float16 ones, and 4 empty float64 ones (a launch
+    with nothing to do)."""
     shared = {k: v for k, v in attrs.items() if k not in ("lr", "wd")}
-    dtypes = ["float32"] * 20 + ["float16"] * 5 + ["float64"] * 15
-    sizes = [(i * 37) % 300 for i in range(39)] + [70001]
+    dtypes = ["float32"] * 34 + ["float16"] * 2 + ["float64"] * 4
+    sizes = [(i * 37) % 300 for i in range(33)] + [70001] + [5, 0] + [0] * 4
     arrays = []
     for size, dtype in zip(sizes, dtypes):
         arrays += [sample((size,), dtype)] + [sample((size,), dtype, 0.1, 1)

@@ -204,3 +204,20 @@ def test_torch_interop():
     assert back.tolist() == [[84.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
     strided = np.from_dlpack(source.t())
     assert onp.array_equal(strided.asnumpy(), source.t().numpy())
+
+
+def test_strided_copy_op_behind_strided_imports():
+    """_strided_copy (how a strided tensor is copied where it lies) against NumPy's as_strided,
+    with negative and zero strides, and its bounds check naming the numbers."""
+    from pymx._op import invoke
+    flat = onp.arange(30, dtype="float32")
+    for shape, strides, offset in [((2, 3), (-3, 2), 5), ((4, 2), (0, 7), 1), ((0, 3), (1, 1), 0),
+                                   ((3,), (-1,), 29)]:
+        got = invoke("_strided_copy", [np.array(flat)],
+                     {"shape": shape, "strides": strides, "offset": offset})[0]
+        want = onp.lib.stride_tricks.as_strided(flat[offset:], shape,
+                                                tuple(4 * s for s in strides))
+        assert onp.array_equal(got.asnumpy(), want), (shape, strides, offset)
+    with pytest.raises(ValueError, match=r"reaches elements 5 to 32 of 30"):
+        invoke("_strided_copy", [np.array(flat)], {"shape": (2, 3), "strides": (3, 12),
+                                                   "offset": 5})

@@ -11,6 +11,11 @@
 //   index_update  data, indices, values  axis (0), accumulate (False)       data with data[..., idx, ...]
 //                                                                    set (or added) from values, whose
 //                                                                    shape is take(data, idx)'s
+//   _strided_copy data (1-D)             shape, strides, offset      the strided view of data at
+//                                                                    `offset` (element strides, any
+//                                                                    sign), made contiguous: how
+//                                                                    from_dlpack copies a strided
+//                                                                    tensor where it lies
 #include <algorithm>
 #include <cstring>
 
@@ -148,6 +153,32 @@ PMX_REGISTER_OP(slice)
     })
     .set_gradient([](const GradContext& g) -> std::vector<NDArray> {
       return {call("slice_assign", {ops::zeros_like(g.inputs[0]), g.out_grads[0]}, g.attrs)};
+    });
+
+PMX_REGISTER_OP(_strided_copy)
+    .set_num_inputs(1)
+    .set_infer([](const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                  std::vector<Shape>* out, std::vector<DType>* odt) {
+      const Shape shape = attrs.get_shape("shape"), strides = attrs.get_shape("strides");
+      const int64_t offset = attrs.get_int("offset");
+      PMX_CHECK(in[0].size() == 1 && strides.size() == shape.size(), "_strided_copy: data ",
+                shape_str(in[0]), " must be 1-D and strides ", shape_str(strides),
+                " must have one entry per dimension of ", shape_str(shape));
+      int64_t low = offset, high = offset;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        PMX_CHECK(shape[d] >= 0, "_strided_copy: negative extent in ", shape_str(shape));
+        const int64_t reach = (shape[d] - 1) * strides[d];
+        (reach < 0 ? low : high) += reach;
+      }
+      PMX_CHECK(shape_size(shape) == 0 || (low >= 0 && high < in[0][0]), "_strided_copy: shape ",
+                shape_str(shape), " with strides ", shape_str(strides), " at offset ", offset,
+                " reaches elements ", low, " to ", high, " of ", in[0][0]);
+      (*out)[0] = shape;
+      (*odt)[0] = dt[0];
+    })
+    .set_cpu([](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
+      ops::strided_copy(in[0].dptr, ctx.attrs->get_int("offset"), out[0].shape,
+                        ctx.attrs->get_shape("strides"), out[0].dptr, dtype_size(in[0].dtype));
     });
 
 PMX_REGISTER_OP(slice_assign)
