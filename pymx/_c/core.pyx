@@ -289,8 +289,9 @@ cdef class NDArrayBase:
         """Exports the array as a DLPack capsule that shares its memory (a copy when
         copy=True): DLPack 1.0 when max_version allows it, else the legacy ABI. Waits for
         pending ops on the array first, so the consumer sees final values on any stream. For a
-        GPU array, `stream` is the consumer's CUDA stream (None or 1: the legacy default stream,
-        2: the per-thread one, else a cudaStream_t; 0 is refused as ambiguous): when the
+        GPU array, `stream` is the consumer's CUDA stream (None, 1 or -1: the legacy default
+        stream; 2: the per-thread one of the thread that releases the tensor; else a
+        cudaStream_t, which must outlive the tensor; 0 is refused as ambiguous): when the
         consumer releases the memory, pymx waits for the work queued on it before reusing it."""
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"cannot export an array on {self.device} to DLPack device "
