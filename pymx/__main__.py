@@ -146,8 +146,9 @@ def main(argv=None):
     root = _leafdata.ensure_dataset(args.data_dir, seed=args.seed, counts=counts)
     print(f"Data set: {root} ({counts['train']} train, {counts['validation']} validation, "
           f"{counts['test']} test images; ready in {time.time() - tic:.1f} s)")
+    on_gpus = any(d.device_type == "gpu" for d in devices)
     train_loader, val_loader, test_loader = _train.make_loaders(root, args.batch_size,
-                                                                args.num_workers)
+                                                                args.num_workers, on_gpus)
 
     net = _train.LeafNetwork()
     net.initialize(initializer.Xavier(), device=devices)

@@ -80,21 +80,22 @@ def validation_transformer():
     ])
 
 
-def make_loaders(root, batch_size, num_workers=0):
+def make_loaders(root, batch_size, num_workers=0, pin_memory=False):
     """(train, validation, test) DataLoaders over root/{train,validation,test}.
 
     The training loader rolls the remainder of an epoch over into the next one, so every
-    training batch has exactly batch_size samples and splits evenly over the devices."""
+    training batch has exactly batch_size samples and splits evenly over the devices.
+    pin_memory (for GPUs): batches in page-locked memory, copied to the devices at full speed."""
     def dataset(split):
         return gluon.data.vision.ImageFolderDataset(f"{root}/{split}")
 
+    common = dict(batch_size=batch_size, num_workers=num_workers, pin_memory=pin_memory)
     train = gluon.data.DataLoader(dataset("train").transform_first(training_transformer()),
-                                  batch_size=batch_size, shuffle=True, last_batch="rollover",
-                                  num_workers=num_workers)
+                                  shuffle=True, last_batch="rollover", **common)
     val = gluon.data.DataLoader(dataset("validation").transform_first(validation_transformer()),
-                                batch_size=batch_size, num_workers=num_workers)
+                                **common)
     test = gluon.data.DataLoader(dataset("test").transform_first(validation_transformer()),
-                                 batch_size=batch_size, num_workers=num_workers)
+                                 **common)
     return train, val, test
 
 

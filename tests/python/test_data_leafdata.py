@@ -4,6 +4,7 @@ import os
 import numpy as onp
 from PIL import Image
 
+import pymx
 from pymx import _leafdata
 
 COUNTS = {"train": 6, "validation": 3, "test": 2}
@@ -55,3 +56,14 @@ def test_cache_is_reused_and_regenerated_when_parameters_change(tmp_path):
         assert json.load(f)["counts"] == bigger
     assert len(os.listdir(os.path.join(root, "train", "healthy"))) == 4
     assert not [p for p in os.listdir(str(tmp_path)) if p.startswith(".datasets-")]
+
+
+def test_loaders_for_gpus_give_page_locked_batches(tmp_path):
+    """The main job's loaders with pin_memory (what it asks for when training on GPUs) yield
+    batches in page-locked host memory, whose copies to a GPU run at full speed."""
+    from pymx import _train
+    root = _leafdata.ensure_dataset(str(tmp_path), seed=3, counts=COUNTS)
+    for pin, device in ((False, pymx.cpu()), (True, pymx.cpu_pinned())):
+        train, _, _ = _train.make_loaders(root, 4, pin_memory=pin)
+        data, label = next(iter(train))
+        assert data.shape == (4, 3, 128, 128) and data.device == device and label.device == device
