@@ -13,6 +13,9 @@
 # table at the end gives each step's status and time. The whole run keeps within
 # $GPU_RUN_BUDGET_S seconds (default 560, under a 10-minute device call): a step gets at most
 # what is left, and a step with under 10 s left is skipped, so the table is always printed.
+# GPU_RUN_STEPS="build gputests" (say) runs only those steps, for a second call after a fix; the
+# build directory is build-gpu/ in the tree (git-ignored), so a machine still warm rebuilds only
+# what changed, and only logs come back under $OUT.
 set -u
 OUT="${OUT:-/tmp/pymx-gpu}"
 BUDGET="${GPU_RUN_BUDGET_S:-560}"
@@ -20,10 +23,16 @@ mkdir -p "$OUT"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
 SUMMARY=()
+BUILD_DIR="$ROOT/build-gpu"
+STEPS="${GPU_RUN_STEPS:-}"
 
 step() {  # step NAME TIMEOUT_S COMMAND...: runs COMMAND with its output in $OUT/NAME.log
   local name="$1" limit="$2"
   shift 2
+  if [ -n "$STEPS" ] && [[ " $STEPS " != *" $name "* ]]; then
+    SUMMARY+=("$(printf '%-12s not asked for (GPU_RUN_STEPS)' "$name")")
+    return 0
+  fi
   local left=$((BUDGET - SECONDS))
   if [ "$left" -lt 10 ]; then
     SUMMARY+=("$(printf '%-12s skipped: the run budget (%ss) is spent' "$name" "$BUDGET")")
@@ -59,9 +68,9 @@ for cxx in /usr/bin/g++ /usr/bin/g++-13; do
 done
 export CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" PYMX_CUDA=ON
 step build 240 "$PY" -m pip install --no-build-isolation --no-deps --no-index -v \
-  -Cbuild-dir="$OUT/build" -Ccmake.define.PYMX_BUILD_TESTS=ON . ||
+  -Cbuild-dir="$BUILD_DIR" -Ccmake.define.PYMX_BUILD_TESTS=ON . ||
   { printf '%s\n' "${SUMMARY[@]}"; exit 1; }
-step native 120 ctest --test-dir "$OUT/build" --output-on-failure -j 4
+step native 120 ctest --test-dir "$BUILD_DIR" --output-on-failure -j 4
 # Leave the source tree so that `import pymx` finds the installed package, not ./pymx.
 cd "$OUT"
 # --timeout: one hung test fails alone instead of taking the step's whole budget (and its report).
