@@ -63,11 +63,9 @@ void fill_blob(const TBlob& out, double value, void* stream) {
 
 std::vector<TBlob> blobs_as(const OpContext& ctx, const std::vector<TBlob>& blobs,
                             const std::vector<DType>& dtypes) {
-  constexpr size_t kAlign = 256;  // bytes: keeps every converted blob aligned for vector loads
-  auto padded = [](size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; };
   size_t bytes = 0;
   for (size_t i = 0; i < blobs.size(); ++i)
-    if (blobs[i].dtype != dtypes[i]) bytes += padded(blobs[i].size() * dtype_size(dtypes[i]));
+    if (blobs[i].dtype != dtypes[i]) bytes += workspace_aligned(blobs[i].size() * dtype_size(dtypes[i]));
   if (bytes == 0) return blobs;
   char* space = static_cast<char*>(ctx.workspace(bytes));
   std::vector<TBlob> result = blobs;
@@ -76,7 +74,7 @@ std::vector<TBlob> blobs_as(const OpContext& ctx, const std::vector<TBlob>& blob
     result[i].dptr = space;
     result[i].dtype = dtypes[i];
     cast_blob(blobs[i], result[i], ctx.run.stream);
-    space += padded(blobs[i].size() * dtype_size(dtypes[i]));
+    space += workspace_aligned(blobs[i].size() * dtype_size(dtypes[i]));
   }
   return result;
 }

@@ -198,10 +198,7 @@ using ConvRun = void (*)(const OpContext&, const ConvGeometry&, const std::vecto
 void run_channel_first(const OpContext& ctx, ConvGeometry g, const std::vector<TBlob>& in,
                        const std::vector<TBlob>& out, const std::vector<bool>& in_last,
                        const std::vector<bool>& out_last, ConvRun run) {
-  constexpr size_t kAlign = 256;
-  auto padded = [](const TBlob& b) {
-    return (b.size() * dtype_size(b.dtype) + kAlign - 1) / kAlign * kAlign;
-  };
+  auto padded = [](const TBlob& b) { return workspace_aligned(b.size() * dtype_size(b.dtype)); };
   size_t bytes = 0;
   for (size_t i = 0; i < in.size(); ++i) bytes += in_last[i] ? padded(in[i]) : 0;
   for (size_t i = 0; i < out.size(); ++i) bytes += out_last[i] ? padded(out[i]) : 0;

@@ -148,7 +148,7 @@ bool cudnn_batch_norm_backward(const OpContext& ctx, const std::vector<TBlob>& i
   if (h == nullptr || !bn_setup(ctx, in[1].shape, dtype, in[2].dtype, &s) || !s.batch_stats)
     return false;
   // Workspace: cuDNN's saved inverse standard deviation, then the ones of fix_gamma.
-  const size_t param_bytes = cudnn_align(s.channels * dtype_size(s.param_dtype));
+  const size_t param_bytes = workspace_aligned(s.channels * dtype_size(s.param_dtype));
   char* ws = static_cast<char*>(ctx.workspace(param_bytes * (s.fix_gamma ? 2 : 1)));
   void* inv_std = ws;
   const void* scale = bn_scale(ctx, s, in[2], ws + param_bytes);

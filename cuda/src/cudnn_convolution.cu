@@ -317,7 +317,7 @@ bool cudnn_convolution_backward(const OpContext& ctx, const ConvGeometry& g,
                                                      {in[2].dptr, in[0].dptr, out[0].dptr})
                               : Choice{true, 0, 0};
   if (!filter.usable || !data.usable) return false;
-  const size_t mask_bytes = relu_out ? cudnn_align(in[0].size() * dtype_size(dtype)) : 0;
+  const size_t mask_bytes = relu_out ? workspace_aligned(in[0].size() * dtype_size(dtype)) : 0;
   const size_t algo_bytes = std::max(filter.workspace, data.workspace);
   char* ws = static_cast<char*>(ctx.workspace(mask_bytes + algo_bytes));
   void* algo_ws = algo_bytes > 0 ? ws + mask_bytes : nullptr;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cudnn_loader.h"
+#include "launch.h"
 #include "ops/nn_common.h"
 #include "pymx/op.h"
 
@@ -101,9 +102,6 @@ inline TensorDesc tensor_desc(cudnnDataType_t type, const std::vector<int>& dims
               "cudnnSetTensorNdDescriptor");
   return desc;
 }
-
-// Round up to cuDNN's preferred alignment of workspace pieces.
-inline size_t cudnn_align(size_t bytes) { return (bytes + 255) & ~size_t(255); }
 
 }  // namespace gpu
 }  // namespace pymx

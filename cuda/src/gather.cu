@@ -176,7 +176,7 @@ void index_update_compute(const OpContext& ctx, const std::vector<TBlob>& in,
   const TakeDims t = take_dims(*ctx.attrs, in[0].shape, "index_update");
   const int64_t count = in[1].size();
   // One workspace: the resolved indices, then the values converted to data's dtype.
-  const size_t idx_bytes = (std::max<int64_t>(count, 1) * sizeof(int64_t) + 255) / 256 * 256;
+  const size_t idx_bytes = workspace_aligned(std::max<int64_t>(count, 1) * sizeof(int64_t));
   const bool convert_values = in[2].dtype != out[0].dtype;
   char* space = static_cast<char*>(ctx.workspace(
       idx_bytes + (convert_values ? in[2].size() * dtype_size(out[0].dtype) : 0)));

@@ -12,6 +12,10 @@
 namespace pymx {
 namespace gpu {
 
+// `bytes` rounded up to 256: pieces carved one after another from one workspace stay aligned for
+// vector loads, cuDNN and CUB.
+inline size_t workspace_aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 // Converts every element of `in` into `out` (same element count, any dtypes) on `stream`.
 void cast_blob(const TBlob& in, const TBlob& out, void* stream);
 

@@ -280,9 +280,6 @@ void launch_reduce(const ReducePlan& p, const T* in, Out* out, typename Op::Acc*
   PMX_KERNEL_LAUNCH_CHECK();
 }
 
-// Bytes rounded up so that blocks carved from one workspace stay aligned.
-size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 enum class Red { kSum, kProd, kMean, kVar, kStd, kMax, kMin, kAll, kAny };
 
 // sum, prod, mean, max, min of an input of type T with Op<T>: straight into the output when its
@@ -295,7 +292,7 @@ void reduce_typed(const OpContext& ctx, const ReducePlan& p, const TBlob& x, con
   cudaStream_t s = stream_of(ctx);
   const int64_t parts = parts_per_output(p);
   const bool direct = o.dtype == x.dtype || o.dtype == kDTypeOf<Result>;
-  const size_t partial_bytes = parts > 1 ? aligned(p.num_out * parts * sizeof(Acc)) : 0;
+  const size_t partial_bytes = parts > 1 ? workspace_aligned(p.num_out * parts * sizeof(Acc)) : 0;
   const size_t result_bytes = direct ? 0 : p.num_out * sizeof(Result);
   char* ws = partial_bytes + result_bytes > 0
                  ? static_cast<char*>(ctx.workspace(partial_bytes + result_bytes))

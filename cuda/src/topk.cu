@@ -60,8 +60,6 @@ __global__ void write_topk_kernel(const T* x, const int32_t* sorted, TopkGeom g,
   }
 }
 
-size_t aligned(size_t bytes) { return (bytes + 255) & ~size_t(255); }
-
 template <typename T>
 void topk_typed(const OpContext& ctx, const TopkGeom& g, RetTyp ret, bool ascend,
                 const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
@@ -85,15 +83,17 @@ void topk_typed(const OpContext& ctx, const TopkGeom& g, RetTyp ret, bool ascend
   };
   size_t sort_bytes = 0;
   sort(nullptr, sort_bytes, nullptr, nullptr, nullptr, nullptr, nullptr);
-  const size_t key_bytes = aligned(items * sizeof(K)), pos_bytes = aligned(items * sizeof(int32_t));
-  char* ws = static_cast<char*>(ctx.workspace(2 * key_bytes + 2 * pos_bytes +
-                                              aligned((rows + 1) * sizeof(int32_t)) + sort_bytes));
+  const size_t key_bytes = workspace_aligned(items * sizeof(K));
+  const size_t pos_bytes = workspace_aligned(items * sizeof(int32_t));
+  const size_t offset_bytes = workspace_aligned((rows + 1) * sizeof(int32_t));
+  char* ws = static_cast<char*>(
+      ctx.workspace(2 * key_bytes + 2 * pos_bytes + offset_bytes + sort_bytes));
   K* keys = reinterpret_cast<K*>(ws);
   K* sorted_keys = reinterpret_cast<K*>(ws + key_bytes);
   int32_t* positions = reinterpret_cast<int32_t*>(ws + 2 * key_bytes);
   int32_t* sorted = reinterpret_cast<int32_t*>(ws + 2 * key_bytes + pos_bytes);
   int32_t* offsets = reinterpret_cast<int32_t*>(ws + 2 * key_bytes + 2 * pos_bytes);
-  void* sort_tmp = ws + 2 * key_bytes + 2 * pos_bytes + aligned((rows + 1) * sizeof(int32_t));
+  void* sort_tmp = ws + 2 * key_bytes + 2 * pos_bytes + offset_bytes;
 
   const K* x_keys = reinterpret_cast<const K*>(in[0].data<T>());
   gather_rows_kernel<K><<<grid_for(items), kBlock, 0, s>>>(x_keys, keys, positions, g);
