@@ -45,18 +45,28 @@ Hyper common_hyper(const Attrs& a) {
 
 inline double clip(double g, double c) { return c >= 0 ? std::min(std::max(g, -c), c) : g; }
 
+// One parameter's inputs from `first` (weight, grad, states): a float weight, the others of its
+// shape and dtype. `whose` names the parameter in messages ("" for a single op's only one).
+void check_update_group(const std::string& op, const std::string& whose,
+                        const std::vector<Shape>& in, const std::vector<DType>& dt, size_t first,
+                        size_t group_size) {
+  static const char* names[] = {"weight", "grad", "state 1", "state 2"};
+  nn::check_float(dt[first], op.c_str(), "weight");
+  for (size_t k = 1; k < group_size; ++k) {
+    const size_t i = first + k;
+    PMX_CHECK(in[i] == in[first] && dt[i] == dt[first], op, ": ", whose, names[k], " has shape ",
+              shape_str(in[i]), " and dtype ", dtype_name(dt[i]), " but ",
+              whose.empty() ? "weight" : "its weight", " has ", shape_str(in[first]), " and ",
+              dtype_name(dt[first]));
+  }
+}
+
 // All inputs share weight's shape and dtype; no outputs.
 InferFn update_infer(std::string op) {
   return [op](const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
               std::vector<Shape>* out, std::vector<DType>* out_dt) {
-    static const char* names[] = {"weight", "grad", "state 1", "state 2"};
     common_hyper(attrs);  // lr is required: fail at the call, not in the worker
-    nn::check_float(dt[0], op.c_str(), "weight");
-    for (size_t i = 1; i < in.size(); ++i) {
-      PMX_CHECK(in[i] == in[0] && dt[i] == dt[0], op, ": ", names[i], " has shape ",
-                shape_str(in[i]), " and dtype ", dtype_name(dt[i]), " but weight has ",
-                shape_str(in[0]), " and ", dtype_name(dt[0]));
-    }
+    check_update_group(op, "", in, dt, 0, in.size());
     out->clear();
     out_dt->clear();
   };
@@ -226,17 +236,9 @@ InferFn multi_update_infer(std::string op, int group_size) {
                           const std::vector<DType>& dt, std::vector<Shape>* out,
                           std::vector<DType>* out_dt) {
     const MultiHyper m = multi_hyper(attrs, op, group_size, in.size());
-    static const char* names[] = {"weight", "grad", "state 1", "state 2"};
-    for (int64_t p = 0; p < m.num_weights; ++p) {
-      const size_t w = static_cast<size_t>(p * group_size);
-      nn::check_float(dt[w], op.c_str(), "weight");
-      for (int k = 1; k < group_size; ++k) {
-        PMX_CHECK(in[w + k] == in[w] && dt[w + k] == dt[w], op, ": parameter ", p, "'s ",
-                  names[k], " has shape ", shape_str(in[w + k]), " and dtype ",
-                  dtype_name(dt[w + k]), " but its weight has ", shape_str(in[w]), " and ",
-                  dtype_name(dt[w]));
-      }
-    }
+    for (int64_t p = 0; p < m.num_weights; ++p)
+      check_update_group(op, str_cat("parameter ", p, "'s "), in, dt,
+                         static_cast<size_t>(p * group_size), group_size);
     out->clear();
     out_dt->clear();
   };
