@@ -120,12 +120,10 @@ def dumps(reset=False, format="table", sort_by="total", ascending=False):
         raise ValueError(f"format must be 'table' or 'json', got {format!r}")
     if sort_by not in _SORT_KEYS:
         raise ValueError(f"sort_by must be one of {', '.join(_SORT_KEYS)}, got {sort_by!r}")
-    entries = json.loads(_core.profiler_aggregate_json())
+    entries = json.loads(_core.profiler_aggregate_json(reset))
     for entry in entries:
         entry["avg_ms"] = entry["total_ms"] / entry["count"]
     entries.sort(key=lambda e: e[_SORT_KEYS[sort_by]], reverse=not ascending)
-    if reset:
-        _core.profiler_clear()
     if format == "json":
         return json.dumps(entries, indent=1)
     return _table(entries)

@@ -501,9 +501,9 @@ int pmx_profiler_trace_json(const char** out_json) {
   PMX_API_END();
 }
 
-int pmx_profiler_aggregate_json(const char** out_json) {
+int pmx_profiler_aggregate_json(int reset, const char** out_json) {
   PMX_API_BEGIN();
-  returned_text = profiler::aggregate_json();
+  returned_text = profiler::aggregate_json(reset != 0);
   *out_json = returned_text.c_str();
   PMX_API_END();
 }

@@ -168,7 +168,7 @@ class Profiler {
     return str_cat("{\"traceEvents\": [\n", events, "\n], \"displayTimeUnit\": \"ms\"}\n");
   }
 
-  std::string aggregate_json() {
+  std::string aggregate_json(bool reset) {
     std::lock_guard<std::mutex> lock(report_mu_);
     resolve();
     struct Stats {
@@ -199,6 +199,9 @@ class Profiler {
                      std::get<1>(key), "\", \"name\": ", quoted(std::get<2>(key)), ", ", numbers,
                      "}");
     }
+    // Under the same lock as the report, so spans that end meanwhile wait in pending_ for the
+    // next one instead of being dropped unreported.
+    if (reset) resolved_.clear();
     return str_cat("[\n", out, "\n]\n");
   }
 
@@ -328,7 +331,7 @@ void end_op(Span* span, const char* name, Device device, void* stream) {
   the_profiler().end_op(span, name, device, stream);
 }
 std::string trace_json() { return the_profiler().trace_json(); }
-std::string aggregate_json() { return the_profiler().aggregate_json(); }
+std::string aggregate_json(bool reset) { return the_profiler().aggregate_json(reset); }
 void clear() { the_profiler().clear(); }
 
 }  // namespace profiler

@@ -99,7 +99,7 @@ cdef extern from "pymx/c_api.h" nogil:
     int pmx_profiler_set_running(int running)
     int pmx_profiler_set_paused(int paused)
     int pmx_profiler_trace_json(const char** out_json)
-    int pmx_profiler_aggregate_json(const char** out_json)
+    int pmx_profiler_aggregate_json(int reset, const char** out_json)
     int pmx_profiler_clear()
 
     # External memory

@@ -1085,25 +1085,27 @@ def profiler_set_paused(bint paused):
     check(pmx_profiler_set_paused(paused))
 
 
-cdef str _profiler_report(int (*report)(const char**) noexcept nogil):
-    """The text a profiler report function returns, called without the GIL: it waits for the
-    GPU spans it reports."""
+def profiler_trace_json():
+    """The recorded spans as a Chrome trace (JSON text). Called without the GIL: it waits for
+    the GPU spans it reports."""
     cdef const char* text
     cdef int rc
     with nogil:
-        rc = report(&text)
+        rc = pmx_profiler_trace_json(&text)
     check(rc)
     return text.decode("utf-8", "replace")
 
 
-def profiler_trace_json():
-    """The recorded spans as a Chrome trace (JSON text)."""
-    return _profiler_report(pmx_profiler_trace_json)
-
-
-def profiler_aggregate_json():
-    """Aggregate statistics of the recorded spans (JSON text)."""
-    return _profiler_report(pmx_profiler_aggregate_json)
+def profiler_aggregate_json(bint reset=False):
+    """Aggregate statistics of the recorded spans (JSON text); `reset` forgets the spans it
+    reports in the same step. Called without the GIL, as profiler_trace_json."""
+    cdef const char* text
+    cdef int rc
+    cdef int reset_flag = reset
+    with nogil:
+        rc = pmx_profiler_aggregate_json(reset_flag, &text)
+    check(rc)
+    return text.decode("utf-8", "replace")
 
 
 def profiler_clear():

@@ -256,7 +256,7 @@ static void test_profiler(void) {
                        "not_profiled"));
   }
   OK(pmx_var_wait(var));
-  OK(pmx_profiler_aggregate_json(&json));
+  OK(pmx_profiler_aggregate_json(0, &json));
   EXPECT(json != NULL && strstr(json, "\"name\": \"profiled_from_c\", \"count\": 3") != NULL,
          "aggregate: %s", json ? json : "(null)");
   EXPECT(json != NULL && strstr(json, "not_profiled") == NULL, "aggregate: %s",

@@ -210,9 +210,11 @@ PMX_API int pmx_profiler_set_running(int running);
 PMX_API int pmx_profiler_set_paused(int paused);
 /* The spans recorded so far as a Chrome trace (JSON object), or as JSON aggregate statistics per
  * device, timeline ("host" / "gpu") and op name. Both wait for the GPU spans they report.
- * Thread-local; valid until the next pmx_ call on this thread. */
+ * Nonzero `reset` forgets the spans the aggregate reports, in the same step (spans that end
+ * meanwhile are kept for the next report). Thread-local; valid until the next pmx_ call on this
+ * thread. */
 PMX_API int pmx_profiler_trace_json(const char** out_json);
-PMX_API int pmx_profiler_aggregate_json(const char** out_json);
+PMX_API int pmx_profiler_aggregate_json(int reset, const char** out_json);
 /* Forgets every span recorded so far. */
 PMX_API int pmx_profiler_clear(void);
 

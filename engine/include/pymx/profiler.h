@@ -39,9 +39,10 @@ void end_op(Span* span, const char* name, Device device, void* stream);
 
 // The spans recorded so far, as a Chrome trace (a JSON object with "traceEvents"), and as JSON
 // aggregate statistics per device, timeline (host or gpu) and op name. Both wait for the GPU
-// spans they report to finish on the device.
+// spans they report to finish on the device. `reset` forgets the spans the aggregate reports
+// (and only those: spans that end while it is made are kept for the next report).
 std::string trace_json();
-std::string aggregate_json();
+std::string aggregate_json(bool reset = false);
 
 // Forgets every span recorded so far.
 void clear();
