@@ -11,7 +11,9 @@ from conftest import requires_gpu, run_python
 
 from determinism_net import training_script
 from pymx import autograd, np, npx
+from pymx._c import core as _core
 from pymx.device import cpu, gpu
+from pymx.gluon import nn
 
 pytestmark = requires_gpu
 
@@ -122,6 +124,26 @@ def test_embedding_backward_of_no_indices_and_of_one_row():
     expected = onp.zeros((1, 4))
     expected[0] = 7
     assert onp.array_equal(embedding_grad(onp.arange(7), dy, 1, gpu(0)), expected)
+
+
+def test_a_cuda_graph_captured_outside_the_mode_is_not_replayed_in_it():
+    """A hybridized inference replay is captured as a CUDA graph; its convolution's cuDNN
+    algorithm may differ between the modes, so the mode is part of the graph's key."""
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(8, kernel_size=3), nn.MaxPool2D(pool_size=3, strides=1), nn.Dense(4))
+    net.initialize(device=gpu(0))
+    net.hybridize(static_alloc=True, static_shape=True)
+    x = np.ones((2, 3, 16, 16), device=gpu(0))
+    npx.set_deterministic(False)
+    start = _core.cuda_graph_stats()
+    for _ in range(6):  # captured, then replayed (two output buffers alternate: both)
+        net(x).asnumpy()
+    before = _core.cuda_graph_stats()
+    assert before["replayed"] > start["replayed"], (start, before)
+    npx.set_deterministic(True)
+    net(x).asnumpy()  # a new key, seen first: launched directly
+    after = _core.cuda_graph_stats()
+    assert after["replayed"] == before["replayed"], (before, after)
 
 
 def test_training_is_bitwise_reproducible_across_processes():
