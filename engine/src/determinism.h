@@ -32,8 +32,9 @@
 //
 // Already deterministic, mode or not (audited):
 //  - CPU kernels: a parallel loop's chunks depend only on its range, grain and the core count,
-//    also when the intra-op pool is busy (Note [Intra-op threads]); per-part sums are combined in
-//    part order; OpenBLAS runs on one thread per call.
+//    also when the intra-op pool is busy: its caller then runs the pool's chunks itself, which
+//    costs nothing, so it is done in both modes (Note [Intra-op threads]); per-part sums are
+//    combined in part order; OpenBLAS runs on one thread per call.
 //  - Random numbers: counter-based (Note [Counter-based random numbers]), seeded per op at push
 //    in push order (Note [RNG seeds]), so dropout's mask does not depend on the engine.
 //  - GPU reductions, softmax, norms: one group of threads per output, combined by a fixed tree
@@ -41,8 +42,9 @@
 //  - cuBLAS: bitwise reproducible on one architecture, given a fixed workspace per stream: each
 //    (device, stream) handle owns its own (cublas_loader.cc), and atomics mode is never enabled.
 //  - cuDNN pooling forward, average pooling backward and batch norm: not among the routines
-//    cuDNN documents as nondeterministic (its max pooling backward is, and pymx never runs it:
-//    Note [Max pooling backward on the own kernel]).
+//    cuDNN documents as nondeterministic (developer guide, "Reproducibility (Determinism)": some
+//    convolution algorithms, which the mode excludes, and max pooling backward, which pymx never
+//    runs: Note [Max pooling backward on the own kernel]).
 //  - kvstore 'device' and 'local' add a key's values in list order on one device; 'nccl' sums
 //    with NCCL, whose algorithm and order depend only on the GPUs, sizes and NCCL version.
 #pragma once
