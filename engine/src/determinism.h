@@ -12,9 +12,11 @@
 // versions: a GPU generation or a core count may change a kernel's blocking, hence its rounding.
 //
 // What it changes (each only while the mode is on; the default paths stay, being faster):
-//  - GPU pooling backward gathers: each input element sums, in a fixed order, the gradients of
-//    the windows covering it, instead of each window adding into its inputs with atomics
-//    (conv_pool.cu). Costs a second read of each window for max (its argmax is found first).
+//  - GPU pooling backward with overlapping windows (stride < kernel) gathers: each input element
+//    sums, in a fixed order, the gradients of the windows covering it, instead of each window
+//    adding into its inputs with atomics (conv_pool.cu; disjoint windows add at most once into
+//    each input, exactly, and keep the atomic kernel). Costs a second read of each window for
+//    max (its argmax is found first), and reads of dy per covering window.
 //  - GPU embedding backward sorts the indices stably (CUB radix sort) and sums each weight row's
 //    gradients in index order, instead of adding them with atomics (indexing.cu). Costs the
 //    sort, and a row indexed m times takes m sequential additions per column.

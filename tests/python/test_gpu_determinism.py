@@ -79,15 +79,18 @@ def test_pooling_backward_overlapping_windows(pool_type, cudnn_off):
                                 atol=1e-5)
 
 
-def test_pooling_backward_float16_and_strided_windows():
+@pytest.mark.parametrize("kernel, stride", [(3, 2), (2, 2)])  # overlapping, disjoint
+def test_pooling_backward_float16_and_strided_windows(kernel, stride):
     rng = onp.random.default_rng(2)
     x = rng.standard_normal((2, 4, 17, 17)).astype("float16")
-    dy = rng.standard_normal((2, 4, 8, 8)).astype("float16")
-    attrs = dict(kernel=(3, 3), stride=(2, 2), pool_type="max", cudnn_off=True)
+    out = (17 - kernel) // stride + 1
+    dy = rng.standard_normal((2, 4, out, out)).astype("float16")
+    attrs = dict(kernel=(kernel, kernel), stride=(stride, stride), pool_type="max",
+                 cudnn_off=True)
     grads = [pooling_grad(x, dy, gpu(0), **attrs) for _ in range(RUNS)]
     for again in grads[1:]:
         assert onp.array_equal(grads[0], again)
-    reference = pool_backward_reference(dy, x.astype(onp.float64), 3, 2, 0, "max")
+    reference = pool_backward_reference(dy, x.astype(onp.float64), kernel, stride, 0, "max")
     onp.testing.assert_allclose(grads[0], reference, rtol=2e-3, atol=2e-3)
 
 
