@@ -129,6 +129,35 @@ def test_embedding_backward_of_no_indices_and_of_one_row():
     assert onp.array_equal(embedding_grad(onp.arange(7), dy, 1, gpu(0)), expected)
 
 
+def convolution_grads(x, w, dy, device, **attrs):
+    data, weight = np.array(x, device=device), np.array(w, device=device)
+    data.attach_grad()
+    weight.attach_grad()
+    with autograd.record():
+        out = npx.convolution(data, weight, no_bias=True, **attrs)
+    out.backward(np.array(dy, device=device))
+    return data.grad.asnumpy(), weight.grad.asnumpy()
+
+
+@pytest.mark.parametrize("cudnn_tune", ["fastest", "limited_workspace", "off"])
+def test_convolution_gradients_repeat_bitwise(cudnn_tune):
+    """Many images into few filters: the weight gradient sums 64 * 32 * 32 products per weight,
+    which cuDNN's backward filter algorithms 0 and 3 split into partial sums added with atomics.
+    The mode keeps to deterministic algorithms, whatever cudnn_tune says."""
+    rng = onp.random.default_rng(4)
+    x = rng.standard_normal((64, 16, 32, 32)).astype("float32")
+    w = rng.standard_normal((8, 16, 3, 3)).astype("float32")
+    dy = rng.standard_normal((64, 8, 32, 32)).astype("float32")
+    attrs = dict(pad=(1, 1), cudnn_tune=cudnn_tune)
+    grads = [convolution_grads(x, w, dy, gpu(0), **attrs) for _ in range(RUNS)]
+    for again in grads[1:]:
+        assert onp.array_equal(grads[0][0], again[0]), "the data gradient changed between runs"
+        assert onp.array_equal(grads[0][1], again[1]), "the weight gradient changed between runs"
+    on_cpu = convolution_grads(x, w, dy, cpu(0), **attrs)
+    onp.testing.assert_allclose(grads[0][0], on_cpu[0], rtol=1e-4, atol=1e-3)
+    onp.testing.assert_allclose(grads[0][1], on_cpu[1], rtol=1e-4, atol=1e-2)
+
+
 def test_a_cuda_graph_captured_outside_the_mode_is_not_replayed_in_it():
     """A hybridized inference replay is captured as a CUDA graph; its convolution's cuDNN
     algorithm may differ between the modes, so the mode is part of the graph's key."""
