@@ -1,8 +1,9 @@
 """The deterministic mode on a GPU (Note [Deterministic mode] in engine/src/determinism.h): the
 kernels it swaps in for atomic ones (pooling backward as a gather, embedding backward by a
 stable sort) against NumPy in float64 and the CPU, and bitwise equal run after run where
-windows overlap heavily and indices repeat; and a convolution net's training bitwise equal
-across two processes. Skipped when no GPU is visible."""
+windows overlap heavily and indices repeat; cuDNN convolution gradients bitwise equal run after
+run; CUDA graphs kept per mode; and a convolution net's training bitwise equal across two
+processes. Skipped when no GPU is visible."""
 import os
 
 import numpy as onp
