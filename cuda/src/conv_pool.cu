@@ -31,6 +31,7 @@
 
 #include "conv_im2col.cuh"
 #include "cudnn_nn.h"
+#include "determinism.h"
 #include "kernel_util.cuh"
 #include "launch.h"
 #include "ops/elemwise.h"
@@ -322,8 +323,22 @@ __global__ void pool_forward_kernel(const T* x, T* y, PoolGeom p) {
   }
 }
 
+// The position (in its plane) of the first input, row-major, of window w equal to the max
+// `target`; -1 when none is (a NaN window).
+template <typename T>
+__device__ int64_t max_position(const T* xp, const PoolGeom& g, const Window& w, AccT<T> target) {
+  for (int64_t iz = w.z.lo; iz < w.z.hi; ++iz)
+    for (int64_t iy = w.y.lo; iy < w.y.hi; ++iy)
+      for (int64_t ix = w.x.lo; ix < w.x.hi; ++ix) {
+        const int64_t i = (iz * g.in[1] + iy) * g.in[2] + ix;
+        if (convert<AccT<T>>(xp[i]) == target) return i;
+      }
+  return -1;
+}
+
 // Max sends dy to the first input (row-major) equal to the output in its window; avg and sum
-// spread it. Windows overlap when stride < kernel, so contributions are added atomically.
+// spread it. Windows overlap when stride < kernel, so contributions are added atomically, in an
+// order that varies from run to run: the deterministic mode gathers instead (below).
 template <typename T>
 __global__ void pool_backward_kernel(const T* dy, const T* x, const T* y, T* dx, PoolGeom p) {
   using A = AccT<T>;
@@ -331,20 +346,9 @@ __global__ void pool_backward_kernel(const T* dy, const T* x, const T* y, T* dx,
   PMX_GRID_STRIDE_LOOP(e, p.planes * g.out_sp) {
     const int64_t plane = e / g.out_sp;
     const Window w(g, e % g.out_sp);
-    const T* xp = x + plane * g.in_sp;
     T* dxp = dx + plane * g.in_sp;
     if (p.type == PoolType::kMax) {
-      const A target = convert<A>(y[e]);
-      int64_t hit = -1;
-      for (int64_t iz = w.z.lo; iz < w.z.hi && hit < 0; ++iz)
-        for (int64_t iy = w.y.lo; iy < w.y.hi && hit < 0; ++iy)
-          for (int64_t ix = w.x.lo; ix < w.x.hi; ++ix) {
-            const int64_t i = (iz * g.in[1] + iy) * g.in[2] + ix;
-            if (convert<A>(xp[i]) == target) {
-              hit = i;
-              break;
-            }
-          }
+      const int64_t hit = max_position(x + plane * g.in_sp, g, w, convert<A>(y[e]));
       if (hit >= 0) atomicAdd(dxp + hit, dy[e]);
     } else {
       const T share = convert<T>(convert<A>(dy[e]) / A(w.divisor(p)));
@@ -353,6 +357,42 @@ __global__ void pool_backward_kernel(const T* dy, const T* x, const T* y, T* dx,
           for (int64_t ix = w.x.lo; ix < w.x.hi; ++ix)
             atomicAdd(dxp + (iz * g.in[1] + iy) * g.in[2] + ix, share);
     }
+  }
+}
+
+// hits[e] = max_position of output e's window, for the gather below.
+template <typename T>
+__global__ void pool_max_positions_kernel(const T* x, const T* y, int64_t* hits, PoolGeom g) {
+  PMX_GRID_STRIDE_LOOP(e, g.planes * g.out_sp) {
+    hits[e] = max_position(x + (e / g.out_sp) * g.in_sp, g, Window(g, e % g.out_sp),
+                           convert<AccT<T>>(y[e]));
+  }
+}
+
+// The backward as a gather (Note [Deterministic mode]): each input element sums the shares of
+// the windows covering it, in row-major order of the outputs, so no atomics; max counts only the
+// windows whose hit (pool_max_positions_kernel) it is. Writes every element of dx.
+template <typename T>
+__global__ void pool_backward_gather_kernel(const T* dy, const int64_t* hits, T* dx, PoolGeom p) {
+  using A = AccT<T>;
+  const PoolGeom& g = p;
+  PMX_GRID_STRIDE_LOOP(e, p.planes * g.in_sp) {
+    const int64_t plane = e / g.in_sp, i = e % g.in_sp;
+    const nn::OutputRange rz = nn::covering_outputs(g, 0, i / (g.in[1] * g.in[2]));
+    const nn::OutputRange ry = nn::covering_outputs(g, 1, (i / g.in[2]) % g.in[1]);
+    const nn::OutputRange rx = nn::covering_outputs(g, 2, i % g.in[2]);
+    A sum = A(0);
+    for (int64_t oz = rz.first; oz <= rz.last; ++oz)
+      for (int64_t oy = ry.first; oy <= ry.last; ++oy)
+        for (int64_t ox = rx.first; ox <= rx.last; ++ox) {
+          const int64_t o = (oz * g.out[1] + oy) * g.out[2] + ox, oe = plane * g.out_sp + o;
+          if (p.type == PoolType::kMax) {
+            if (hits[oe] == i) sum += convert<A>(dy[oe]);
+          } else {
+            sum += convert<A>(dy[oe]) / A(Window(g, o).divisor(p));
+          }
+        }
+    dx[e] = convert<T>(sum);
   }
 }
 
@@ -368,10 +408,36 @@ void pool_compute(const OpContext& ctx, const std::vector<TBlob>& in,
   PMX_KERNEL_LAUNCH_CHECK();
 }
 
+// in: out_grad, data, out. For max, the hits take the op's workspace.
+void pool_backward_gather(const OpContext& ctx, const PoolGeom& p, const std::vector<TBlob>& in,
+                          const std::vector<TBlob>& out) {
+  if (out[0].size() == 0) return;  // else out_grad is not empty either: every extent is >= 1
+  int64_t* hits = p.type == PoolType::kMax
+                      ? static_cast<int64_t*>(ctx.workspace(in[0].size() * sizeof(int64_t)))
+                      : nullptr;
+  PMX_GPU_FLOAT_SWITCH(in[1].dtype, T, {
+    if (hits) {
+      pool_max_positions_kernel<T><<<grid_for(in[0].size()), kBlock, 0, stream_of(ctx)>>>(
+          in[1].data<T>(), in[2].data<T>(), hits, p);
+      PMX_KERNEL_LAUNCH_CHECK();
+    }
+    pool_backward_gather_kernel<T><<<grid_for(out[0].size()), kBlock, 0, stream_of(ctx)>>>(
+        in[0].data<T>(), hits, out[0].data<T>(), p);
+  });
+  PMX_KERNEL_LAUNCH_CHECK();
+}
+
 void pool_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                            const std::vector<TBlob>& out) {
   const PoolGeom p = nn::pool_geometry(*ctx.attrs, in[1].shape);
-  if (cudnn_pooling_backward(ctx, p, in, out)) return;
+  if (cudnn_pooling_backward(ctx, p, in, out)) return;  // deterministic (Note [Deterministic mode])
+  // Disjoint windows add at most once into each input of the zeroed dx, which is exact: only
+  // overlapping ones need the gather in the deterministic mode.
+  const bool overlap = p.k[0] > p.s[0] || p.k[1] > p.s[1] || p.k[2] > p.s[2];
+  if (overlap && deterministic()) {
+    pool_backward_gather(ctx, p, in, out);
+    return;
+  }
   fill_blob(out[0], 0.0, ctx.run.stream);
   const int64_t n = in[0].size();
   if (n == 0) return;

@@ -15,8 +15,11 @@
 //                      (cudnnFind*Ex), the fastest whose workspace fits `workspace` MB;
 //   fastest            measured likewise, with no limit but half the device's free memory.
 // The first algorithm in cuDNN's order (fastest first, or best ranked) that succeeded and fits is
-// taken. A choice is made once per (direction, dtype, shapes, stride, pad, dilate, groups,
-// device, cudnn_tune, workspace) and kept for the process, like cudnn.benchmark: the mutex is
+// taken. In the deterministic mode (Note [Deterministic mode]) the choice is always off's, by
+// rank (a choice by measured times may differ between runs), among the algorithms cuDNN reports
+// as CUDNN_DETERMINISTIC. A choice is made once per (direction, dtype, shapes, stride, pad,
+// dilate, groups, device, cudnn_tune, workspace, mode) and kept for the process, like
+// cudnn.benchmark: the mutex is
 // held while it is made, so a shape met by several workers at once is measured once. Measuring
 // blocks the host, writes only the op's outputs (overwritten afterwards), and takes its scratch
 // from pymx's caching allocator on the op's stream, as large as the most any algorithm asks
@@ -38,6 +41,7 @@
 
 #include "cudnn_nn.h"
 #include "cudnn_util.h"
+#include "determinism.h"
 #include "kernel_util.cuh"
 #include "pymx/storage.h"
 
@@ -204,11 +208,12 @@ std::mutex g_choices_mu;
 // Keyed as in choose(); never freed (the choices are used until exit).
 std::map<std::vector<int64_t>, Choice>* g_choices = new std::map<std::vector<int64_t>, Choice>();
 
-// Makes a direction's choice (Note [Choosing cuDNN convolution algorithms]). Called with
-// g_choices_mu held.
+// Makes a direction's choice (Note [Choosing cuDNN convolution algorithms]); `tune` is kOff in
+// the deterministic mode. Called with g_choices_mu held.
 template <typename Dir>
 Choice make_choice(const OpContext& ctx, cudnnHandle_t h, const ConvDescs& d,
-                   const DirectionBuffers& buffers, CudnnTune tune, size_t limit) {
+                   const DirectionBuffers& buffers, CudnnTune tune, bool deterministic_only,
+                   size_t limit) {
   using Algo = typename Dir::Algo;
   typename Dir::Perf perf[Dir::kCount];
   int count = 0;
@@ -238,6 +243,7 @@ Choice make_choice(const OpContext& ctx, cudnnHandle_t h, const ConvDescs& d,
   for (int i = 0; i < count; ++i) {
     size_t bytes = 0;
     if (perf[i].status != CUDNN_STATUS_SUCCESS ||
+        (deterministic_only && perf[i].determinism != CUDNN_DETERMINISTIC) ||
         Dir::workspace(h, d, perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > limit)
       continue;
     return {true, static_cast<int>(perf[i].algo), bytes};
@@ -249,21 +255,22 @@ Choice make_choice(const OpContext& ctx, cudnnHandle_t h, const ConvDescs& d,
 template <typename Dir>
 Choice choose(const OpContext& ctx, cudnnHandle_t h, const ConvGeometry& g, DType dtype,
               const ConvDescs& d, const DirectionBuffers& buffers) {
-  const CudnnTune tune = nn::conv_cudnn_tune(*ctx.attrs);
+  const bool deterministic_only = deterministic();
+  const CudnnTune tune = deterministic_only ? CudnnTune::kOff : nn::conv_cudnn_tune(*ctx.attrs);
   const int64_t limit_mb = nn::conv_workspace_mb(*ctx.attrs);
   // 1-D and 2-D convolutions run as 2-D, 3-D ones as 3-D (conv_descs): a 3-D convolution of
   // depth 1 must not share the choice of its 2-D twin, which 5-D tensors may not support.
   const int64_t descriptor_dims = g.nsp == 3 ? 3 : 2;
   std::vector<int64_t> key = {Dir::kId, descriptor_dims, ctx.run.device.id,
                               static_cast<int64_t>(dtype),
-                              static_cast<int64_t>(tune), limit_mb, g.batch, g.in_c, g.out_c,
-                              g.groups};
+                              static_cast<int64_t>(tune), deterministic_only, limit_mb, g.batch,
+                              g.in_c, g.out_c, g.groups};
   for (int i = 0; i < 3; ++i) key.insert(key.end(), {g.in[i], g.k[i], g.s[i], g.p[i], g.d[i]});
   std::lock_guard<std::mutex> lock(g_choices_mu);
   auto it = g_choices->find(key);
   if (it != g_choices->end()) return it->second;
-  const Choice c =
-      make_choice<Dir>(ctx, h, d, buffers, tune, static_cast<size_t>(limit_mb) << 20);
+  const Choice c = make_choice<Dir>(ctx, h, d, buffers, tune, deterministic_only,
+                                    static_cast<size_t>(limit_mb) << 20);
   g_choices->emplace(std::move(key), c);
   return c;
 }

@@ -11,6 +11,9 @@
 // | sequence_mask           | data, [sequence_length] | out       | use_sequence_length, value, axis   |
 // | batch_flatten           | data                    | out       |                                    |
 // | batch_flatten_backward  | out_grad, data          | data_grad |                                    |
+#include <cub/device/device_radix_sort.cuh>
+
+#include "determinism.h"
 #include "kernel_util.cuh"
 #include "launch.h"
 #include "ops/nn_common.h"
@@ -73,6 +76,8 @@ __global__ void embedding_kernel(const int64_t* index, const char* w, char* y, i
   }
 }
 
+// Adds with atomics: repeated indices accumulate in an order that varies from run to run (the
+// deterministic mode sorts instead, below).
 template <typename T>
 __global__ void embedding_backward_kernel(const T* dy, const int64_t* index, T* dw, int64_t n,
                                           int64_t rows, int64_t dim) {
@@ -81,6 +86,37 @@ __global__ void embedding_backward_kernel(const T* dy, const int64_t* index, T* 
     int64_t r = index[i];
     r = r < 0 ? 0 : (r >= rows ? rows - 1 : r);
     atomicAdd(dw + r * dim + j, dy[e]);  // repeated indices accumulate
+  }
+}
+
+// rows_of[i] = index[i] clamped to [0, rows) (floats truncate), positions[i] = i: the pairs
+// that the deterministic embedding backward sorts.
+template <typename I>
+__global__ void embedding_rows_kernel(const I* index, uint64_t* rows_of, int32_t* positions,
+                                      int64_t n, int64_t rows) {
+  PMX_GRID_STRIDE_LOOP(i, n) {
+    const int64_t r = convert<int64_t>(index[i]);
+    rows_of[i] = static_cast<uint64_t>(r < 0 ? 0 : (r >= rows ? rows - 1 : r));
+    positions[i] = static_cast<int32_t>(i);
+  }
+}
+
+// dw[r][j] = the sum of dy[i][j] over the indices i of row r, in index order: the pairs are
+// sorted stably by row, so a row's indices form a run of slots in their own order. One thread
+// per (slot, column); the thread of a run's first slot sums the run. Rows no index names are
+// left as they are (zeroed before).
+template <typename T>
+__global__ void embedding_backward_sorted_kernel(const T* dy, const uint64_t* sorted_rows,
+                                                 const int32_t* sorted_positions, T* dw,
+                                                 int64_t n, int64_t dim) {
+  PMX_GRID_STRIDE_LOOP(e, n * dim) {
+    const int64_t slot = e / dim, j = e % dim;
+    const uint64_t r = sorted_rows[slot];
+    if (slot > 0 && sorted_rows[slot - 1] == r) continue;  // not the first slot of its run
+    AccT<T> sum = AccT<T>(0);
+    for (int64_t t = slot; t < n && sorted_rows[t] == r; ++t)
+      sum += convert<AccT<T>>(dy[sorted_positions[t] * dim + j]);
+    dw[r * dim + j] = convert<T>(sum);
   }
 }
 
@@ -151,11 +187,55 @@ void embedding_compute(const OpContext& ctx, const std::vector<TBlob>& in,
   PMX_KERNEL_LAUNCH_CHECK();
 }
 
+// The deterministic mode's embedding backward (Note [Deterministic mode]): the (row, position)
+// pairs of the indices are radix-sorted by row with CUB (stable, so each row keeps its indices
+// in order), then each row sums its run. O(n log rows) for the sort, and a row indexed m times
+// costs m sequential additions per column. One workspace: rows and positions, each twice (in and
+// sorted), then CUB's scratch.
+void embedding_backward_sorted(const OpContext& ctx, const std::vector<TBlob>& in,
+                               const std::vector<TBlob>& out, int64_t n, int64_t rows,
+                               int64_t dim) {
+  PMX_CHECK(n < (int64_t(1) << 31), "embedding_backward: ", n,
+            " indices exceed the deterministic GPU sort's limit of 2^31");
+  cudaStream_t s = stream_of(ctx);
+  int end_bit = 1;  // rows fit in bits [0, end_bit): the sort looks at no others
+  while (end_bit < 64 && (uint64_t(1) << end_bit) < static_cast<uint64_t>(rows)) ++end_bit;
+  size_t sort_bytes = 0;
+  PMX_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, static_cast<const uint64_t*>(nullptr), static_cast<uint64_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), int(n), 0, end_bit, s));
+  const size_t row_bytes = workspace_aligned(n * sizeof(uint64_t));
+  const size_t pos_bytes = workspace_aligned(n * sizeof(int32_t));
+  char* ws = static_cast<char*>(ctx.workspace(2 * row_bytes + 2 * pos_bytes + sort_bytes));
+  uint64_t* rows_of = reinterpret_cast<uint64_t*>(ws);
+  uint64_t* sorted_rows = reinterpret_cast<uint64_t*>(ws + row_bytes);
+  int32_t* positions = reinterpret_cast<int32_t*>(ws + 2 * row_bytes);
+  int32_t* sorted_positions = reinterpret_cast<int32_t*>(ws + 2 * row_bytes + pos_bytes);
+  void* sort_tmp = ws + 2 * row_bytes + 2 * pos_bytes;
+  PMX_GPU_TYPE_SWITCH(in[1].dtype, I, {
+    embedding_rows_kernel<I><<<grid_for(n), kBlock, 0, s>>>(in[1].data<I>(), rows_of, positions,
+                                                            n, rows);
+  });
+  PMX_KERNEL_LAUNCH_CHECK();
+  PMX_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_tmp, sort_bytes, rows_of, sorted_rows,
+                                                 positions, sorted_positions, int(n), 0, end_bit,
+                                                 s));
+  PMX_GPU_FLOAT_SWITCH(in[2].dtype, T, {
+    embedding_backward_sorted_kernel<T><<<grid_for(n * dim), kBlock, 0, s>>>(
+        in[0].data<T>(), sorted_rows, sorted_positions, out[0].data<T>(), n, dim);
+  });
+  PMX_KERNEL_LAUNCH_CHECK();
+}
+
 void embedding_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                                 const std::vector<TBlob>& out) {
   const int64_t n = in[1].size(), rows = in[2].shape[0], dim = in[2].shape[1];
   fill_blob(out[0], 0.0, ctx.run.stream);
   if (n == 0 || dim == 0) return;
+  if (deterministic()) {
+    embedding_backward_sorted(ctx, in, out, n, rows, dim);
+    return;
+  }
   const TBlob index = as_int64(ctx, in[1]);
   PMX_GPU_FLOAT_SWITCH(in[2].dtype, T, {
     embedding_backward_kernel<T><<<grid_for(n * dim), kBlock, 0, stream_of(ctx)>>>(

@@ -11,6 +11,7 @@
 
 #include "c_api_internal.h"
 #include "captured_graphs.h"
+#include "determinism.h"
 #include "engine_impl.h"
 #include "invoke.h"
 #include "pymx/autograd.h"
@@ -395,6 +396,21 @@ int pmx_op_invoke(const PmxOp* op, int num_inputs, PmxArray* const* inputs, int 
 int pmx_random_seed(uint64_t seed) {
   PMX_API_BEGIN();
   seed_rng(seed);
+  PMX_API_END();
+}
+
+int pmx_deterministic_set(int on, int* out_previous) {
+  PMX_API_BEGIN();
+  PMX_CHECK(on == 0 || on == 1, "pmx_deterministic_set: on=", on, " is not 0 or 1");
+  const bool previous = set_deterministic(on == 1);
+  if (out_previous != nullptr) *out_previous = previous ? 1 : 0;
+  PMX_API_END();
+}
+
+int pmx_deterministic_get(int* out_on) {
+  PMX_API_BEGIN();
+  PMX_CHECK(out_on != nullptr, "pmx_deterministic_get: NULL out_on");
+  *out_on = deterministic() ? 1 : 0;
   PMX_API_END();
 }
 

@@ -1,4 +1,4 @@
-// Every environment variable pymx reads (10); nothing else in pymx reads any.
+// Every environment variable pymx reads (11); nothing else in pymx reads any.
 //
 //   variable               values                  default   meaning
 //   PYMX_ENGINE            threaded | naive        threaded  naive = run each op at push (debugging)
@@ -19,6 +19,10 @@
 //   PYMX_LOGICAL_GPUS_PER_GPU  int >= 1            1         each physical GPU appears as this
 //                                                            many devices (testing multi-GPU
 //                                                            code on fewer GPUs)
+//   PYMX_ENFORCE_DETERMINISM  0 | 1                0         1 = every op computes bitwise
+//                                                            reproducible results or raises
+//                                                            (Note [Deterministic mode]; the
+//                                                            start value of npx.set_deterministic)
 //
 // Why one CPU worker per device by default: on the 2-core reference machine a second worker per
 // device only adds wake-ups (bench/cpp/engine_micro.cc), and data parallelism already uses one
@@ -51,9 +55,9 @@ int read_int(const char* name, int default_value, int min_value) {
   return static_cast<int>(value);
 }
 
-// A 0 | 1 setting that defaults to 1.
-bool read_switch(const char* name) {
-  const int value = read_int(name, 1, 0);
+// A 0 | 1 setting.
+bool read_switch(const char* name, bool default_value) {
+  const int value = read_int(name, default_value ? 1 : 0, 0);
   PMX_CHECK(value <= 1, name, "=\"", value, "\" is not 0 or 1");
   return value == 1;
 }
@@ -76,11 +80,12 @@ Config read_config() {
   c.gpu_workers = read_int("PYMX_GPU_WORKERS", 1, 1);
   c.gpu_copy_workers = read_int("PYMX_GPU_COPY_WORKERS", 1, 1);
   c.cpu_cache_bytes = static_cast<size_t>(read_int("PYMX_CPU_CACHE_MB", default_cpu_cache_mb(), 0)) << 20;
-  c.cudnn = read_switch("PYMX_CUDNN");
-  c.bulk_inference = read_switch("PYMX_EXEC_BULK_EXEC_INFERENCE");
-  c.bulk_train = read_switch("PYMX_EXEC_BULK_EXEC_TRAIN");
-  c.cuda_graphs = read_switch("PYMX_ENABLE_CUDA_GRAPHS");
+  c.cudnn = read_switch("PYMX_CUDNN", true);
+  c.bulk_inference = read_switch("PYMX_EXEC_BULK_EXEC_INFERENCE", true);
+  c.bulk_train = read_switch("PYMX_EXEC_BULK_EXEC_TRAIN", true);
+  c.cuda_graphs = read_switch("PYMX_ENABLE_CUDA_GRAPHS", true);
   c.logical_gpus_per_gpu = read_int("PYMX_LOGICAL_GPUS_PER_GPU", 1, 1);
+  c.enforce_determinism = read_switch("PYMX_ENFORCE_DETERMINISM", false);
   return c;
 }
 

@@ -17,6 +17,7 @@ struct Config {
   bool bulk_train = true;           // the same for replays recorded by autograd
   bool cuda_graphs = true;          // false: bulk replays on a GPU never use CUDA graphs
   int logical_gpus_per_gpu = 1;     // devices each physical GPU appears as (Note [Logical GPUs])
+  bool enforce_determinism = false;  // the mode's start value (Note [Deterministic mode])
 };
 
 // Read once, on first use; thread-safe. Throws Error(kInvalidArg) naming the variable and the

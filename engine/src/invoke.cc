@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "captured_graphs.h"
+#include "determinism.h"
 #include "engine_impl.h"
 #include "engine_object_pool.h"
 #include "invoke.h"
@@ -448,6 +449,7 @@ void run_captured(const Records& records, size_t first_captured, CapturedGraphs&
   }
   key.push_back(static_cast<int64_t>(t_workspace.generation));
   key.push_back(reinterpret_cast<intptr_t>(run.stream));
+  key.push_back(deterministic());  // the mode picks kernels (Note [Deterministic mode])
   graphs.run(
       key, run.stream,
       [&] {

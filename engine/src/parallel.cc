@@ -35,6 +35,12 @@ struct Job {
 // True on pool threads and inside a running parallel_for: a nested call runs serially.
 thread_local bool t_in_parallel = false;
 
+// Sets t_in_parallel on the calling thread for its lifetime.
+struct InParallel {
+  InParallel() { t_in_parallel = true; }
+  ~InParallel() { t_in_parallel = false; }
+};
+
 // How long a helper looks for the next loop before it sleeps (Note [Intra-op threads]).
 constexpr auto kSpin = std::chrono::microseconds(200);
 
@@ -165,22 +171,27 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
     fn(begin, end);
     return;
   }
-  std::unique_lock<std::mutex> caller(p.caller_mu, std::try_to_lock);
-  if (!caller.owns_lock()) {
-    fn(begin, end);
-    return;
-  }
   // About four chunks per thread: enough to rebalance when a core is busy elsewhere, few enough
   // that claiming a chunk costs nothing next to running it.
+  const int64_t chunk = std::max(grain, (n + 4 * p.max_threads() - 1) / (4 * p.max_threads()));
+  std::unique_lock<std::mutex> caller(p.caller_mu, std::try_to_lock);
+  if (!caller.owns_lock()) {
+    // The pool's chunks, in order on this thread (see parallel.h: boundaries never depend on
+    // whether the pool was free), nested loops serial as in the pool.
+    const InParallel scope;
+    for (int64_t lo = begin; lo < end; lo += chunk) fn(lo, std::min(end, lo + chunk));
+    return;
+  }
   Job job;
   job.fn = &fn;
   job.begin = begin;
   job.end = end;
-  job.chunk = std::max(grain, (n + 4 * p.max_threads() - 1) / (4 * p.max_threads()));
+  job.chunk = chunk;
   job.num_chunks = (n + job.chunk - 1) / job.chunk;
-  t_in_parallel = true;
-  p.run(&job);
-  t_in_parallel = false;
+  {
+    const InParallel scope;
+    p.run(&job);
+  }
   if (job.error) std::rethrow_exception(job.error);
 }
 

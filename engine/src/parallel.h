@@ -10,7 +10,10 @@
 //  - Nested calls (a parallel_for inside a chunk) run serially on the calling thread.
 //  - The pool serves one caller at a time: when another engine worker (say cpu(1) while cpu(0)
 //    is mid-convolution) calls parallel_for, it runs its loop serially instead of waiting, so
-//    devices never block on each other and at most cores + (devices - 1) threads are busy.
+//    devices never block on each other and at most cores + (devices - 1) threads are busy. It
+//    runs the same chunks as the pool would, one after another: chunk boundaries depend only on
+//    the range, the grain and the core count, never on whether the pool was free, so a kernel
+//    whose rounding follows its chunks is still reproducible (Note [Deterministic mode]).
 //  - fork() is safe: the fork waits for a running loop to end, and the child starts with a fresh
 //    pool whose threads are created on first use (DataLoader workers fork).
 //  - Chunks are claimed dynamically, so a core stolen by another process slows the loop down

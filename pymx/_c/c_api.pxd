@@ -80,6 +80,8 @@ cdef extern from "pymx/c_api.h" nogil:
                       int num_outs, PmxArray* const* outs, int* out_num_outputs,
                       PmxArray*** out_outputs)
     int pmx_random_seed(uint64_t seed)
+    int pmx_deterministic_set(int on, int* out_previous)
+    int pmx_deterministic_get(int* out_on)
 
     # Engine
     ctypedef int (*PmxEngineFn)(void* user_data, int device_type, int device_id,

@@ -1051,6 +1051,19 @@ def random_seed(uint64_t seed):
     check(pmx_random_seed(seed))
 
 
+def set_deterministic(bint on):
+    """Switches the deterministic mode; returns the previous state. Call with no op in flight."""
+    cdef int previous
+    check(pmx_deterministic_set(on, &previous))
+    return bool(previous)
+
+
+def is_deterministic():
+    cdef int on
+    check(pmx_deterministic_get(&on))
+    return bool(on)
+
+
 # ---------------------------------------------------------------------------------------------
 # Engine
 # ---------------------------------------------------------------------------------------------

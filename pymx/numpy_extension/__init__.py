@@ -3,6 +3,7 @@
 Every operator here is one call to a C++ operator through `pymx._op.invoke`; the C++ files
 (engine/src/ops/nn_*.cc) document the attributes and the gradient of each.
 """
+from pymx._c import core as _core
 from pymx._op import invoke, waitall
 from pymx.device import (Device, cpu, cpu_pinned, current_device, gpu, gpu_memory_info,
                          num_gpus)
@@ -15,7 +16,8 @@ __all__ = ["relu", "sigmoid", "activation", "leaky_relu", "softmax", "log_softma
            "batch_norm", "dropout", "layer_norm", "embedding", "sequence_mask",
            "set_np", "reset_np", "is_np_array", "is_np_shape", "use_np", "use_np_array",
            "use_np_shape", "image", "random", "cpu", "gpu", "cpu_pinned", "num_gpus",
-           "gpu_memory_info", "current_device", "Device", "waitall"]
+           "gpu_memory_info", "current_device", "Device", "waitall", "set_deterministic",
+           "is_deterministic"]
 
 
 # -------------------------------------------------------------------------------------------
@@ -46,6 +48,26 @@ def use_np(func):
 
 use_np_array = use_np
 use_np_shape = use_np
+
+
+# -------------------------------------------------------------------------------------------
+# Deterministic mode (MXNet's MXNET_ENFORCE_DETERMINISM; Note [Deterministic mode] in
+# engine/src/determinism.h says what it guarantees, changes and costs).
+# -------------------------------------------------------------------------------------------
+def set_deterministic(flag):
+    """With `flag` True, every operator computes bitwise reproducible results (run to run, same
+    machine, seeds and calls), or raises naming itself and why. Waits for all pushed work first,
+    so every operator runs in the mode that was on when it was called. Returns the previous
+    state. PYMX_ENFORCE_DETERMINISM=1 starts a process with the mode on."""
+    if not isinstance(flag, bool):
+        raise TypeError(f"set_deterministic: flag must be True or False, got {flag!r}")
+    waitall()
+    return _core.set_deterministic(flag)
+
+
+def is_deterministic():
+    """Whether the deterministic mode is on (see set_deterministic)."""
+    return _core.is_deterministic()
 
 
 # -------------------------------------------------------------------------------------------

@@ -270,6 +270,27 @@ static void test_profiler(void) {
   OK(pmx_engine_wait_all());
 }
 
+/* The deterministic mode: off unless PYMX_ENFORCE_DETERMINISM=1 started it (ctest does not set
+ * it), switched with the previous state returned, and anything but 0 or 1 refused. */
+static void test_deterministic_mode(void) {
+  int start = -1, previous = -1, on = -1, rc;
+  OK(pmx_deterministic_get(&start));
+  EXPECT(start == 0 || start == 1, "start %d", start);
+  OK(pmx_deterministic_set(1, &previous));
+  EXPECT(previous == start, "previous %d, start %d", previous, start);
+  OK(pmx_deterministic_get(&on));
+  EXPECT(on == 1, "on %d after setting 1", on);
+  OK(pmx_deterministic_set(0, NULL));
+  OK(pmx_deterministic_get(&on));
+  EXPECT(on == 0, "on %d after setting 0", on);
+  rc = pmx_deterministic_set(2, NULL);
+  EXPECT(rc == PMX_ERR_INVALID_ARG && strstr(pmx_last_error(), "on=2 is not 0 or 1") != NULL,
+         "setting 2 gave %d: %s", rc, pmx_last_error());
+  rc = pmx_deterministic_get(NULL);
+  EXPECT(rc == PMX_ERR_INVALID_ARG, "a NULL output gave %d", rc);
+  OK(pmx_deterministic_set(start, NULL));
+}
+
 int main(void) {
   test_version();
   test_round_trip_add();
@@ -277,6 +298,7 @@ int main(void) {
   test_errors();
   test_engine_push();
   test_profiler();
+  test_deterministic_mode();
   if (failures == 0) printf("test_c_api: all passed\n");
   return failures == 0 ? 0 : 1;
 }

@@ -1,11 +1,15 @@
 // parallel_for / parallel_for_parts (engine/src/parallel.h): coverage of the range, grain,
-// nesting, exceptions, concurrent callers, and use after fork().
+// nesting, exceptions, concurrent callers, chunks of a caller that finds the pool busy, and use
+// after fork().
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "parallel.h"
@@ -96,6 +100,37 @@ void test_concurrent_callers() {
   for (auto& c : callers) c.join();
 }
 
+// The (lo, hi) chunks parallel_for(0, n, grain) ran, sorted.
+std::vector<std::pair<int64_t, int64_t>> chunks_of(int64_t n, int64_t grain) {
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  parallel_for(0, n, grain, [&](int64_t lo, int64_t hi) {
+    std::lock_guard<std::mutex> lock(mu);
+    chunks.emplace_back(lo, hi);
+  });
+  std::sort(chunks.begin(), chunks.end());
+  return chunks;
+}
+
+void test_busy_pool_runs_the_same_chunks() {
+  // A caller that finds the pool busy (another device's worker mid-loop) runs its loop itself,
+  // in the chunks the pool would have used (Note [Deterministic mode]).
+  const auto with_free_pool = chunks_of(1000, 7);
+  std::atomic<bool> holding{false}, release{false};
+  std::thread holder([&] {
+    parallel_for(0, parallel_max_threads(), 1, [&](int64_t, int64_t) {
+      holding = true;
+      while (!release) std::this_thread::yield();
+    });
+  });
+  while (!holding && parallel_max_threads() > 1) std::this_thread::yield();
+  const auto with_busy_pool = chunks_of(1000, 7);
+  release = true;
+  holder.join();
+  EXPECT(with_busy_pool == with_free_pool, "a busy pool gave ", with_busy_pool.size(),
+         " chunks, a free one ", with_free_pool.size());
+}
+
 void test_fork() {
   check_cover(0, 10000, 1);  // helpers started in the parent
   const pid_t pid = fork();
@@ -116,6 +151,7 @@ int main() {
   test_nested_runs_serially();
   test_exception();
   test_concurrent_callers();
+  test_busy_pool_runs_the_same_chunks();
   test_fork();
   std::printf("test_parallel: ok (%d threads)\n", parallel_max_threads());
   return 0;

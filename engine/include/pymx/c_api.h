@@ -169,6 +169,13 @@ PMX_API int pmx_op_invoke(const PmxOp* op, int num_inputs, PmxArray* const* inpu
 /* Seeds the random number generators of every device. */
 PMX_API int pmx_random_seed(uint64_t seed);
 
+/* The deterministic mode (PYMX_ENFORCE_DETERMINISM; Note [Deterministic mode] in
+ * engine/src/determinism.h): 1 while ops must give bitwise reproducible results. Setting it
+ * applies to ops that run afterwards; call it with no op in flight (after pmx_engine_wait_all).
+ * `out_previous` (may be NULL) receives the state before. */
+PMX_API int pmx_deterministic_set(int on, int* out_previous);
+PMX_API int pmx_deterministic_get(int* out_on);
+
 /* ---------------------------------------------------------------------------------------------
  * Engine: push your own work, ordered with pymx's ops by vars (embedding).
  * ------------------------------------------------------------------------------------------- */

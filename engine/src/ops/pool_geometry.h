@@ -1,6 +1,7 @@
 // Pooling's attribute parsing and window geometry, shared by the CPU op (nn_pooling.cc) and the
 // GPU op (cuda/src/conv_pool.cu), which must agree on both. Plain host code; PoolGeom is
-// trivially copyable so that GPU kernels take it by value.
+// trivially copyable so that GPU kernels take it by value, and covering_outputs is constexpr so
+// that they call it too.
 #pragma once
 
 #include <string>
@@ -83,6 +84,22 @@ inline PoolGeom pool_geometry(const Attrs& attrs, const Shape& data) {
   g.in_sp = g.in[0] * g.in[1] * g.in[2];
   g.out_sp = g.out[0] * g.out[1] * g.out[2];
   return g;
+}
+
+// Outputs first..last (none when first > last) along `dim`.
+struct OutputRange {
+  int64_t first, last;
+};
+
+// The outputs along `dim` whose windows cover input position i (0 <= i < g.in[dim]): output o's
+// window starts at o * s - p and covers k positions (its clipping to the input never drops
+// one), so o * s - p <= i < o * s - p + k. For the backward as a gather (Note [Deterministic
+// mode]).
+constexpr OutputRange covering_outputs(const PoolGeom& g, int dim, int64_t i) {
+  const int64_t s = g.s[dim], reach = i + g.p[dim];
+  const int64_t first = reach < g.k[dim] ? 0 : (reach - g.k[dim]) / s + 1;
+  const int64_t last = reach / s < g.out[dim] - 1 ? reach / s : g.out[dim] - 1;
+  return {first, last};
 }
 
 }  // namespace nn
