@@ -3,7 +3,7 @@ differences, dropout statistics."""
 import numpy as onp
 import pytest
 
-from pymx import autograd, npx
+from pymx import autograd, np, npx
 from pymx.ndarray import from_numpy
 from test_npx_nn import arr, check_grads, randn
 
@@ -157,6 +157,17 @@ def test_embedding_and_grad():
     check_grads(lambda w: npx.embedding(arr(idx, "int32"), w), [w], [0])
     with pytest.raises(ValueError, match="input_dim=6"):
         npx.embedding(arr(idx, "int32"), arr(w), input_dim=6, output_dim=3)
+
+
+def test_embedding_grad_of_repeated_indices_sums_in_the_weight_dtype():
+    # 1 + 2^-30 summed 8 times: exact in float64, 8.0 in float32.
+    idx = onp.zeros(8, dtype="int64")
+    w = np.zeros((2, 1), dtype="float64")
+    w.attach_grad()
+    with autograd.record():
+        out = npx.embedding(np.array(idx), w, input_dim=2, output_dim=1)
+    out.backward(np.full((8, 1), 1 + 2.0 ** -30, dtype="float64"))
+    onp.testing.assert_array_equal(w.grad.asnumpy(), [[8 * (1 + 2.0 ** -30)], [0.0]])
 
 
 @pytest.mark.parametrize("axis", [0, 1])

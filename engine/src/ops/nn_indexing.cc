@@ -333,11 +333,12 @@ void embedding_backward(const OpContext&, const std::vector<TBlob>& in,
     const T* dy = in[0].data<T>();
     T* dw = out[0].data<T>();
     std::fill(dw, dw + out[0].size(), T(0));
+    using A = nn::acc_t<T>;
     for (int64_t i = 0; i < in[1].size(); ++i) {
       const int64_t r = std::min(std::max<int64_t>(read_index(in[1], i), 0), rows - 1);
       for (int64_t j = 0; j < dim; ++j)
-        dw[r * dim + j] = static_cast<T>(static_cast<float>(dw[r * dim + j]) +
-                                         static_cast<float>(dy[i * dim + j]));
+        dw[r * dim + j] = static_cast<T>(static_cast<A>(dw[r * dim + j]) +
+                                         static_cast<A>(dy[i * dim + j]));
     }
   });
 }
