@@ -11,7 +11,7 @@ import warnings
 import numpy as _onp
 
 from pymx._c import core as _core
-from pymx.base import DEFAULT_DTYPE, as_dtype, bfloat16, dtype_name
+from pymx.base import DEFAULT_DTYPE, as_dtype, bfloat16, bfloat16_to_float32, dtype_name
 from pymx.device import Device, current_device
 
 # Types arithmetic is defined with; anything else returns NotImplemented so that Python tries
@@ -342,10 +342,14 @@ def empty(shape, dtype=None, device=None):
 
 def from_numpy(values, device=None, dtype=None):
     """A new array holding a copy of `values` (a NumPy array or anything np.asarray takes),
-    keeping its dtype unless `dtype` is given (bfloat16 rounds numbers to nearest even; a
-    `bfloat16` record array is taken as raw bits). Blocks until the data is copied."""
+    keeping its dtype unless `dtype` is given (bfloat16 rounds numbers to nearest even; a NumPy
+    array of `bfloat16` bits keeps them). Blocks until the data is copied."""
     dtype = None if dtype is None else as_dtype(dtype)
-    values = _onp.asarray(values, dtype=None if dtype == bfloat16 else dtype)
+    values = _onp.asarray(values)
+    if dtype is not None and dtype != bfloat16:
+        if values.dtype == bfloat16:  # bits, not numbers: widen them first
+            values = bfloat16_to_float32(values)
+        values = values.astype(dtype, copy=False)
     out = empty(values.shape, values.dtype if dtype is None else dtype, device)
     out._sync_copy_from(values)
     return out

@@ -365,7 +365,7 @@ class Constant(Parameter):
     """A parameter that never changes (grad_req 'null'), initialised to `value`."""
 
     def __init__(self, value, name='const'):
-        host = value.asnumpy() if hasattr(value, 'asnumpy') else _onp.asarray(value)
+        host = value._host_values() if hasattr(value, 'asnumpy') else _onp.asarray(value)
         if host.dtype == _onp.float64 and not hasattr(value, 'asnumpy'):
             host = host.astype(_onp.float32)
         self.value = host

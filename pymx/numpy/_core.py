@@ -10,7 +10,7 @@ import numbers
 import numpy as _onp
 
 from pymx._c import core as _c_core
-from pymx.base import DEFAULT_DTYPE, as_dtype, bfloat16, bfloat16_to_float32
+from pymx.base import DEFAULT_DTYPE, as_dtype, bfloat16
 from pymx.device import current_device
 from pymx.ndarray import from_numpy, ndarray
 
@@ -46,14 +46,11 @@ def _scalar_value(x):
 def _host_array(obj, dtype):
     """obj as a NumPy array with MXNet's dtype defaults: data that is not already an array
     (lists, Python numbers) becomes float32 unless it is boolean; NumPy arrays keep their
-    dtype. For dtype bfloat16 the values come as float32 (from_numpy rounds them); a NumPy array
-    of `bfloat16` bits is kept as it is for dtype None or bfloat16."""
-    to_bfloat16 = dtype is not None and as_dtype(dtype) == bfloat16
+    dtype. For dtype bfloat16 the values come as float32, and a NumPy array of `bfloat16` bits
+    comes as it is: from_numpy converts both."""
     if isinstance(obj, _onp.ndarray) and obj.dtype == bfloat16:
-        if dtype is None or to_bfloat16:
-            return obj
-        obj = bfloat16_to_float32(obj)
-    if to_bfloat16:
+        return obj
+    if dtype is not None and as_dtype(dtype) == bfloat16:
         return _host_array(obj, _onp.float32)
     if isinstance(obj, (_onp.ndarray, _onp.generic)):
         values = _onp.asarray(obj) if dtype is None else _onp.asarray(obj).astype(dtype)
@@ -756,7 +753,14 @@ def trace(a, offset=0, axis1=0, axis2=1):
 
 def _host(fn, a, *args, **kwargs):
     a = _to_array(a)
-    return from_numpy(_onp.asarray(fn(a.asnumpy(), *args, **kwargs)), device=a.device)
+    return _host_result(_onp.asarray(fn(a.asnumpy(), *args, **kwargs)), a)
+
+
+def _host_result(values, a):
+    """NumPy `values` computed from a.asnumpy(), as an array on a's device. bfloat16 data is
+    computed on as float32: float32 results go back to bfloat16."""
+    keep_bfloat16 = a.dtype == bfloat16 and values.dtype == _onp.float32
+    return from_numpy(values, device=a.device, dtype=bfloat16 if keep_bfloat16 else None)
 
 
 @_export
@@ -792,9 +796,9 @@ def unique(ar, return_counts=False):
     ar = _to_array(ar)
     values = _onp.unique(ar.asnumpy(), return_counts=return_counts)
     if return_counts:
-        return (from_numpy(values[0], device=ar.device),
+        return (_host_result(values[0], ar),
                 from_numpy(values[1].astype(_onp.int64), device=ar.device))
-    return from_numpy(values, device=ar.device)
+    return _host_result(values, ar)
 
 
 @_export

@@ -363,7 +363,7 @@ class AdaGrad(Optimizer):
 
 def _to_host(state):
     if isinstance(state, ndarray):
-        return ('array', state.asnumpy())
+        return ('array', state._host_values())
     if isinstance(state, (list, tuple)):
         return ('tuple', [_to_host(s) for s in state])
     return ('value', state)

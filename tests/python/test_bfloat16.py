@@ -291,6 +291,16 @@ def test_creation_functions():
     assert np.array(x).dtype == np.bfloat16 and np.array(x, dtype="float16").dtype == onp.float16
 
 
+def test_host_computed_functions_keep_bfloat16():
+    x, rx = bf16([3.5, -1.0, 2.0, 3.5, 0.1])
+    assert_bf16_close(np.sort(x), onp.sort(rx), rtol=0)
+    assert_bf16_close(np.unique(x), onp.unique(rx), rtol=0)
+    assert np.argsort(x).dtype == onp.int64
+    onp.testing.assert_array_equal(np.argsort(x).asnumpy(), onp.argsort(rx, kind="stable"))
+    # A prefix sum rounds each partial sum in float32, then once to bfloat16.
+    assert_bf16_close(np.cumsum(x), onp.cumsum(rx))
+
+
 # ---------------------------------------------------------------------------------------------
 # Autograd
 # ---------------------------------------------------------------------------------------------
@@ -363,6 +373,28 @@ def test_gluon_training_with_float32_master_copies():
         assert master.dtype == onp.float32
         # The bfloat16 weight is the master copy rounded.
         assert_bf16_close(weight, round_to_bfloat16(master.asnumpy()), rtol=0)
+
+
+def test_optimizer_states_and_constants_keep_bfloat16(tmp_path):
+    net = _net()
+    net.cast("bfloat16")
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    x = np.array(randn(8, 4), dtype="bfloat16")
+    path = str(tmp_path / "states")
+    for _ in range(2):  # the loaded states come back on the devices at the next update
+        with autograd.record():
+            loss = (net(x) ** 2).sum()
+        loss.backward()
+        trainer.step(8)
+        trainer.save_states(path)
+        trainer.load_states(path)
+    for momentum in trainer._updaters[0].states.values():
+        assert momentum.dtype == np.bfloat16
+    value, ref = bf16([[0.1, -2.7]])
+    constant = gluon.Constant(value)
+    constant.initialize()
+    assert constant.data().dtype == np.bfloat16
+    assert_bf16_close(constant.data(), ref, rtol=0)
 
 
 def test_save_load_npz_round_trip_is_bitwise(tmp_path):
