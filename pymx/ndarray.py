@@ -345,11 +345,10 @@ def from_numpy(values, device=None, dtype=None):
     keeping its dtype unless `dtype` is given (bfloat16 rounds numbers to nearest even; a NumPy
     array of `bfloat16` bits keeps them). Blocks until the data is copied."""
     dtype = None if dtype is None else as_dtype(dtype)
-    values = _onp.asarray(values)
-    if dtype is not None and dtype != bfloat16:
-        if values.dtype == bfloat16:  # bits, not numbers: widen them first
-            values = bfloat16_to_float32(values)
-        values = values.astype(dtype, copy=False)
+    converts = dtype is not None and dtype != bfloat16  # _sync_copy_from rounds into bfloat16
+    if converts and isinstance(values, _onp.ndarray) and values.dtype == bfloat16:
+        values = bfloat16_to_float32(values)  # bits, not numbers: widen them first
+    values = _onp.asarray(values, dtype=dtype if converts else None)
     out = empty(values.shape, values.dtype if dtype is None else dtype, device)
     out._sync_copy_from(values)
     return out

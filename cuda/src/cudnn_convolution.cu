@@ -1,9 +1,10 @@
 // The convolution op and its backward through cuDNN (cudnn_nn.h): channel-first layouts, 1-3
 // spatial dims (1-D runs as 2-D with height 1), groups, stride, pad, dilation; float32, float64,
-// float16, bfloat16. Same blobs and results as the own kernels in conv_pool.cu, which run when this path
-// declines. Bias and act_type='relu' (Note [Fused convolution + relu] in nn_convolution.cc): the
-// forward adds the bias and applies the relu in one pass over cuDNN's output; the backward masks
-// out_grad by out > 0 first and feeds the masked gradient to the bias, weight and data gradients.
+// float16, bfloat16. Same blobs and results as the own kernels in conv_pool.cu, which run when
+// this path declines. Bias and act_type='relu' (Note [Fused convolution + relu] in
+// nn_convolution.cc): the forward adds the bias and applies the relu in one pass over cuDNN's
+// output; the backward masks out_grad by out > 0 first and feeds the masked gradient to the bias,
+// weight and data gradients.
 //
 // Note [Choosing cuDNN convolution algorithms]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~

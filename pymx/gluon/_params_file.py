@@ -4,9 +4,9 @@ Note [Parameter file formats]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 `save_parameters` writes what MXNet 2.x writes in np mode: an uncompressed zip with one standard
 `<name>.npy` member per parameter, whatever the file's extension; bfloat16 members use MXNet's
-cnpy descr '<b2' (NumPy has no bfloat16) and load back as `pymx.base.bfloat16` bits. It is written to a temporary
-file in the same directory and renamed over the target, so an interrupted save leaves the previous
-file intact. Loading sniffs the first four bytes like MXNDArrayLoad: a zip signature means npz,
+cnpy descr '<b2' (NumPy has no bfloat16) and load back as `pymx.base.bfloat16` bits, as do legacy
+records of type flag 12. It is written to a temporary file in the same directory and renamed over
+the target, so an interrupted save leaves the previous file intact. Loading sniffs the first four bytes like MXNDArrayLoad: a zip signature means npz,
 anything else is tried as the legacy list (u64 magic 0x112, u64 reserved, u64 N records, u64 K
 names); the record layout is in reference/mxnet-behaviour.md §6.9. Every read is bounds-checked, so
 a truncated or corrupt file raises ValueError naming the file and the byte offset.

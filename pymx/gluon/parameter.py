@@ -36,8 +36,6 @@ def _as_device_list(device):
     return devices
 
 
-
-
 def _shape_known(shape):
     return shape is not None and all(d > 0 for d in shape)
 
