@@ -447,6 +447,21 @@ def test_save_load_npz_round_trip_is_bitwise(tmp_path):
     assert plain[0].weight.data().dtype == np.bfloat16
 
 
+def test_npz_member_written_by_mxnet_cnpy(tmp_path):
+    """A '<b2' member as MXNet's cnpy writes it, here in Fortran order: read as bfloat16 bits."""
+    bits = onp.arange(0x3F80, 0x3F86, dtype="<u2").reshape(2, 3)
+    header = "{'descr': '<b2', 'fortran_order': True, 'shape': (2, 3), }"
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"  # pad to 64 bytes, NPY v1.0
+    member = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode()
+    member += bits.T.tobytes()  # column-major data
+    path = tmp_path / "mxnet.params"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("w.npy", member)
+    loaded = load_params_file(str(path))["w"]
+    assert loaded.dtype == np.bfloat16
+    onp.testing.assert_array_equal(loaded.view(onp.uint16), bits)
+
+
 def _legacy_file(path, arrays):
     """MXNet's legacy list format (V2 records, dense, cpu(0)) with raw bytes and type flags."""
     blob = struct.pack("<QQQ", 0x112, 0, len(arrays))
