@@ -15,10 +15,10 @@ namespace pymx {
 // GCC 12, the CPU compiler, has no __bf16 arithmetic, hence this value type: it stores the 16
 // bits and converts to float (exact: append 16 zero bits) for every operation, as float16's
 // _Float16 does. float -> bfloat16 rounds to nearest, ties to even, on the float32 bit pattern
-// (what MXNet, PyTorch and CUDA's __float2bfloat16 do), so values just below the largest finite
-// float round up to inf exactly when they would in any IEEE format. A NaN is never rounded: its
-// top half could read as inf, so it becomes the quiet NaN 0x7fc0 with the input's sign. Doubles
-// and integers convert through float, as MXNet does.
+// (what MXNet, PyTorch and CUDA's __float2bfloat16 do); a value at or past the midpoint between
+// the largest finite bfloat16 and 2^128 becomes inf, as IEEE overflow does. A NaN is never
+// rounded (its top half could read as inf): it keeps its sign and top payload bits and gets the
+// quiet bit. Doubles and integers convert through float, as MXNet does.
 struct bf16_t {
   uint16_t bits = 0;
 
