@@ -164,6 +164,15 @@ def test_cast_every_pair(src):
         check("cast", [x], {"dtype": dst})
 
 
+def test_bfloat16_cast_rounds_as_the_cpu():
+    """float32 -> bfloat16 on the GPU (__float2bfloat16) gives the CPU's bf16_t for any bit
+    pattern: ties to even, overflow to inf, NaN stays NaN."""
+    patterns = RNG.integers(0, 2**32, size=100000, dtype=onp.uint64).astype(onp.uint32)
+    ties = (patterns & onp.uint32(0xFFFF0000)) | onp.uint32(0x8000)
+    for bits in (patterns, ties):
+        check("cast", [bits.view(onp.float32)], {"dtype": "bfloat16"}, rtol=0, atol=0)
+
+
 # ---------------------------------------------------------------------------------------------
 # Creation and random
 # ---------------------------------------------------------------------------------------------
