@@ -32,7 +32,12 @@ STATUS_ERRORS = {
     8: PymxTypeError,
 }
 
-# dtype name -> MXNet type flag (enum PmxDType / pymx::DType); the flag indexes DTYPES.
+# NumPy has no bfloat16, so pymx spells it as MXNet does (python/mxnet/ndarray/ndarray.py): a
+# 16-bit record. A NumPy array of it holds raw bits (what files store); asnumpy() of a bfloat16
+# array gives float32, and as_dtype("bfloat16") gives this object.
+bfloat16 = _onp.dtype([("bfloat16", _onp.uint16)])
+
+# dtype name -> MXNet type flag (enum PmxDType / pymx::DType); DTYPES maps a flag to its dtype.
 DTYPE_FLAGS = {
     "float32": 0,
     "float64": 1,
@@ -42,23 +47,44 @@ DTYPE_FLAGS = {
     "int8": 5,
     "int64": 6,
     "bool": 7,
+    "bfloat16": 12,
 }
-DTYPES = [_onp.dtype(name) for name in sorted(DTYPE_FLAGS, key=DTYPE_FLAGS.get)]
 
 # MXNet's numpy interface creates float32 arrays unless told otherwise.
 DEFAULT_DTYPE = _onp.dtype("float32")
 
 
-def dtype_flag(dtype):
-    """The type flag of `dtype` (a numpy dtype, a type such as numpy.float32, or a name)."""
+def as_dtype(dtype):
+    """`dtype` (a numpy dtype, a type such as numpy.float32, or a name) as a numpy dtype object;
+    "bfloat16" gives `bfloat16`."""
     if dtype is None:  # numpy reads None as float64; here it is almost always a caller's slip
         raise TypeError("expected a dtype, got None")
-    try:
-        name = _onp.dtype(dtype).name
-    except TypeError:
-        raise TypeError(f"not a dtype: {dtype!r}") from None
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        return bfloat16
+    return _onp.dtype(dtype)  # its TypeError names the value ("data type 'x' not understood")
+
+
+def dtype_name(dtype):
+    """The name pymx and its native code use for `dtype` ("bfloat16" for `bfloat16`, where
+    numpy would say "void16")."""
+    dtype = as_dtype(dtype)
+    return "bfloat16" if dtype == bfloat16 else dtype.name
+
+
+def bfloat16_to_float32(values):
+    """The float32 values of a NumPy array of `bfloat16` bits (exact: the bits are the top half
+    of a float32)."""
+    return (values.view(_onp.uint16).astype(_onp.uint32) << 16).view(_onp.float32)
+
+
+def dtype_flag(dtype):
+    """The type flag of `dtype` (a numpy dtype, a type such as numpy.float32, or a name)."""
+    name = dtype_name(dtype)
     flag = DTYPE_FLAGS.get(name)
     if flag is None:
         supported = ", ".join(DTYPE_FLAGS)
         raise TypeError(f"pymx does not support dtype {name}; supported: {supported}")
     return flag
+
+
+DTYPES = {flag: as_dtype(name) for name, flag in DTYPE_FLAGS.items()}

@@ -11,7 +11,7 @@ import warnings
 import numpy as _onp
 
 from pymx._c import core as _core
-from pymx.base import DEFAULT_DTYPE
+from pymx.base import DEFAULT_DTYPE, as_dtype, bfloat16, bfloat16_to_float32, dtype_name
 from pymx.device import Device, current_device
 
 # Types arithmetic is defined with; anything else returns NotImplemented so that Python tries
@@ -129,16 +129,16 @@ class ndarray(_core.NDArrayBase):
             yield self[i]
 
     def __reduce__(self):
-        return (_rebuild, (self.asnumpy(), self.device))
+        return (_rebuild, (self._host_values(), self.device))
 
     # ---- printing (MXNet's format) -------------------------------------------------------
     def __repr__(self):
         text = repr(self.asnumpy())
-        if "dtype=" in text:
-            if self.dtype == DEFAULT_DTYPE:
-                text = text[:text.rindex(",")] + ")"
-        elif self.dtype not in (DEFAULT_DTYPE, _onp.bool_):
-            text = f"{text[:-1]}, dtype={self.dtype})"
+        # NumPy names float32 for a bfloat16 array's values (asnumpy widens them).
+        if "dtype=" in text and self.dtype in (DEFAULT_DTYPE, bfloat16):
+            text = text[:text.rindex(",")] + ")"
+        if "dtype=" not in text and self.dtype not in (DEFAULT_DTYPE, _onp.bool_):
+            text = f"{text[:-1]}, dtype={dtype_name(self.dtype)})"
         if self.device.device_type == "cpu":
             return text
         return f"{text[:-1]}, device={self.device})"
@@ -166,10 +166,10 @@ class ndarray(_core.NDArrayBase):
 
     def astype(self, dtype, copy=True):
         """This array converted to `dtype`; itself when the dtype matches and copy=False."""
-        dtype = _onp.dtype(dtype)
+        dtype = as_dtype(dtype)
         if not copy and dtype == self.dtype:
             return self
-        return _core.invoke("cast", [self], {"dtype": dtype.name})[0]
+        return _core.invoke("cast", [self], {"dtype": dtype_name(dtype)})[0]
 
     # ---- indexing ------------------------------------------------------------------------
     def __getitem__(self, key):
@@ -342,9 +342,14 @@ def empty(shape, dtype=None, device=None):
 
 def from_numpy(values, device=None, dtype=None):
     """A new array holding a copy of `values` (a NumPy array or anything np.asarray takes),
-    keeping its dtype unless `dtype` is given. Blocks until the data is copied."""
-    values = _onp.asarray(values, dtype=dtype)
-    out = empty(values.shape, values.dtype, device)
+    keeping its dtype unless `dtype` is given (bfloat16 rounds numbers to nearest even; a NumPy
+    array of `bfloat16` bits keeps them). Blocks until the data is copied."""
+    dtype = None if dtype is None else as_dtype(dtype)
+    converts = dtype is not None and dtype != bfloat16  # _sync_copy_from rounds into bfloat16
+    if converts and isinstance(values, _onp.ndarray) and values.dtype == bfloat16:
+        values = bfloat16_to_float32(values)  # bits, not numbers: widen them first
+    values = _onp.asarray(values, dtype=dtype if converts else None)
+    out = empty(values.shape, values.dtype if dtype is None else dtype, device)
     out._sync_copy_from(values)
     return out
 

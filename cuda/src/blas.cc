@@ -45,19 +45,21 @@ void gemm(const OpContext& ctx, DType dtype, bool trans_a, bool trans_b, int64_t
                                              ibatch),
                    "cublasDgemmStridedBatched");
       break;
-    case DType::kFloat16: {
-      // float16 storage, float accumulation (the CPU path accumulates in float too).
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      // 16-bit storage, float accumulation (the CPU path accumulates in float too).
+      const cudaDataType type = dtype == DType::kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
       const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
-      check_cublas(api.gemm_strided_batched_ex(handle, op_b, op_a, in, im, ik, &fa, b, CUDA_R_16F,
-                                               int(ldb), stride_b, a, CUDA_R_16F, int(lda),
-                                               stride_a, &fb, c, CUDA_R_16F, int(ldc), stride_c,
-                                               ibatch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      check_cublas(api.gemm_strided_batched_ex(handle, op_b, op_a, in, im, ik, &fa, b, type,
+                                               int(ldb), stride_b, a, type, int(lda), stride_a,
+                                               &fb, c, type, int(ldc), stride_c, ibatch,
+                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                    "cublasGemmStridedBatchedEx");
       break;
     }
     default:
-      PMX_THROW(Status::kType, "matrix products on the GPU need float32, float64 or float16, got ",
-                dtype_name(dtype));
+      PMX_THROW(Status::kType, "matrix products on the GPU need float32, float64, float16 or "
+                "bfloat16, got ", dtype_name(dtype));
   }
 }
 

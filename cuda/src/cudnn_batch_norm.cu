@@ -2,9 +2,9 @@
 // (nn_norm.cc); the own kernels in norm_softmax.cu run what this declines.
 //  - Any axis: data viewed as (outer, n, inner) around it (AxisView) is cuDNN's NCHW tensor
 //    (outer, n, inner, 1) in SPATIAL mode, whose per-channel statistics run over outer * inner.
-//  - dtypes: cuDNN keeps scale, shift and statistics in float for float32 and float16 data, in
-//    double for float64 data; other parameter dtypes (float16, or float32 with float64 data)
-//    decline.
+//  - dtypes: cuDNN keeps scale, shift and statistics in float for float32, float16 and bfloat16
+//    data, in double for float64 data; other parameter dtypes (float16, or float32 with float64
+//    data) decline.
 //  - fix_gamma: cuDNN scales by ones (in the workspace), and gamma_grad is zeroed afterwards.
 //  - The backward runs here only with batch statistics (training, use_global_stats off): cuDNN's
 //    backward always differentiates through them, while the op's other backward treats mean and

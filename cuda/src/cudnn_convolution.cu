@@ -1,9 +1,10 @@
 // The convolution op and its backward through cuDNN (cudnn_nn.h): channel-first layouts, 1-3
 // spatial dims (1-D runs as 2-D with height 1), groups, stride, pad, dilation; float32, float64,
-// float16. Same blobs and results as the own kernels in conv_pool.cu, which run when this path
-// declines. Bias and act_type='relu' (Note [Fused convolution + relu] in nn_convolution.cc): the
-// forward adds the bias and applies the relu in one pass over cuDNN's output; the backward masks
-// out_grad by out > 0 first and feeds the masked gradient to the bias, weight and data gradients.
+// float16, bfloat16. Same blobs and results as the own kernels in conv_pool.cu, which run when
+// this path declines. Bias and act_type='relu' (Note [Fused convolution + relu] in
+// nn_convolution.cc): the forward adds the bias and applies the relu in one pass over cuDNN's
+// output; the backward masks out_grad by out > 0 first and feeds the masked gradient to the bias,
+// weight and data gradients.
 //
 // Note [Choosing cuDNN convolution algorithms]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -31,8 +32,8 @@
 // CUDNN_DEFAULT_MATH lets cuDNN run float32 convolutions on TF32 tensor cores (Ampere and newer),
 // whose products keep 10 bits of mantissa; float32 results must match float32 references (and
 // the own kernels, whose cuBLAS GEMMs use no TF32 either). float32 and float64 therefore use
-// CUDNN_FMA_MATH. float16 uses CUDNN_TENSOR_OP_MATH with float accumulation (compute type float),
-// as the own kernels accumulate in float.
+// CUDNN_FMA_MATH. float16 and bfloat16 use CUDNN_TENSOR_OP_MATH with float accumulation (compute
+// type float), as the own kernels accumulate in float.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -123,7 +124,8 @@ bool conv_descs(const ConvGeometry& g, DType dtype, ConvDescs* d) {
   check_cudnn(api.cudnnSetConvolutionGroupCount(cd, static_cast<int>(g.groups)),
               "cudnnSetConvolutionGroupCount");
   // Note [No TF32 in float32 convolutions].
-  const cudnnMathType_t math = type == CUDNN_DATA_HALF ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+  const bool is_16bit = type == CUDNN_DATA_HALF || type == CUDNN_DATA_BFLOAT16;
+  const cudnnMathType_t math = is_16bit ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
   check_cudnn(api.cudnnSetConvolutionMathType(cd, math), "cudnnSetConvolutionMathType");
   return true;
 }

@@ -35,7 +35,12 @@ enum cudnnStatus_t : int {
   CUDNN_STATUS_NOT_SUPPORTED = 3000,   // 3000-3999: not supported
   CUDNN_STATUS_INTERNAL_ERROR = 4000,  // 4000-: internal and execution failures
 };
-enum cudnnDataType_t : int { CUDNN_DATA_FLOAT = 0, CUDNN_DATA_DOUBLE = 1, CUDNN_DATA_HALF = 2 };
+enum cudnnDataType_t : int {
+  CUDNN_DATA_FLOAT = 0,
+  CUDNN_DATA_DOUBLE = 1,
+  CUDNN_DATA_HALF = 2,
+  CUDNN_DATA_BFLOAT16 = 9,
+};
 enum cudnnMathType_t : int {
   CUDNN_DEFAULT_MATH = 0,
   CUDNN_TENSOR_OP_MATH = 1,

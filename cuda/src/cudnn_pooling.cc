@@ -1,6 +1,6 @@
 // The pooling op and its backward through cuDNN (cudnn_nn.h), for the configurations where cuDNN
 // computes exactly what the op defines (nn_pooling.cc); the own kernels in conv_pool.cu run the
-// others. 1-D runs as 2-D with height 1; float32, float64, float16.
+// others. 1-D runs as 2-D with height 1; float32, float64, float16, bfloat16.
 //  - max: windows always overlap the input (pad < kernel), and cuDNN's max ignores the padding as
 //    the op's clipped windows do. Forward only: Note [Max pooling backward on the own kernel].
 //  - avg: count_include_pad=True is CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING (windows then lie

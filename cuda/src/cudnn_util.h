@@ -29,6 +29,7 @@ inline bool cudnn_data_type(DType dtype, cudnnDataType_t* type) {
     case DType::kFloat32: *type = CUDNN_DATA_FLOAT; return true;
     case DType::kFloat64: *type = CUDNN_DATA_DOUBLE; return true;
     case DType::kFloat16: *type = CUDNN_DATA_HALF; return true;
+    case DType::kBFloat16: *type = CUDNN_DATA_BFLOAT16; return true;
     default: return false;
   }
 }

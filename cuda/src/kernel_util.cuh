@@ -1,11 +1,13 @@
-// Shared device-side helpers for the kernel files: dtype dispatch with CUDA's __half, launch
-// configuration, conversions, and the strided index maths of broadcasting.
+// Shared device-side helpers for the kernel files: dtype dispatch with CUDA's __half and
+// __nv_bfloat16, launch configuration, conversions, and the strided index maths of broadcasting.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "cuda_check.h"
@@ -14,7 +16,7 @@
 namespace pymx {
 namespace gpu {
 
-// Device float16 is __half; arithmetic goes through float (AccT).
+// Device float16 is __half and bfloat16 is __nv_bfloat16; arithmetic goes through float (AccT).
 #define PMX_GPU_CASE_(flag, ctype, T, ...) \
   case ::pymx::DType::flag: {              \
     using T = ctype;                       \
@@ -27,6 +29,7 @@ namespace gpu {
     PMX_GPU_CASE_(kFloat32, float, T, __VA_ARGS__)                                         \
     PMX_GPU_CASE_(kFloat64, double, T, __VA_ARGS__)                                        \
     PMX_GPU_CASE_(kFloat16, __half, T, __VA_ARGS__)                                        \
+    PMX_GPU_CASE_(kBFloat16, __nv_bfloat16, T, __VA_ARGS__)                                \
     PMX_GPU_CASE_(kUint8, uint8_t, T, __VA_ARGS__)                                         \
     PMX_GPU_CASE_(kInt8, int8_t, T, __VA_ARGS__)                                           \
     PMX_GPU_CASE_(kInt32, int32_t, T, __VA_ARGS__)                                         \
@@ -41,31 +44,36 @@ namespace gpu {
     PMX_GPU_CASE_(kFloat32, float, T, __VA_ARGS__)                                            \
     PMX_GPU_CASE_(kFloat64, double, T, __VA_ARGS__)                                           \
     PMX_GPU_CASE_(kFloat16, __half, T, __VA_ARGS__)                                           \
+    PMX_GPU_CASE_(kBFloat16, __nv_bfloat16, T, __VA_ARGS__)                                   \
     default:                                                                                  \
       PMX_THROW(::pymx::Status::kType, "expected a floating-point dtype, got ",                \
                 ::pymx::dtype_name(dtype));                                                   \
   }
 
-// The type arithmetic on T is done in: float for __half, T otherwise.
-template <typename T> struct Acc { using type = T; };
-template <> struct Acc<__half> { using type = float; };
-template <typename T> using AccT = typename Acc<T>::type;
+// float16 and bfloat16: stored in 16 bits, computed in float.
+template <typename T>
+constexpr bool kIs16BitFloat = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
 
-template <typename T> constexpr bool kIsFloat = false;
-template <> constexpr bool kIsFloat<float> = true;
-template <> constexpr bool kIsFloat<double> = true;
-template <> constexpr bool kIsFloat<__half> = true;
+// The type arithmetic on T is done in: float for __half and __nv_bfloat16, T otherwise.
+template <typename T> using AccT = std::conditional_t<kIs16BitFloat<T>, float, T>;
 
-// Value conversion with NumPy's rules for the awkward cases: through float for __half, and
-// anything -> bool is "!= 0".
+template <typename T>
+constexpr bool kIsFloat = std::is_same_v<T, float> || std::is_same_v<T, double> || kIs16BitFloat<T>;
+
+// Value conversion with NumPy's rules for the awkward cases: through float for __half and
+// __nv_bfloat16 (round to nearest even, as the CPU's bf16_t), and anything -> bool is "!= 0".
 template <typename To, typename From>
 __host__ __device__ __forceinline__ To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (std::is_same_v<From, __half>) {
     return convert<To>(__half2float(v));
+  } else if constexpr (std::is_same_v<From, __nv_bfloat16>) {
+    return convert<To>(__bfloat162float(v));
   } else if constexpr (std::is_same_v<To, __half>) {
     return __float2half(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
+    return __float2bfloat16(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
   } else {

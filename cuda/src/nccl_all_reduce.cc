@@ -60,6 +60,7 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::kFloat32: return ncclFloat32;
     case DType::kFloat64: return ncclFloat64;
     case DType::kFloat16: return ncclFloat16;
+    case DType::kBFloat16: return ncclBfloat16;
     case DType::kUint8: return ncclUint8;
     case DType::kInt32: return ncclInt32;
     case DType::kInt8: return ncclInt8;

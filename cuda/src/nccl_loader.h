@@ -26,6 +26,7 @@ enum ncclDataType_t : int {
   ncclFloat16 = 6,
   ncclFloat32 = 7,
   ncclFloat64 = 8,
+  ncclBfloat16 = 9,
 };
 enum ncclRedOp_t : int { ncclSum = 0 };
 

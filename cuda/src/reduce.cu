@@ -39,6 +39,7 @@ using SumAcc = std::conditional_t<kIsFloat<T>, double, int64_t>;
 template <typename T> constexpr DType kDTypeOf = DType::kFloat64;
 template <> constexpr DType kDTypeOf<float> = DType::kFloat32;
 template <> constexpr DType kDTypeOf<__half> = DType::kFloat16;
+template <> constexpr DType kDTypeOf<__nv_bfloat16> = DType::kBFloat16;
 template <> constexpr DType kDTypeOf<int64_t> = DType::kInt64;
 template <> constexpr DType kDTypeOf<int32_t> = DType::kInt32;
 template <> constexpr DType kDTypeOf<int8_t> = DType::kInt8;

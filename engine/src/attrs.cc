@@ -261,13 +261,14 @@ DType parse_dtype(const std::string& name) {
   if (name == "float32") return DType::kFloat32;
   if (name == "float64" || name == "float" || name == "double") return DType::kFloat64;
   if (name == "float16" || name == "half") return DType::kFloat16;
+  if (name == "bfloat16") return DType::kBFloat16;
   if (name == "uint8") return DType::kUint8;
   if (name == "int8") return DType::kInt8;
   if (name == "int32") return DType::kInt32;
   if (name == "int64" || name == "int") return DType::kInt64;
   if (name == "bool" || name == "bool_") return DType::kBool;
   PMX_THROW(Status::kType, "unsupported dtype '", name,
-            "' (supported: float32, float64, float16, uint8, int8, int32, int64, bool)");
+            "' (supported: float32, float64, float16, bfloat16, uint8, int8, int32, int64, bool)");
 }
 
 Device parse_device(const std::string& raw) {

@@ -129,7 +129,8 @@ Device make_device(int device_type, int device_id) {
 }
 
 DType make_dtype(int dtype) {
-  PMX_CHECK(dtype >= PMX_FLOAT32 && dtype <= PMX_BOOL, "unknown dtype flag ", dtype);
+  PMX_CHECK((dtype >= PMX_FLOAT32 && dtype <= PMX_BOOL) || dtype == PMX_BFLOAT16,
+            "unknown dtype flag ", dtype, " (0-7, or 12 for bfloat16)");
   return static_cast<DType>(dtype);
 }
 

@@ -26,7 +26,8 @@ import numbers
 
 import numpy as _onp
 
-from pymx.base import DTYPES, STATUS_ERRORS, PymxError, dtype_flag
+from pymx.base import (DTYPES, STATUS_ERRORS, PymxError, bfloat16, bfloat16_to_float32,
+                        dtype_flag, dtype_name)
 
 # Inputs and attributes of most ops fit in these stack buffers; larger lists use a vector.
 cdef enum:
@@ -220,7 +221,14 @@ cdef class NDArrayBase:
         check(rc)
 
     def asnumpy(self):
-        """A NumPy copy of the values. Blocks; this is where asynchronous errors surface."""
+        """A NumPy copy of the values (float32 for bfloat16, exactly, as MXNet gives). Blocks;
+        this is where asynchronous errors surface."""
+        values = self._host_values()
+        return bfloat16_to_float32(values) if values.dtype == bfloat16 else values
+
+    def _host_values(self):
+        """A NumPy copy of the stored values: bfloat16 arrays give their raw bits as the
+        `bfloat16` record dtype (what files hold). Blocks."""
         out = _onp.empty(self.shape, self.dtype)
         cdef Py_buffer view
         cdef int rc
@@ -232,7 +240,16 @@ cdef class NDArrayBase:
         return out
 
     def _sync_copy_from(self, source):
-        """Blocking copy of host data with the same number of elements, cast to this dtype."""
+        """Blocking copy of host data with the same number of elements, cast to this dtype.
+        Numbers copied into a bfloat16 array are rounded by the native cast; `bfloat16` records
+        are raw bits and copied as they are."""
+        source = _onp.asarray(source)
+        if self.dtype == bfloat16 and source.dtype != bfloat16:
+            staged = empty(self.shape, _onp.float32, self.device)
+            staged._sync_copy_from(source)
+            invoke("cast", [staged], {"dtype": "bfloat16"}, out=self)
+            self.wait_to_read()
+            return
         source = _onp.ascontiguousarray(source, dtype=self.dtype)
         if source.size != self.size:
             raise ValueError(f"cannot copy {source.size} elements of shape {source.shape} into "
@@ -384,10 +401,11 @@ cdef enum:
     DLPACK_FLAG_IS_COPIED = 2
     DLPACK_MAX_MAJOR = 1
 
-# PmxDeviceType -> DLDeviceType, and dtype flag -> (DLDataTypeCode, bits).
+# PmxDeviceType -> DLDeviceType, and dtype flag -> DLDataTypeCode (0 int, 1 uint, 2 float,
+# 4 bfloat, 6 bool) and bits.
 _DLPACK_DEVICE = {PMX_DEVICE_CPU: 1, PMX_DEVICE_GPU: 2, PMX_DEVICE_CPU_PINNED: 3}
-cdef uint8_t[8] _DL_CODES = [2, 2, 2, 1, 0, 0, 0, 6]   # float, float, float, uint, int x3, bool
-cdef uint8_t[8] _DL_BITS = [32, 64, 16, 8, 32, 8, 64, 8]
+_DL_CODES = {0: 2, 1: 2, 2: 2, 3: 1, 4: 0, 5: 0, 6: 0, 7: 6, 12: 4}
+_DL_BITS = {0: 32, 1: 64, 2: 16, 3: 8, 4: 32, 5: 8, 6: 64, 7: 8, 12: 16}
 
 
 # What an export's manager_ctx holds: a handle of its own (a view), so no GIL is needed to
@@ -536,7 +554,7 @@ cdef bint _interpreter_exiting = False           # guarded by _release_mutex
 
 # (DLDataTypeCode, bits) -> pymx dtype flag; names of the codes for error messages.
 _DL_TO_FLAG = {(2, 32): 0, (2, 64): 1, (2, 16): 2, (1, 8): 3, (0, 32): 4, (0, 8): 5, (0, 64): 6,
-               (6, 8): 7}
+               (6, 8): 7, (4, 16): 12}
 _DL_CODE_NAMES = {0: "int", 1: "uint", 2: "float", 3: "opaque_handle", 4: "bfloat",
                   5: "complex", 6: "bool", 7: "float8", 8: "float6", 9: "float4"}
 _DL_DEVICE_NAMES = {1: "kDLCPU", 2: "kDLCUDA", 3: "kDLCUDAHost", 4: "kDLOpenCL", 7: "kDLVulkan",
@@ -682,7 +700,7 @@ def from_dlpack_capsule(capsule, device, copy):
     dtype_key = (tensor.dtype.code, tensor.dtype.bits)
     if tensor.dtype.lanes != 1 or dtype_key not in _DL_TO_FLAG:
         raise TypeError(f"from_dlpack: unsupported dtype {_dl_dtype_name(tensor.dtype)}; pymx "
-                        f"takes float16/32/64, int8/32/64, uint8 and bool")
+                        f"takes float16/32/64, bfloat16, int8/32/64, uint8 and bool")
     cdef int dtype = _DL_TO_FLAG[dtype_key]
     cdef int itemsize = tensor.dtype.bits // 8
     source_type, source_id = dlpack_device_of(tensor.device.device_type, tensor.device.device_id)
@@ -877,7 +895,7 @@ cdef str _attr_text(object value):
     if isinstance(value, numbers.Real):
         return float.__repr__(float(value))
     if isinstance(value, (_onp.dtype, type)):
-        return _onp.dtype(value).name
+        return dtype_name(value)
     if hasattr(value, "device_typeid"):  # pymx.device.Device
         return str(value)
     raise TypeError(f"cannot pass a value of type {cls.__name__} ({value!r}) as an operator "

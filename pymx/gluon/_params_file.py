@@ -3,13 +3,16 @@
 Note [Parameter file formats]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 `save_parameters` writes what MXNet 2.x writes in np mode: an uncompressed zip with one standard
-`<name>.npy` member per parameter, whatever the file's extension. It is written to a temporary
-file in the same directory and renamed over the target, so an interrupted save leaves the previous
-file intact. Loading sniffs the first four bytes like MXNDArrayLoad: a zip signature means npz,
+`<name>.npy` member per parameter, whatever the file's extension; bfloat16 members use MXNet's
+cnpy descr '<b2' (NumPy has no bfloat16) and load back as `pymx.base.bfloat16` bits, as do legacy
+records of type flag 12. It is written to a temporary file in the same directory and renamed over
+the target, so an interrupted save leaves the previous file intact. Loading sniffs the first four bytes like MXNDArrayLoad: a zip signature means npz,
 anything else is tried as the legacy list (u64 magic 0x112, u64 reserved, u64 N records, u64 K
 names); the record layout is in reference/mxnet-behaviour.md §6.9. Every read is bounds-checked, so
 a truncated or corrupt file raises ValueError naming the file and the byte offset.
 """
+import ast
+import io
 import os
 import struct
 import tempfile
@@ -17,27 +20,31 @@ import zipfile
 
 import numpy as _onp
 
+from ..base import bfloat16
+
 __all__ = ['save_npz', 'load_params_file', 'load_into']
 
 _ZIP_MAGICS = (b'PK\x03\x04', b'PK\x05\x06')
 _LIST_MAGIC = 0x112
 _RECORD_V1, _RECORD_V2, _RECORD_V3 = 0xF993FAC8, 0xF993FAC9, 0xF993FACA
-# mshadow type flags (3rdparty/mshadow/mshadow/base.h); 12 is bfloat16, widened to float32.
+# mshadow type flags (3rdparty/mshadow/mshadow/base.h); 12 is bfloat16, kept as its bits.
 _TYPE_FLAGS = {0: _onp.float32, 1: _onp.float64, 2: _onp.float16, 3: _onp.uint8, 4: _onp.int32,
                5: _onp.int8, 6: _onp.int64, 7: _onp.bool_, 8: _onp.int16, 9: _onp.uint16,
                10: _onp.uint32, 11: _onp.uint64}
 _BFLOAT16 = 12
+_BFLOAT16_DESCR = '<b2'  # MXNet's src/serialization/cnpy.cc
 
 
 def save_npz(filename, arrays):
-    """Writes {name: numpy array} as an uncompressed .npz, atomically (temp file + os.replace)."""
+    """Writes {name: numpy array} as an uncompressed .npz, atomically (temp file + os.replace).
+    Arrays of `bfloat16` bits are written with the descr '<b2'."""
     filename = os.fspath(filename)
     directory = os.path.dirname(os.path.abspath(filename))
     fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(filename) + '.', suffix='.tmp',
                                dir=directory)
     try:
         with os.fdopen(fd, 'wb') as f:
-            _onp.savez(f, **arrays)
+            _write_npz(f, arrays)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, filename)
@@ -47,6 +54,21 @@ def save_npz(filename, arrays):
         except OSError:
             pass
         raise
+
+
+def _write_npz(f, arrays):
+    # np.savez's layout: an uncompressed zip of <name>.npy members.
+    with zipfile.ZipFile(f, 'w', zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, values in arrays.items():
+            with archive.open(name + '.npy', 'w', force_zip64=True) as member:
+                if values.dtype == bfloat16:
+                    header = {'descr': _BFLOAT16_DESCR, 'fortran_order': False,
+                              'shape': values.shape}
+                    _onp.lib.format.write_array_header_1_0(member, header)
+                    member.write(_onp.ascontiguousarray(values).view('<u2').tobytes())
+                else:
+                    _onp.lib.format.write_array(member, _onp.asanyarray(values),
+                                                allow_pickle=False)
 
 
 def load_params_file(filename):
@@ -64,11 +86,30 @@ def load_params_file(filename):
 
 def _load_npz(filename):
     try:
-        with _onp.load(filename, allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as err:
+        with zipfile.ZipFile(filename) as archive:
+            return {name[:-4] if name.endswith('.npy') else name: _read_npy(archive.read(name))
+                    for name in archive.namelist()}
+    except (zipfile.BadZipFile, ValueError, SyntaxError, OSError, EOFError, KeyError) as err:
         raise ValueError(f"Parameter file '{filename}' is a corrupt or truncated .npz: "
                          f"{err}") from err
+
+
+def _read_npy(raw):
+    """One .npy member; MXNet's '<b2' members give `bfloat16` bits (NumPy rejects that descr)."""
+    stream = io.BytesIO(raw)
+    major, _minor = _onp.lib.format.read_magic(stream)
+    length_format = '<H' if major == 1 else '<I'
+    (header_length,) = struct.unpack(length_format, stream.read(struct.calcsize(length_format)))
+    header = ast.literal_eval(stream.read(header_length).decode('latin1'))
+    if not isinstance(header, dict) or header.get('descr') != _BFLOAT16_DESCR:
+        return _onp.lib.format.read_array(io.BytesIO(raw), allow_pickle=False)
+    shape = tuple(header['shape'])
+    size = 1
+    for d in shape:
+        size *= d
+    bits = _onp.frombuffer(raw, dtype='<u2', count=size, offset=stream.tell())
+    bits = bits.reshape(shape, order='F' if header['fortran_order'] else 'C')
+    return _onp.ascontiguousarray(bits, dtype=_onp.uint16).view(bfloat16)
 
 
 class _LegacyReader:
@@ -156,7 +197,7 @@ class _LegacyReader:
             size *= d
         if type_flag == _BFLOAT16:
             raw = _onp.frombuffer(self.take(2 * size, f'array {index} data'), dtype='<u2')
-            return (raw.astype(_onp.uint32) << 16).view(_onp.float32).reshape(shape)
+            return raw.astype(_onp.uint16).view(bfloat16).reshape(shape)
         dtype = _TYPE_FLAGS.get(type_flag)
         if dtype is None:
             self._fail(f"array {index} has unknown dtype flag {type_flag}")

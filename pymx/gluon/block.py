@@ -275,7 +275,7 @@ class Block:
             for name, param in params.items():
                 first_names.setdefault(id(param), name)
             params = {name: p for name, p in params.items() if first_names[id(p)] == name}
-        arrays = {name: param._reduce().asnumpy() for name, param in params.items()}
+        arrays = {name: param._reduce()._host_values() for name, param in params.items()}
         save_npz(filename, arrays)
 
     def load_parameters(self, filename, device=None, allow_missing=False, ignore_extra=False,
@@ -526,5 +526,5 @@ class HybridBlock(Block):
         arrays = {}
         for name, p in zip(param_names, cached.params):
             prefix = 'aux:' if p.grad_req == 'null' else 'arg:'
-            arrays[prefix + name] = p._reduce().asnumpy()
+            arrays[prefix + name] = p._reduce()._host_values()
         save_npz(f'{path}-{epoch:04d}.params', arrays)

@@ -12,6 +12,7 @@ import numpy as _onp
 from .. import autograd
 from .. import initializer as _init
 from .. import numpy as np
+from ..base import dtype_name
 from ..device import Device, cpu, current_device
 from ..ndarray import ndarray
 
@@ -33,10 +34,6 @@ def _as_device_list(device):
     if not devices or not all(isinstance(d, Device) for d in devices):
         raise ValueError(f"device must be a Device or a non-empty list of Devices, got {device!r}")
     return devices
-
-
-def _dtype_name(dtype):
-    return _onp.dtype(dtype).name
 
 
 def _shape_known(shape):
@@ -68,7 +65,7 @@ class Parameter:
         self._grad_req = None
         self._shape = None
         self.shape = shape
-        self.dtype = _dtype_name(dtype)
+        self.dtype = dtype_name(dtype)
         self.lr_mult = lr_mult
         self.wd_mult = wd_mult
         self.init = init
@@ -311,7 +308,7 @@ class Parameter:
 
     def cast(self, dtype):
         """Casts data and gradients to `dtype`."""
-        self.dtype = _dtype_name(dtype)
+        self.dtype = dtype_name(dtype)
         if self._data is None:
             return
         with autograd.pause():
@@ -336,17 +333,15 @@ class Parameter:
                 raise ValueError(f"Failed loading Parameter '{name}' from saved params: "
                                  f"shape incompatible expected {self.shape} vs saved {data.shape}")
         self._shape = tuple(data.shape)
-        if data.dtype.name != self.dtype:
+        if dtype_name(data.dtype) != self.dtype:
             if not cast_dtype:
                 raise ValueError(f"Failed loading Parameter '{name}' from saved params: "
                                  f"dtype incompatible expected {self.dtype} vs saved "
-                                 f"{data.dtype.name}. Set cast_dtype=True to cast the dtype of "
-                                 f"saved params.")
-            if dtype_source == 'current':
-                data = data.astype(self.dtype)
-            else:
+                                 f"{dtype_name(data.dtype)}. Set cast_dtype=True to cast the "
+                                 f"dtype of saved params.")
+            if dtype_source == 'saved':  # else np.array below casts to the current dtype
                 self._tell_trainer()  # new copies of the saved dtype
-                self.dtype = data.dtype.name
+                self.dtype = dtype_name(data.dtype)
         devices = None if device is None else _as_device_list(device)
         array = np.array(data, dtype=self.dtype, device=cpu())
         if self._data is None:
@@ -368,7 +363,7 @@ class Constant(Parameter):
     """A parameter that never changes (grad_req 'null'), initialised to `value`."""
 
     def __init__(self, value, name='const'):
-        host = value.asnumpy() if hasattr(value, 'asnumpy') else _onp.asarray(value)
+        host = value._host_values() if hasattr(value, 'asnumpy') else _onp.asarray(value)
         if host.dtype == _onp.float64 and not hasattr(value, 'asnumpy'):
             host = host.astype(_onp.float32)
         self.value = host
@@ -421,7 +416,7 @@ class ParameterDict(dict):
 
     def save(self, filename):
         from ._params_file import save_npz
-        save_npz(filename, {name: p._reduce().asnumpy() for name, p in self.items()})
+        save_npz(filename, {name: p._reduce()._host_values() for name, p in self.items()})
 
     def load(self, filename, device=None, allow_missing=False, ignore_extra=False,
              cast_dtype=False, dtype_source='current'):

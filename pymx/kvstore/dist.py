@@ -37,6 +37,7 @@ import sys
 import numpy as onp
 
 from .. import autograd
+from ..base import bfloat16
 from ..device import cpu, cpu_pinned
 from ..ndarray import empty
 from .kvstore import KVStore, _as_list
@@ -148,7 +149,12 @@ class DistKVStore(KVStore):
 
     def _across_processes(self, arrays, collective):
         """Copies `arrays` into one flat host buffer per dtype, runs `collective` (an in-place MPI
-        call) on each buffer, and returns per array a view of its part of the result."""
+        call) on each buffer, and returns per array a view of its part of the result. MPI has no
+        bfloat16: such arrays travel as float32 (exactly) and come back rounded once."""
+        if any(a.dtype == bfloat16 for a in arrays):
+            wide = [a.astype('float32') if a.dtype == bfloat16 else a for a in arrays]
+            results = self._across_processes(wide, collective)
+            return [r.astype(a.dtype) for a, r in zip(arrays, results)]
         on_gpu = any(a.device.device_type == 'gpu' for a in arrays)
         host = cpu_pinned(0) if on_gpu else cpu(0)
         groups = {}  # dtype -> indices; the same order on every rank (the calls were checked)

@@ -10,6 +10,7 @@ or float-valued functions of integers give float32.
 """
 import numpy as _onp
 
+from pymx.base import bfloat16 as _bfloat16
 from pymx.ndarray import from_dlpack, ndarray
 from pymx.numpy._core import *  # noqa: F401,F403
 from pymx.numpy._core import __all__ as _core_all
@@ -17,7 +18,9 @@ from pymx.numpy import random  # noqa: F401
 from pymx.numpy import linalg  # noqa: F401
 
 # Dtypes are NumPy's objects, so np.float32 == onp.float32 and x.dtype == np.float32 hold.
+# bfloat16, which NumPy lacks, is MXNet's 16-bit record dtype (see pymx/base.py).
 float16 = _onp.float16
+bfloat16 = _bfloat16
 float32 = _onp.float32
 float64 = _onp.float64
 int8 = _onp.int8
@@ -32,6 +35,6 @@ inf = _onp.inf
 nan = _onp.nan
 newaxis = None
 
-__all__ = list(_core_all) + ["ndarray", "from_dlpack", "random", "linalg", "float16", "float32", "float64",
-                              "int8", "int32", "int64", "uint8", "bool_", "dtype", "pi", "e",
-                              "inf", "nan", "newaxis"]
+__all__ = list(_core_all) + ["ndarray", "from_dlpack", "random", "linalg", "float16", "bfloat16",
+                              "float32", "float64", "int8", "int32", "int64", "uint8", "bool_",
+                              "dtype", "pi", "e", "inf", "nan", "newaxis"]

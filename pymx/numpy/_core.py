@@ -10,7 +10,7 @@ import numbers
 import numpy as _onp
 
 from pymx._c import core as _c_core
-from pymx.base import DEFAULT_DTYPE
+from pymx.base import DEFAULT_DTYPE, as_dtype, bfloat16
 from pymx.device import current_device
 from pymx.ndarray import from_numpy, ndarray
 
@@ -46,7 +46,12 @@ def _scalar_value(x):
 def _host_array(obj, dtype):
     """obj as a NumPy array with MXNet's dtype defaults: data that is not already an array
     (lists, Python numbers) becomes float32 unless it is boolean; NumPy arrays keep their
-    dtype."""
+    dtype. For dtype bfloat16 the values come as float32, and a NumPy array of `bfloat16` bits
+    comes as it is: from_numpy converts both."""
+    if isinstance(obj, _onp.ndarray) and obj.dtype == bfloat16:
+        return obj
+    if dtype is not None and as_dtype(dtype) == bfloat16:
+        return _host_array(obj, _onp.float32)
     if isinstance(obj, (_onp.ndarray, _onp.generic)):
         values = _onp.asarray(obj) if dtype is None else _onp.asarray(obj).astype(dtype)
     else:
@@ -69,8 +74,8 @@ def _host_array(obj, dtype):
 def _to_array(x, device=None, dtype=None):
     """x as a pymx ndarray (an ndarray is returned as is, or cast to `dtype`)."""
     if isinstance(x, ndarray):
-        return x if dtype is None or _onp.dtype(dtype) == x.dtype else x.astype(dtype)
-    return from_numpy(_host_array(x, dtype), device=device or current_device())
+        return x if dtype is None or as_dtype(dtype) == x.dtype else x.astype(dtype)
+    return from_numpy(_host_array(x, dtype), device=device or current_device(), dtype=dtype)
 
 
 def _one(outputs):
@@ -110,10 +115,10 @@ def array(object, dtype=None, device=None, copy=True, ctx=None):
     device = device or ctx
     if isinstance(object, ndarray):
         result = object if device is None or object.device == device else object.to_device(device)
-        if dtype is not None and _onp.dtype(dtype) != result.dtype:
+        if dtype is not None and as_dtype(dtype) != result.dtype:
             return result.astype(dtype)
         return result.copy() if copy and result is object else result
-    return from_numpy(_host_array(object, dtype), device=device or current_device())
+    return from_numpy(_host_array(object, dtype), device=device or current_device(), dtype=dtype)
 
 
 @_export
@@ -122,7 +127,7 @@ def asarray(a, dtype=None, device=None):
 
 
 def _create(op, shape, dtype, device, **attrs):
-    dtype = DEFAULT_DTYPE if dtype is None else _onp.dtype(dtype)
+    dtype = DEFAULT_DTYPE if dtype is None else as_dtype(dtype)
     return _invoke(op, [], {"shape": _shape_tuple(shape), "dtype": dtype, **attrs},
                    device=device or current_device())[0]
 
@@ -186,7 +191,7 @@ def arange(start, stop=None, step=1, dtype=None, device=None, ctx=None):
     """Evenly spaced values in [start, stop); float32 unless dtype is given (MXNet)."""
     if step == 0:
         raise ValueError("arange: step must not be zero")
-    dtype = DEFAULT_DTYPE if dtype is None else _onp.dtype(dtype)
+    dtype = DEFAULT_DTYPE if dtype is None else as_dtype(dtype)
     return _invoke("arange", [], {"start": _scalar_value(start),
                                   "stop": None if stop is None else _scalar_value(stop),
                                   "step": _scalar_value(step), "dtype": dtype},
@@ -198,7 +203,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
              ctx=None):
     if int(num) < 0:
         raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
-    dtype = DEFAULT_DTYPE if dtype is None else _onp.dtype(dtype)
+    dtype = DEFAULT_DTYPE if dtype is None else as_dtype(dtype)
     result = _invoke("linspace", [], {"start": float(start), "stop": float(stop), "num": int(num),
                                       "endpoint": bool(endpoint), "dtype": dtype},
                      device=device or ctx or current_device())[0]
@@ -210,7 +215,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
 
 @_export
 def eye(N, M=None, k=0, dtype=None, device=None, ctx=None):
-    dtype = DEFAULT_DTYPE if dtype is None else _onp.dtype(dtype)
+    dtype = DEFAULT_DTYPE if dtype is None else as_dtype(dtype)
     return _invoke("eye", [], {"N": int(N), "M": None if M is None else int(M), "k": int(k),
                                "dtype": dtype}, device=device or ctx or current_device())[0]
 
@@ -371,33 +376,33 @@ def _reduce(op, a, axis, keepdims, out=None, **attrs):
 @_export
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None):
     result = _reduce("sum", a, axis, keepdims, out if initial is None else None,
-                     dtype=None if dtype is None else _onp.dtype(dtype))
+                     dtype=None if dtype is None else as_dtype(dtype))
     return result if initial is None else add(result, initial, out=out)
 
 
 @_export
 def prod(a, axis=None, dtype=None, out=None, keepdims=False):
     return _reduce("prod", a, axis, keepdims, out,
-                   dtype=None if dtype is None else _onp.dtype(dtype))
+                   dtype=None if dtype is None else as_dtype(dtype))
 
 
 @_export
 def mean(a, axis=None, dtype=None, out=None, keepdims=False):
     return _reduce("mean", a, axis, keepdims, out,
-                   dtype=None if dtype is None else _onp.dtype(dtype))
+                   dtype=None if dtype is None else as_dtype(dtype))
 
 
 @_export
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     result = _reduce("var", a, axis, keepdims, out if dtype is None else None, ddof=ddof)
-    return result if dtype is None else _invoke("cast", [result], {"dtype": _onp.dtype(dtype)},
+    return result if dtype is None else _invoke("cast", [result], {"dtype": as_dtype(dtype)},
                                                 out=out)[0]
 
 
 @_export
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     result = _reduce("std", a, axis, keepdims, out if dtype is None else None, ddof=ddof)
-    return result if dtype is None else _invoke("cast", [result], {"dtype": _onp.dtype(dtype)},
+    return result if dtype is None else _invoke("cast", [result], {"dtype": as_dtype(dtype)},
                                                 out=out)[0]
 
 
@@ -748,7 +753,14 @@ def trace(a, offset=0, axis1=0, axis2=1):
 
 def _host(fn, a, *args, **kwargs):
     a = _to_array(a)
-    return from_numpy(_onp.asarray(fn(a.asnumpy(), *args, **kwargs)), device=a.device)
+    return _host_result(_onp.asarray(fn(a.asnumpy(), *args, **kwargs)), a)
+
+
+def _host_result(values, a):
+    """NumPy `values` computed from a.asnumpy(), as an array on a's device. bfloat16 data is
+    computed on as float32: float32 results go back to bfloat16."""
+    keep_bfloat16 = a.dtype == bfloat16 and values.dtype == _onp.float32
+    return from_numpy(values, device=a.device, dtype=bfloat16 if keep_bfloat16 else None)
 
 
 @_export
@@ -784,9 +796,9 @@ def unique(ar, return_counts=False):
     ar = _to_array(ar)
     values = _onp.unique(ar.asnumpy(), return_counts=return_counts)
     if return_counts:
-        return (from_numpy(values[0], device=ar.device),
+        return (_host_result(values[0], ar),
                 from_numpy(values[1].astype(_onp.int64), device=ar.device))
-    return from_numpy(values, device=ar.device)
+    return _host_result(values, ar)
 
 
 @_export

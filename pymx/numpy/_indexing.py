@@ -219,7 +219,7 @@ def _value_array(arr, value):
                              f"{arr.device}")
         return value
     from pymx.ndarray import from_numpy
-    return from_numpy(_onp.asarray(value, dtype=arr.dtype), device=arr.device)
+    return from_numpy(value, device=arr.device, dtype=arr.dtype)
 
 
 def _fit(value, shape, what):

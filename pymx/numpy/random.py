@@ -5,7 +5,7 @@ import numbers
 import numpy as _onp
 
 from pymx._c import core as _c_core
-from pymx.base import DEFAULT_DTYPE
+from pymx.base import DEFAULT_DTYPE, as_dtype
 from pymx.device import current_device
 from pymx.numpy import _core as _np
 
@@ -36,7 +36,7 @@ def _number(value, name):
 
 
 def _sample(op, size, dtype, device, out, **attrs):
-    dtype = DEFAULT_DTYPE if dtype is None else _onp.dtype(dtype)
+    dtype = DEFAULT_DTYPE if dtype is None else as_dtype(dtype)
     shape = out.shape if out is not None and size is None else _size(size)
     return _c_core.invoke(op, [], {"shape": shape, "dtype": dtype, **attrs},
                           device=device or (out.device if out is not None else current_device()),

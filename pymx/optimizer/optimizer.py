@@ -12,6 +12,7 @@ import numpy as _onp
 from .. import autograd
 from .. import numpy as np
 from .._op import invoke
+from ..base import bfloat16
 from ..ndarray import ndarray
 
 __all__ = ['Optimizer', 'SGD', 'NAG', 'Adam', 'AdamW', 'RMSProp', 'AdaGrad', 'Updater',
@@ -44,7 +45,7 @@ class Optimizer:
     clip_gradient (None: off) clips it to [-c, c]; wd is the L2 weight decay. The learning rate
     is `learning_rate`, or lr_scheduler(num_update) when a scheduler is given. param_dict maps an
     index to its Parameter, whose lr_mult / wd_mult scale lr and wd. multi_precision keeps a
-    float32 master copy of float16 weights and updates that.
+    float32 master copy of float16 and bfloat16 weights and updates that.
     """
 
     def __init__(self, rescale_grad=1.0, param_idx2name=None, wd=0.0, clip_gradient=None,
@@ -136,7 +137,7 @@ class Optimizer:
         return None
 
     def _uses_master_copy(self, weight):
-        return self.multi_precision and weight.dtype == _onp.float16
+        return self.multi_precision and weight.dtype in (_onp.float16, bfloat16)
 
     def create_state_multi_precision(self, index, weight):
         if self._uses_master_copy(weight):
@@ -362,7 +363,7 @@ class AdaGrad(Optimizer):
 
 def _to_host(state):
     if isinstance(state, ndarray):
-        return ('array', state.asnumpy())
+        return ('array', state._host_values())
     if isinstance(state, (list, tuple)):
         return ('tuple', [_to_host(s) for s in state])
     return ('value', state)

@@ -28,6 +28,7 @@ PMX_ABI_SAME_VALUE(ours, ncclInt64)
 PMX_ABI_SAME_VALUE(ours, ncclFloat16)
 PMX_ABI_SAME_VALUE(ours, ncclFloat32)
 PMX_ABI_SAME_VALUE(ours, ncclFloat64)
+PMX_ABI_SAME_VALUE(ours, ncclBfloat16)
 PMX_ABI_SAME_VALUE(ours, ncclSum)
 
 PMX_ABI_SAME_FUNCTION(ours::NcclApi, ncclGetVersion, get_version)

@@ -8,34 +8,54 @@ from conftest import requires_gpu
 from pymx import autograd
 from pymx._c import core as _core
 from pymx._op import invoke
+from pymx.base import bfloat16, bfloat16_to_float32, dtype_name
 from pymx.device import cpu, gpu
 from pymx.ndarray import from_numpy
 
 pytestmark = requires_gpu
 
-FLOATS = ("float32", "float64", "float16")
+FLOATS = ("float32", "float64", "float16", "bfloat16")
 ALL = FLOATS + ("int32", "int64", "uint8", "int8", "bool")
-RTOL = {"float16": 2e-3, "float32": 2e-5, "float64": 1e-12}
-ATOL = {"float16": 2e-3, "float32": 2e-5, "float64": 1e-12}
+# bfloat16: both devices compute in float and round once, so results differ by a step (2^-7
+# relative) where the float results straddle a rounding boundary; two steps, as for float16.
+RTOL = {"float16": 2e-3, "bfloat16": 2.0 ** -6, "float32": 2e-5, "float64": 1e-12}
+ATOL = {"float16": 2e-3, "bfloat16": 2.0 ** -6, "float32": 2e-5, "float64": 1e-12}
+# Products (matmul, convolution, fully_connected): float sums in another order, and up to two
+# 16-bit roundings on each device.
+PRODUCT_RTOL = {"float16": 2e-2, "bfloat16": 2.0 ** -5, "float32": 1e-4, "float64": 1e-10}
 RNG = onp.random.default_rng(0)
+
+
+def host(values, dtype):
+    """`values` as a NumPy array of `dtype`; bfloat16 as its bits (pymx.base.bfloat16), rounded
+    by the CPU's cast."""
+    if dtype == "bfloat16":
+        return from_numpy(values, dtype="bfloat16")._host_values()
+    return onp.asarray(values).astype(dtype)
+
+
+def widened(values):
+    """NumPy values, with bfloat16 bits widened to float32 (exactly)."""
+    return bfloat16_to_float32(values) if values.dtype == bfloat16 else values
 
 
 def sample(shape, dtype, low=-3.0, high=3.0):
     """Random values that every dtype holds exactly (integers in range for uint8 / int8)."""
     if dtype == "bool":
         return RNG.integers(0, 2, shape).astype(bool)
-    if onp.dtype(dtype).kind in "iu":
+    if dtype != "bfloat16" and onp.dtype(dtype).kind in "iu":
         lo = 0 if dtype == "uint8" else max(int(low), -100)
         return RNG.integers(lo, max(int(high), lo + 1) + 1, shape).astype(dtype)
-    return RNG.uniform(low, high, shape).astype(dtype)
+    return host(RNG.uniform(low, high, shape).astype("float32"), dtype)
 
 
 def run(name, arrays, attrs, device, train=False, mutated=()):
-    """Outputs of `name` on `device`, then the mutated inputs, all as NumPy arrays."""
+    """Outputs of `name` on `device`, then the mutated inputs, all as NumPy arrays (bfloat16 as
+    its bits)."""
     inputs = [from_numpy(a, device=device) for a in arrays]
     with autograd.train_mode() if train else autograd.predict_mode():
         outputs = invoke(name, inputs, attrs, device=device)
-    return [o.asnumpy() for o in outputs] + [inputs[i].asnumpy() for i in mutated]
+    return [o._host_values() for o in outputs] + [inputs[i]._host_values() for i in mutated]
 
 
 def check(name, arrays, attrs=None, train=False, mutated=(), rtol=None, atol=None, seed=None):
@@ -48,9 +68,11 @@ def check(name, arrays, attrs=None, train=False, mutated=(), rtol=None, atol=Non
         results.append(run(name, arrays, attrs or {}, device, train, mutated))
     for k, (want, got) in enumerate(zip(*results)):
         assert got.shape == want.shape and got.dtype == want.dtype, (name, k, got.dtype, want.dtype)
+        dtype = dtype_name(got.dtype)
+        want, got = widened(want), widened(got)
         if got.dtype.kind == "f":
-            tol_r = rtol if rtol is not None else RTOL[got.dtype.name]
-            tol_a = atol if atol is not None else ATOL[got.dtype.name]
+            tol_r = rtol if rtol is not None else RTOL[dtype]
+            tol_a = atol if atol is not None else ATOL[dtype]
             onp.testing.assert_allclose(got.astype(onp.float64), want.astype(onp.float64),
                                         rtol=tol_r, atol=tol_a, equal_nan=True,
                                         err_msg=f"{name} output {k}")
@@ -83,7 +105,7 @@ def test_float_unary(name, dtype):
 def test_same_dtype_unary(name, dtype):
     x = sample((5, 17), dtype)
     if dtype in FLOATS:
-        x[0, :4] = onp.array([onp.nan, onp.inf, -onp.inf, 2.5], dtype=dtype)
+        x[0, :4] = host([onp.nan, onp.inf, -onp.inf, 2.5], dtype)
     check(name, [x])
 
 
@@ -116,6 +138,8 @@ def test_binary_mixed_dtypes(name):
     check(name, [sample((3, 4), "int32"), sample((4,), "float32")])
     check(name, [sample((3, 4), "uint8"), sample((3, 4), "int8")])
     check(name, [sample((2, 4), "float16"), sample((2, 4), "float64")])
+    check(name, [sample((2, 4), "bfloat16"), sample((2, 4), "float16")])
+    check(name, [sample((3, 4), "int32"), sample((4,), "bfloat16")])
 
 
 SCALAR_OPS = ["add", "subtract", "multiply", "divide", "power", "mod", "maximum", "greater",
@@ -123,7 +147,8 @@ SCALAR_OPS = ["add", "subtract", "multiply", "divide", "power", "mod", "maximum"
 
 
 @pytest.mark.parametrize("name,dtype", [
-    (n, d) for n in SCALAR_OPS for d in ["float32", "float16", "int32", "int64", "uint8", "bool"]
+    (n, d) for n in SCALAR_OPS for d in ["float32", "float16", "bfloat16", "int32", "int64",
+                                         "uint8", "bool"]
     if not (d == "bool" and n in NO_BOOL_ARITHMETIC)])
 def test_scalar_ops(name, dtype):
     x = sample((4, 7), dtype, 1, 4)
@@ -137,6 +162,15 @@ def test_cast_every_pair(src):
     x = sample((3, 11), src, 0, 100)  # negative floats into unsigned ints are undefined in C++
     for dst in ALL:
         check("cast", [x], {"dtype": dst})
+
+
+def test_bfloat16_cast_rounds_as_the_cpu():
+    """float32 -> bfloat16 on the GPU (__float2bfloat16) gives the CPU's bf16_t for any bit
+    pattern: ties to even, overflow to inf, NaN stays NaN."""
+    patterns = RNG.integers(0, 2**32, size=100000, dtype=onp.uint64).astype(onp.uint32)
+    ties = (patterns & onp.uint32(0xFFFF0000)) | onp.uint32(0x8000)
+    for bits in (patterns, ties):
+        check("cast", [bits.view(onp.float32)], {"dtype": "bfloat16"}, rtol=0, atol=0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,7 +266,7 @@ def test_arg_reductions(name, dtype):
     check(name, [x], {"axis": 1, "keepdims": True})
 
 
-@pytest.mark.parametrize("dtype", ["float32", "int64", "bool", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool", "float16", "bfloat16"])
 def test_layout_ops(dtype):
     x = sample((2, 3, 4), dtype)
     check("reshape", [x], {"newshape": (4, -1)})
@@ -263,7 +297,7 @@ def test_concatenate_promotes():
     check("concatenate", [sample((2, 3), "int32"), sample((2, 2), "float32")], {"axis": 1})
 
 
-@pytest.mark.parametrize("dtype", ["float32", "int32", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float16", "bfloat16"])
 def test_indexing_ops(dtype):
     x = sample((5, 6, 4), dtype)
     check("slice", [x], {"begin": (1, 5), "end": (4, 0), "step": (2, -2)})
@@ -285,9 +319,9 @@ def test_take_out_of_bounds_raises_index_error_and_device_stays_usable():
     assert float((x + 1).sum().item()) == 21.0
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int32"])
 def test_matmul(dtype):
-    rtol = 1e-2 if dtype == "float16" else 1e-4 if dtype == "float32" else None
+    rtol = {"float16": 1e-2, "bfloat16": PRODUCT_RTOL["bfloat16"], "float32": 1e-4}.get(dtype)
     check("matmul", [sample((5, 7), dtype), sample((7, 3), dtype)], rtol=rtol, atol=rtol)
     check("matmul", [sample((4, 5, 7), dtype), sample((7, 2), dtype)], rtol=rtol, atol=rtol)
     check("matmul", [sample((2, 1, 5, 7), dtype), sample((3, 7, 2), dtype)], rtol=rtol, atol=rtol)
@@ -356,15 +390,16 @@ def test_normalization(dtype):
               rtol=1e-4 if dtype == "float32" else None, atol=1e-4 if dtype == "float32" else None)
 
 
-def test_batch_norm_float16_data_float32_params():
-    x = sample((8, 3, 4, 4), "float16")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_batch_norm_16bit_data_float32_params(dtype):
+    x = sample((8, 3, 4, 4), dtype)
     params = [sample((3,), "float32", 0.5, 2) for _ in range(4)]
     check("batch_norm", [x] + params, {"fix_gamma": False}, train=True, mutated=(3, 4))
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_convolution(dtype):
-    rtol = {"float16": 2e-2, "float32": 1e-4, "float64": 1e-10}[dtype]
+    rtol = PRODUCT_RTOL[dtype]
     cases = [  # data, weight, attrs
         ((2, 3, 9, 8), (4, 3, 3, 2), {"kernel": (3, 2), "stride": (2, 1), "pad": (1, 0), "num_filter": 4}),
         ((2, 4, 7, 7), (6, 2, 3, 3), {"kernel": (3, 3), "dilate": (2, 2), "num_group": 2, "num_filter": 6}),
@@ -382,11 +417,11 @@ def test_convolution(dtype):
         check("convolution_backward", [dy, x, w], dict(attrs, no_bias=True), rtol=rtol, atol=rtol)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_convolution_fused_relu_and_no_data_grad(dtype):
     """act_type='relu' (relu in the bias epilogue; the backward masks out_grad by out > 0) and
     need_data_grad=False (no data_grad output) give the CPU's results."""
-    rtol = {"float16": 2e-2, "float32": 1e-4, "float64": 1e-10}[dtype]
+    rtol = PRODUCT_RTOL[dtype]
     cases = [  # data, weight, attrs
         ((2, 3, 9, 8), (4, 3, 3, 2), {"kernel": (3, 2), "stride": (2, 1), "pad": (1, 0), "num_filter": 4}),
         ((2, 4, 7, 7), (6, 2, 3, 3), {"kernel": (3, 3), "num_group": 2, "num_filter": 6}),
@@ -410,8 +445,8 @@ def test_convolution_fused_relu_and_no_data_grad(dtype):
             out = invoke("convolution", [x_arr, w_arr, b_arr], relu)[0]
         out.backward(from_numpy(dy, device=gpu(0)))
         dw, db = run("convolution_backward", [dy, x, w, y], relu, cpu(0))[1:]
-        onp.testing.assert_allclose(w_arr.grad.asnumpy(), dw, rtol=rtol, atol=rtol)
-        onp.testing.assert_allclose(b_arr.grad.asnumpy(), db, rtol=rtol, atol=rtol)
+        onp.testing.assert_allclose(w_arr.grad.asnumpy(), widened(dw), rtol=rtol, atol=rtol)
+        onp.testing.assert_allclose(b_arr.grad.asnumpy(), widened(db), rtol=rtol, atol=rtol)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -461,9 +496,9 @@ def test_deconvolution_no_data_grad(dtype):
               dict(attrs, need_data_grad=False, no_bias=no_bias), rtol=rtol, atol=rtol)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_deconvolution(dtype):
-    rtol = {"float16": 2e-2, "float32": 1e-4, "float64": 1e-10}[dtype]
+    rtol = PRODUCT_RTOL[dtype]
     cases = [  # data, weight (C_in, num_filter/num_group, kernel...), attrs
         ((2, 3, 5, 4), (3, 4, 3, 2), {"kernel": (3, 2), "stride": (2, 1), "pad": (1, 0), "adj": (1, 0), "num_filter": 4}),
         ((2, 4, 4, 4), (4, 3, 3, 3), {"kernel": (3, 3), "stride": (2, 2), "dilate": (2, 1), "num_group": 2, "num_filter": 6}),
@@ -503,7 +538,7 @@ def test_conv2d_transpose_layer_on_gpu():
     onp.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_pooling(dtype):
     x = sample((2, 3, 9, 10), dtype)
     cases = [
@@ -517,14 +552,14 @@ def test_pooling(dtype):
     for attrs in cases:
         check("pooling", [x], attrs)
         y = run("pooling", [x], attrs, cpu(0))[0]
-        check("pooling_backward", [sample(y.shape, dtype), x, y], attrs,
-              rtol=1e-2 if dtype == "float16" else 1e-5, atol=1e-2 if dtype == "float16" else 1e-5)
+        tol = {"float16": 1e-2, "bfloat16": RTOL["bfloat16"]}.get(dtype, 1e-5)
+        check("pooling_backward", [sample(y.shape, dtype), x, y], attrs, rtol=tol, atol=tol)
     check("pooling", [sample((2, 3, 12), dtype)], {"kernel": (3,), "stride": (2,)})
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_fully_connected(dtype):
-    rtol = {"float16": 2e-2, "float32": 1e-4, "float64": 1e-10}[dtype]
+    rtol = PRODUCT_RTOL[dtype]
     x, w, b = sample((4, 3, 5), dtype, -1, 1), sample((6, 15), dtype, -1, 1), sample((6,), dtype)
     check("fully_connected", [x, w, b], {"num_hidden": 6}, rtol=rtol, atol=rtol)
     check("fully_connected", [x, w], {"num_hidden": 6, "no_bias": True}, rtol=rtol, atol=rtol)
@@ -540,7 +575,7 @@ def test_fully_connected(dtype):
     check("fully_connected", [empty_x, empty_w], {"num_hidden": 6, "no_bias": True})
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16", "int64"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int64"])
 def test_nn_indexing(dtype):
     data = sample((4, 5, 3), dtype)
     index = onp.array([[0, 4, 9], [1, -2, 3], [2, 2, 2], [4, 0, 1]])
@@ -620,12 +655,13 @@ def test_multi_optimizer_updates(name, inputs, attrs):
           mutated=[i for i in range(len(arrays)) if i % inputs != 1])
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "uint8", "bool"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int32", "uint8",
+                                   "bool"])
 def test_topk(dtype):
     # Few distinct values, so ties are everywhere: both devices keep the lower index first.
     data = sample((4, 6, 5), dtype, -2, 2)
-    if onp.dtype(dtype).kind == "f":
-        data = onp.round(data)
+    if dtype in FLOATS:
+        data = host(onp.round(sample((4, 6, 5), "float32", -2, 2)), dtype)
     for attrs in ({"axis": 1, "k": 3}, {"axis": -1, "k": 2, "is_ascend": True}, {"axis": 0, "k": 0},
                   {"axis": "None", "k": 7}):
         for ret_typ in ("indices", "value", "both", "mask"):
@@ -643,6 +679,7 @@ def test_topk_long_rows():
     for ascend in (False, True):
         check("topk", [data], {"k": 50, "ret_typ": "both", "is_ascend": ascend, "dtype": "int32"})
     check("topk", [sample((70000,), "float16")], {"k": 5, "ret_typ": "both"})
+    check("topk", [sample((70000,), "bfloat16")], {"k": 5, "ret_typ": "both"})
 
 
 IMAGE_DTYPES = ("uint8", "float32")

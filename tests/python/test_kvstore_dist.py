@@ -159,6 +159,18 @@ def _run_mismatch(kv, out, devices):
     out['messages'] = onp.array(json.dumps(messages))
 
 
+def _run_bfloat16(kv, out, devices):
+    values = [np.array(_values('b', kv.rank, d, (7,), 'float32'), dtype='bfloat16', device=dev)
+              for d, dev in enumerate(devices)]
+    kv.pushpull('b', values)
+    kv.init('wb', np.array(_values('wb', kv.rank, 0, (4,), 'float32'), dtype='bfloat16'))
+    pulled = [np.zeros((4,), dtype='bfloat16', device=dev) for dev in devices]
+    kv.pull('wb', out=pulled)
+    out['pushpull'] = onp.stack([v.asnumpy() for v in values])
+    out['init_pull'] = onp.stack([p.asnumpy() for p in pulled])
+    out['is_bfloat16'] = onp.array([a.dtype == np.bfloat16 for a in values + pulled])
+
+
 def _run_die(kv, out, devices):
     if kv.rank == 1:
         raise RuntimeError("rank 1 fails before its pushpull")
@@ -262,6 +274,24 @@ def test_trainer_dist_matches_one_process_over_the_whole_batch(tmp_path):
         initial = _make_net(7, [cpu(0)]).collect_params()
         assert any(not onp.allclose(initial[name].data().asnumpy(), value)
                    for name, value in reference.items()), "the training run did not train"
+
+
+@requires_mpi
+def test_bfloat16_sums_and_broadcasts_across_processes(tmp_path):
+    """MPI has no bfloat16: values travel as float32. A rank adds its devices' copies in bfloat16,
+    the ranks' sums are added in float32 and rounded once: two roundings (2^-8 each) of at most
+    the sum of the magnitudes. The broadcast of init is exact."""
+    def rounded(key, rank, d, shape):
+        return np.array(_values(key, rank, d, shape, 'float32'), dtype='bfloat16').asnumpy()
+
+    terms = [rounded('b', r, d, (7,)).astype('float64') for r in range(2) for d in range(2)]
+    bound = 2 * 2.0 ** -8 * sum(onp.abs(t) for t in terms)
+    for got in _results('bfloat16', tmp_path):
+        assert got['is_bfloat16'].all()
+        for row in got['pushpull']:
+            assert (onp.abs(row - sum(terms)) <= bound).all(), (row, sum(terms))
+        for row in got['init_pull']:
+            onp.testing.assert_array_equal(row, rounded('wb', 0, 0, (4,)))
 
 
 @requires_mpi

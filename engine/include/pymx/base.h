@@ -113,6 +113,7 @@ enum class DType : int32_t {
   kInt8 = 5,
   kInt64 = 6,
   kBool = 7,
+  kBFloat16 = 12,
 };
 
 inline size_t dtype_size(DType t) {
@@ -125,6 +126,7 @@ inline size_t dtype_size(DType t) {
     case DType::kInt8: return 1;
     case DType::kInt64: return 8;
     case DType::kBool: return 1;
+    case DType::kBFloat16: return 2;
   }
   PMX_THROW(Status::kInvalidArg, "unknown dtype flag ", static_cast<int>(t));
 }
@@ -139,12 +141,14 @@ inline const char* dtype_name(DType t) {
     case DType::kInt8: return "int8";
     case DType::kInt64: return "int64";
     case DType::kBool: return "bool";
+    case DType::kBFloat16: return "bfloat16";
   }
   return "unknown";
 }
 
 inline bool is_float(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16;
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 ||
+         t == DType::kBFloat16;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ extern "C" {
 
 #define PMX_API __attribute__((visibility("default")))
 #define PMX_API_VERSION_MAJOR 0
-#define PMX_API_VERSION_MINOR 4
+#define PMX_API_VERSION_MINOR 5
 
 /* Values equal pymx::Status. */
 enum PmxStatus {
@@ -54,7 +54,8 @@ enum PmxDType {
   PMX_INT32 = 4,
   PMX_INT8 = 5,
   PMX_INT64 = 6,
-  PMX_BOOL = 7
+  PMX_BOOL = 7,
+  PMX_BFLOAT16 = 12 /* 16 bits: the top half of a float32 */
 };
 
 typedef struct PmxArray PmxArray; /* an n-d array: shape, dtype, device, memory, engine var */

@@ -2,13 +2,19 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
+#include "ops/bfloat16.h"
 #include "pymx/base.h"
 
 namespace pymx {
 
 // float16 on the CPU is the compiler's _Float16 (GCC >= 12, Clang): arithmetic goes through float.
 using half_t = _Float16;
+
+// float16 and bfloat16: stored in 16 bits, computed and accumulated in float.
+template <typename T>
+constexpr bool is_16bit_float_v = std::is_same_v<T, half_t> || std::is_same_v<T, bf16_t>;
 
 #define PMX_TYPE_CASE_(flag, ctype, T, ...) \
   case ::pymx::DType::flag: {               \
@@ -23,6 +29,7 @@ using half_t = _Float16;
     PMX_TYPE_CASE_(kFloat32, float, T, __VA_ARGS__)                                        \
     PMX_TYPE_CASE_(kFloat64, double, T, __VA_ARGS__)                                       \
     PMX_TYPE_CASE_(kFloat16, ::pymx::half_t, T, __VA_ARGS__)                               \
+    PMX_TYPE_CASE_(kBFloat16, ::pymx::bf16_t, T, __VA_ARGS__)                              \
     PMX_TYPE_CASE_(kUint8, uint8_t, T, __VA_ARGS__)                                        \
     PMX_TYPE_CASE_(kInt8, int8_t, T, __VA_ARGS__)                                          \
     PMX_TYPE_CASE_(kInt32, int32_t, T, __VA_ARGS__)                                        \
@@ -38,6 +45,7 @@ using half_t = _Float16;
     PMX_TYPE_CASE_(kFloat32, float, T, __VA_ARGS__)                                              \
     PMX_TYPE_CASE_(kFloat64, double, T, __VA_ARGS__)                                             \
     PMX_TYPE_CASE_(kFloat16, ::pymx::half_t, T, __VA_ARGS__)                                     \
+    PMX_TYPE_CASE_(kBFloat16, ::pymx::bf16_t, T, __VA_ARGS__)                                    \
     default:                                                                                     \
       PMX_THROW(::pymx::Status::kType, "expected a floating-point dtype, got ", dtype_name(dtype)); \
   }

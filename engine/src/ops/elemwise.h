@@ -12,9 +12,10 @@
 namespace pymx {
 namespace ops {
 
-// Arithmetic type for a storage type: float16 computes in float, everything else in itself.
+// Arithmetic type for a storage type: float16 and bfloat16 compute in float, everything else in
+// itself.
 template <typename T>
-using compute_t = std::conditional_t<std::is_same<T, half_t>::value, float, T>;
+using compute_t = std::conditional_t<is_16bit_float_v<T>, float, T>;
 
 // NumPy-style promotion of two array dtypes (int16 does not exist: int8 with uint8 gives int32).
 DType promote(DType a, DType b);

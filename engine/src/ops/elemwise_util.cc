@@ -21,7 +21,13 @@ int int_rank(DType t) {
 }
 
 int float_rank(DType t) {
-  return t == DType::kFloat16 ? 0 : t == DType::kFloat32 ? 1 : t == DType::kFloat64 ? 2 : -1;
+  switch (t) {
+    case DType::kFloat16:
+    case DType::kBFloat16: return 0;
+    case DType::kFloat32: return 1;
+    case DType::kFloat64: return 2;
+    default: return -1;
+  }
 }
 
 }  // namespace
@@ -31,7 +37,11 @@ DType promote(DType a, DType b) {
   if (a == DType::kBool) return b;
   if (b == DType::kBool) return a;
   const bool fa = is_float(a), fb = is_float(b);
-  if (fa && fb) return float_rank(a) > float_rank(b) ? a : b;
+  // float16 and bfloat16 hold neither's values (one has range, the other precision): float32.
+  if (fa && fb) {
+    if (float_rank(a) == float_rank(b)) return DType::kFloat32;
+    return float_rank(a) > float_rank(b) ? a : b;
+  }
   if (fa) return a;
   if (fb) return b;
   // Both integers and different. uint8 with int8 needs int16, which pymx lacks: int32.

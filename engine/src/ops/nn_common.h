@@ -118,8 +118,8 @@ void gemm_in_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
 }
 
 // Row-major C = alpha * op(A) * op(B) + beta * C, with op(A) M x K and op(B) K x N.
-// float/double go to OpenBLAS (see Note [Parallel GEMM]); float16 accumulates in float (no half
-// BLAS on the CPU).
+// float/double go to OpenBLAS (see Note [Parallel GEMM]); float16 and bfloat16 accumulate in
+// float (no 16-bit BLAS on the CPU).
 inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc) {
@@ -138,9 +138,9 @@ inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, do
   gemm_in_parallel<double>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                 const half_t* a, int64_t lda, const half_t* b, int64_t ldb, float beta, half_t* c,
-                 int64_t ldc) {
+template <typename T, std::enable_if_t<is_16bit_float_v<T>, int> = 0>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const T* a,
+          int64_t lda, const T* b, int64_t ldb, float beta, T* c, int64_t ldc) {
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       float acc = 0.f;
@@ -149,16 +149,14 @@ inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
         const float bv = static_cast<float>(trans_b ? b[j * ldb + p] : b[p * ldb + j]);
         acc += av * bv;
       }
-      half_t& out = c[i * ldc + j];
-      out = static_cast<half_t>(alpha * acc + (beta == 0.f ? 0.f : beta * static_cast<float>(out)));
+      T& out = c[i * ldc + j];
+      out = static_cast<T>(alpha * acc + (beta == 0.f ? 0.f : beta * static_cast<float>(out)));
     }
   }
 }
 
-// The type in which a kernel over T accumulates (float for float16).
-template <typename T> struct Acc { using type = T; };
-template <> struct Acc<half_t> { using type = float; };
-template <typename T> using acc_t = typename Acc<T>::type;
+// The type in which a kernel over T accumulates (float for float16 and bfloat16).
+template <typename T> using acc_t = std::conditional_t<is_16bit_float_v<T>, float, T>;
 
 // Note [Lane sums]
 // ~~~~~~~~~~~~~~~~

@@ -56,8 +56,8 @@ DType reduce_dtype(Red r, const Attrs& attrs, DType in) {
     case Red::kMean: {
       const DType out = attrs.get_dtype("dtype", is_float(in) ? in : DType::kFloat32);
       if (!is_float(out))
-        PMX_THROW(Status::kType, "mean: dtype ", dtype_name(out),
-                  " is not supported; the mean is computed in float16, float32 or float64");
+        PMX_THROW(Status::kType, "mean: dtype ", dtype_name(out), " is not supported; the mean "
+                  "is computed in float16, bfloat16, float32 or float64");
       return out;
     }
     case Red::kVar:

@@ -3,6 +3,7 @@ import numpy as _onp
 
 from ... import numpy as np
 from ... import numpy_extension as npx
+from ...base import dtype_name
 from ..block import Block, HybridBlock
 from ..parameter import Parameter
 
@@ -136,8 +137,8 @@ class BatchNorm(HybridBlock):
                                      differentiable=False)
 
     def cast(self, dtype):
-        # Statistics and affine parameters stay float32 under float16 (MXNet's rule).
-        if _onp.dtype(dtype).name == 'float16':
+        # Statistics and affine parameters stay float32 under float16 and bfloat16 (MXNet's rule).
+        if dtype_name(dtype) in ('float16', 'bfloat16'):
             dtype = 'float32'
         super().cast(dtype)
 
