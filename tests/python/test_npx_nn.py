@@ -326,6 +326,42 @@ def test_layer_norm_and_grad():
                 [0, 1, 2])
 
 
+# 16-bit floats run their products through float32 BLAS (nn_common.h): every transpose of the
+# forward and backward GEMMs, and the backward's accumulation into C, against float64 on the
+# same (rounded) inputs. Each result is rounded once from float32 sums of many terms: within a
+# few roundings of the largest term magnitude.
+@pytest.mark.parametrize("dtype, unit_roundoff", [("float16", 2.0 ** -11), ("bfloat16", 2.0 ** -8)])
+def test_dense_and_convolution_gradients_in_16_bit_floats(dtype, unit_roundoff):
+    def as_dtype(values, dtype):
+        return from_numpy(onp.asarray(values, dtype="float64")).astype(dtype)
+
+    def run(op, values, want_dtype):
+        arrays = [as_dtype(v, want_dtype) for v in values]
+        for a in arrays:
+            a.attach_grad()
+        with autograd.record():
+            y = op(*arrays)
+        # The same head in both runs: one the 16-bit dtype holds exactly.
+        head = as_dtype(onp.linspace(-1, 1, y.size).reshape(y.shape), dtype).astype(want_dtype)
+        y.backward(head)
+        return [t.asnumpy().astype(onp.float64) for t in [y] + [a.grad for a in arrays]]
+
+    cases = {
+        "dense": (lambda x, w, b: npx.fully_connected(x, w, b, num_hidden=40),
+                  [randn(70, 90), randn(40, 90), randn(40)]),
+        "convolution": (lambda x, w, b: npx.convolution(x, w, b, kernel=(3, 3), pad=(1, 1),
+                                                        num_filter=8),
+                        [randn(4, 6, 12, 12), randn(8, 6, 3, 3), randn(8)]),
+    }
+    for name, (op, values) in cases.items():
+        rounded = [as_dtype(v, dtype).asnumpy().astype(onp.float64) for v in values]
+        got = run(op, rounded, dtype)
+        want = run(op, rounded, "float64")
+        for label, g, w in zip(["out", "d0", "d1", "d2"], got, want):
+            bound = 8 * unit_roundoff * onp.abs(w).max()
+            assert onp.abs(g - w).max() <= bound, (name, label, dtype, onp.abs(g - w).max(), bound)
+
+
 def test_convolution_float16_and_empty_batch():
     x, w = randn(2, 3, 6, 6), randn(4, 3, 2, 2)
     y = npx.convolution(arr(x, "float16"), arr(w, "float16"), no_bias=True)

@@ -56,29 +56,24 @@ std::vector<int64_t> batch_offsets(const Shape& s, const Shape& batch) {
   return offsets;
 }
 
+// c (n x m) = a (n x k) . b (k x m): the float dtypes through nn::gemm (BLAS), integers here.
 template <typename T>
 void gemm(const T* a, const T* b, T* c, int64_t n, int64_t k, int64_t m) {
   using C = ops::compute_t<T>;
-  std::vector<C> row(static_cast<size_t>(m));
-  for (int64_t i = 0; i < n; ++i) {
-    std::fill(row.begin(), row.end(), C(0));
-    for (int64_t p = 0; p < k; ++p) {
-      const C av = static_cast<C>(a[i * k + p]);
-      const T* brow = b + p * m;
-      for (int64_t j = 0; j < m; ++j) row[j] = static_cast<C>(row[j] + av * static_cast<C>(brow[j]));
+  if constexpr (std::is_floating_point_v<T> || is_16bit_float_v<T>) {
+    nn::gemm(false, false, n, m, k, C(1), a, k, b, m, C(0), c, m);
+  } else {
+    std::vector<C> row(static_cast<size_t>(m));
+    for (int64_t i = 0; i < n; ++i) {
+      std::fill(row.begin(), row.end(), C(0));
+      for (int64_t p = 0; p < k; ++p) {
+        const C av = static_cast<C>(a[i * k + p]);
+        const T* brow = b + p * m;
+        for (int64_t j = 0; j < m; ++j) row[j] = static_cast<C>(row[j] + av * static_cast<C>(brow[j]));
+      }
+      for (int64_t j = 0; j < m; ++j) c[i * m + j] = static_cast<T>(row[j]);
     }
-    for (int64_t j = 0; j < m; ++j) c[i * m + j] = static_cast<T>(row[j]);
   }
-}
-
-template <>
-void gemm<float>(const float* a, const float* b, float* c, int64_t n, int64_t k, int64_t m) {
-  nn::gemm(false, false, n, m, k, 1.0f, a, k, b, m, 0.0f, c, m);
-}
-
-template <>
-void gemm<double>(const double* a, const double* b, double* c, int64_t n, int64_t k, int64_t m) {
-  nn::gemm(false, false, n, m, k, 1.0, a, k, b, m, 0.0, c, m);
 }
 
 NDArray transpose_last(const NDArray& x) {
