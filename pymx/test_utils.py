@@ -5,11 +5,13 @@ import numbers
 import numpy as _onp
 
 from pymx import device as _device
+from pymx.base import as_dtype, bfloat16, dtype_name
 from pymx.ndarray import from_numpy, ndarray
 
-# MXNet's default tolerances (python/mxnet/test_utils.py default_rtols / default_atols).
-_RTOLS = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-5}
-_ATOLS = {"float16": 1e-1, "float32": 1e-3, "float64": 1e-20}
+# MXNet's default tolerances (python/mxnet/test_utils.py default_rtols / default_atols);
+# bfloat16, with 8 significant bits to float16's 11, gets rtol 2^-6: a few of its roundings.
+_RTOLS = {"bfloat16": 2.0 ** -6, "float16": 1e-2, "float32": 1e-4, "float64": 1e-5}
+_ATOLS = {"bfloat16": 1e-1, "float16": 1e-1, "float32": 1e-3, "float64": 1e-20}
 
 
 def _to_numpy(value):
@@ -18,10 +20,15 @@ def _to_numpy(value):
     return _onp.asarray(value)
 
 
+def _dtype_of(value):
+    """The dtype of `value` as pymx holds it (asnumpy widens bfloat16 to float32)."""
+    return value.dtype if isinstance(value, ndarray) else _to_numpy(value).dtype
+
+
 def _least_precise(*dtypes):
     """The float dtype with the loosest tolerance among `dtypes` (integers compare exactly)."""
-    names = [_onp.dtype(d).name for d in dtypes]
-    for name in ("float16", "float32", "float64"):
+    names = [dtype_name(d) for d in dtypes]
+    for name in _RTOLS:
         if name in names:
             return name
     return None
@@ -42,8 +49,8 @@ def assert_almost_equal(a, b, rtol=None, atol=None, names=("a", "b"), equal_nan=
     a_np, b_np = _to_numpy(a), _to_numpy(b)
     if a_np.shape != b_np.shape:
         raise AssertionError(f"shape mismatch: {names[0]} {a_np.shape} vs {names[1]} {b_np.shape}")
-    rtol = default_rtol(a_np.dtype, b_np.dtype) if rtol is None else rtol
-    atol = default_atol(a_np.dtype, b_np.dtype) if atol is None else atol
+    rtol = default_rtol(_dtype_of(a), _dtype_of(b)) if rtol is None else rtol
+    atol = default_atol(_dtype_of(a), _dtype_of(b)) if atol is None else atol
     a64, b64 = a_np.astype(_onp.float64), b_np.astype(_onp.float64)
     close = _onp.isclose(a64, b64, rtol=rtol, atol=atol, equal_nan=equal_nan)
     if close.all():
@@ -80,9 +87,9 @@ def rand_shape_nd(num_dim, dim=10, allow_zero_size=False):
 
 def rand_ndarray(shape, dtype="float32", device=None, low=-1.0, high=1.0):
     """An array of uniform random values in [low, high) (drawn with NumPy's global RNG, which the
-    test seed fixture seeds)."""
-    values = _onp.random.uniform(low, high, size=shape).astype(dtype)
-    return from_numpy(values, device=device or default_device())
+    test seed fixture seeds), rounded to `dtype`."""
+    values = _onp.random.uniform(low, high, size=shape)
+    return from_numpy(values, device=device or default_device(), dtype=dtype)
 
 
 def check_numeric_gradient(fn, inputs, eps=1e-4, rtol=1e-3, atol=1e-5, device=None):
@@ -134,21 +141,26 @@ def check_op(reference, function, shapes, dtype="float32", device=None, grad=Fal
     """One-line op test: for each case in `shapes` (a shape for a one-input op, or a tuple of
     shapes), draws uniform inputs in [low, high) of `dtype`, and checks `function` (pymx) against
     `reference` (NumPy, computed in float64 for float inputs): shape, dtype (NumPy's result dtype
-    unless `out_dtype`), values (per-dtype tolerances), and with grad=True the gradients against
-    central differences."""
+    unless `out_dtype`; NumPy computes bfloat16 inputs as float32, whose results stand for
+    bfloat16), values (per-dtype tolerances), and with grad=True the gradients against central
+    differences."""
     device = device or default_device()
     for case in shapes:
         case_shapes = [case] if _is_shape(case) else list(case)
-        inputs = [_onp.random.uniform(low, high, size=s).astype(dtype) for s in case_shapes]
-        got = function(*[from_numpy(x, device=device) for x in inputs])
-        want_dtype = _onp.dtype(out_dtype) if out_dtype is not None else \
+        arrays = [rand_ndarray(s, dtype, device, low, high) for s in case_shapes]
+        inputs = [x.asnumpy() for x in arrays]  # exactly the values pymx holds
+        got = function(*arrays)
+        want_dtype = as_dtype(out_dtype) if out_dtype is not None else \
             _onp.asarray(reference(*inputs)).dtype
-        is_float = _onp.dtype(dtype).kind == "f"
+        if as_dtype(dtype) == bfloat16 and want_dtype == _onp.float32 and out_dtype is None:
+            want_dtype = bfloat16
+        is_float = inputs[0].dtype.kind == "f"
         want = _onp.asarray(reference(*[x.astype(_onp.float64) if is_float else x
                                         for x in inputs]))
         assert got.shape == want.shape, f"case {case}: shape {got.shape} != NumPy's {want.shape}"
-        assert got.dtype == want_dtype, f"case {case}: dtype {got.dtype} != expected {want_dtype}"
-        assert_almost_equal(got, want.astype(want_dtype),
+        assert got.dtype == want_dtype, \
+            f"case {case}: dtype {dtype_name(got.dtype)} != expected {dtype_name(want_dtype)}"
+        assert_almost_equal(got, from_numpy(want, dtype=want_dtype),
                             rtol=default_rtol(dtype) if rtol is None else rtol,
                             atol=default_atol(dtype) if atol is None else atol,
                             names=("pymx", "numpy"))

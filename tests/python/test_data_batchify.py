@@ -54,6 +54,32 @@ def test_pad_pymx_arrays_warns_once():
     assert out.dtype == onp.float32
 
 
+@pytest.mark.parametrize("in_worker", [False, True])
+def test_bfloat16_batches_keep_their_dtype_and_bits(monkeypatch, in_worker):
+    # In a worker, batches travel as HostBatch (bfloat16 as its bits) and become arrays in the
+    # main process.
+    monkeypatch.setattr(batchify, "_in_worker", in_worker)
+
+    def as_array(batch):
+        return batchify.to_device(batch, np.array(0).device) if in_worker else batch
+
+    samples = [np.array([1.5, 1 + 2.0 ** -9], dtype="bfloat16"), np.array([3.0], dtype="bfloat16")]
+    padded = as_array(batchify.Pad(val=-1)(samples))
+    assert padded.dtype == np.bfloat16
+    onp.testing.assert_array_equal(padded.asnumpy(), [[1.5, 1.0], [3.0, -1.0]])
+    # 3 + 2^-7 lies halfway between 3 and the next bfloat16: ties go to the even 3.
+    rounded = as_array(batchify.Pad(dtype="bfloat16")([[1 + 2.0 ** -9, 3 + 2.0 ** -7], [2.0]]))
+    assert rounded.dtype == np.bfloat16
+    onp.testing.assert_array_equal(rounded.asnumpy(), [[1.0, 3.0], [2.0, 0.0]])
+    pair = [np.array([0.1, -7.0], dtype="bfloat16"), np.array([2.0 ** -100, 5.0], dtype="bfloat16")]
+    stacked = as_array(batchify.Stack()(pair))
+    assert stacked.dtype == np.bfloat16
+    onp.testing.assert_array_equal(stacked._host_values(), onp.stack([p._host_values() for p in pair]))
+    moved = as_array(batchify.to_host(pair[0])) if in_worker else pair[0]
+    assert moved.dtype == np.bfloat16
+    onp.testing.assert_array_equal(moved._host_values(), pair[0]._host_values())
+
+
 def test_pad_rejects_tuples():
     with pytest.raises(NotImplementedError, match="use Group"):
         batchify.Pad()([(1, 2), (3, 4)])

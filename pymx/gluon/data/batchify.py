@@ -15,6 +15,7 @@ import warnings
 import numpy as onp
 
 from ... import numpy as _np
+from ...base import as_dtype, bfloat16
 from ...ndarray import ndarray
 
 __all__ = ["Stack", "Pad", "Group", "AsList"]
@@ -31,6 +32,11 @@ class HostBatch:
 
 
 def _make_batch(array, dtype=None):
+    """A batch of the NumPy values `array` in `dtype` (default: theirs); bfloat16 is rounded by
+    pymx (NumPy has no such type) and travels from a worker as its bits."""
+    if dtype is not None and as_dtype(dtype) == bfloat16:
+        batch = _np.array(array, dtype=bfloat16)
+        return HostBatch(batch._host_values()) if _in_worker else batch
     array = onp.asarray(array, dtype=dtype)
     if _in_worker:
         return HostBatch(array)
@@ -38,9 +44,10 @@ def _make_batch(array, dtype=None):
 
 
 def to_host(batch):
-    """Replaces the pymx arrays of a (nested list/tuple) batch by HostBatch objects."""
+    """Replaces the pymx arrays of a (nested list/tuple) batch by HostBatch objects (bfloat16
+    arrays as their bits, which to_device takes back as they are)."""
     if isinstance(batch, ndarray):
-        return HostBatch(batch.asnumpy())
+        return HostBatch(batch._host_values())
     if isinstance(batch, (list, tuple)):
         return type(batch)(to_host(b) for b in batch)
     return batch
@@ -75,7 +82,7 @@ class Stack:
         first = data[0]
         if isinstance(first, ndarray):
             if _in_worker:
-                return HostBatch(onp.stack([x.asnumpy() for x in data]))
+                return HostBatch(onp.stack([x._host_values() for x in data]))
             return _np.stack(data)
         if isinstance(first, (tuple, list)):
             return [self(list(field)) for field in zip(*data)]
@@ -83,22 +90,26 @@ class Stack:
 
 
 def _pad_to_max_length(arrays, pad_val, dtype, round_to):
+    """The samples padded and stacked as NumPy values, and the batch's dtype (bfloat16 samples
+    and batches are padded as float32, which holds their values exactly)."""
     if isinstance(arrays[0], ndarray):
+        dtype = arrays[0].dtype if dtype is None else as_dtype(dtype)
         arrays = [a.asnumpy() for a in arrays]
     else:
         arrays = [onp.asarray(a) for a in arrays]
+        dtype = arrays[0].dtype if dtype is None else as_dtype(dtype)
     ndims = {a.ndim for a in arrays}
     if len(ndims) != 1:
         raise ValueError("Pad: all samples must have the same number of dimensions, "
                          "but got %s" % sorted(ndims))
-    dtype = arrays[0].dtype if dtype is None else onp.dtype(dtype)
     shape = [max(a.shape[axis] for a in arrays) for axis in range(arrays[0].ndim)]
     if round_to is not None:
         shape = [round_to * math.ceil(size / round_to) for size in shape]
-    out = onp.full([len(arrays)] + shape, pad_val, dtype=dtype)
+    out = onp.full([len(arrays)] + shape, pad_val,
+                   dtype=onp.float32 if dtype == bfloat16 else dtype)
     for i, a in enumerate(arrays):
         out[(i,) + tuple(slice(0, n) for n in a.shape)] = a
-    return out
+    return out, dtype
 
 
 class Pad:
@@ -126,7 +137,7 @@ class Pad:
         if not isinstance(data[0], (ndarray, onp.ndarray, list)):
             raise NotImplementedError(
                 "Pad() does not support multiple items, use Group(Pad(), Pad(), ...) instead")
-        return _make_batch(_pad_to_max_length(data, self._pad_val, self._dtype, self._round_to))
+        return _make_batch(*_pad_to_max_length(data, self._pad_val, self._dtype, self._round_to))
 
 
 class Group:
