@@ -89,16 +89,19 @@ def pymx_side(quick):
             median_time(lambda: on_gpu.copyto(pinned_target).wait_to_read(), 5, npx.waitall)]
         return {key: gb / t for key, t in zip(COPY_ROWS, times)}
 
-    def leafnet(hybridize, batch, train, steps):
+    def leafnet(hybridize, batch, train, steps, dtype="float32"):
         net = leaf_network_pymx(nn)
         net.initialize(device=dev)
+        net.cast(dtype)
         if hybridize:
             net.hybridize(static_alloc=True, static_shape=True)  # as bench/leafnet_bench.py
-        data = np.random.uniform(size=(batch, 3, 128, 128), device=dev)
+        data = np.random.uniform(size=(batch, 3, 128, 128), device=dev).astype(dtype)
         label = from_numpy(onp.random.default_rng(0).integers(0, 2, batch).astype("float32"),
                            device=dev)
         loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-        trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.001})
+        # 16-bit weights are updated through float32 master copies.
+        trainer = gluon.Trainer(net.collect_params(), "sgd",
+                                {"learning_rate": 0.001, "multi_precision": dtype != "float32"})
 
         def step():
             if train:
@@ -129,6 +132,9 @@ def pymx_side(quick):
             key = f"leafnet_{mode}_b{batch}{'_hybrid' if hybridize else ''}_sps"
             measurements.append((key, lambda h=hybridize, m=mode, b=batch, n=steps:
                                  leafnet(h, b, m == "train", n)))
+    bf16_steps = leafnet_shapes(quick)[1][2]
+    measurements.append(("leafnet_train_b64_bf16_hybrid_sps",
+                         lambda: leafnet(True, 64, True, bf16_steps, "bfloat16")))
     for key, fn in measurements:
         try:
             value = fn()
@@ -247,8 +253,8 @@ def torch_side(quick):
     opt = torch.optim.SGD(net.parameters(), lr=0.001)
     loss_fn = nn.CrossEntropyLoss()
 
-    def leafnet(mode, batch, steps):
-        data = torch.rand(batch, 3, 128, 128, device=dev)
+    def leafnet(mode, batch, steps, net=net, opt=opt, dtype=torch.float32):
+        data = torch.rand(batch, 3, 128, 128, device=dev, dtype=dtype)
         label = torch.randint(0, 2, (batch,), device=dev)
 
         def run():
@@ -277,6 +283,14 @@ def torch_side(quick):
     measure(["leafnet_train_b64_peak_mib"], training_peak_mib)
     for mode, batch, steps in leafnet_shapes(quick):
         measure([f"leafnet_{mode}_b{batch}_sps"], lambda m=mode, b=batch, n=steps: leafnet(m, b, n))
+
+    def bf16_training():  # the weights in bfloat16 too (pymx keeps float32 master copies)
+        bf16_net = network().to(torch.bfloat16)
+        bf16_opt = torch.optim.SGD(bf16_net.parameters(), lr=0.001)
+        return leafnet("train", 64, leafnet_shapes(quick)[1][2], bf16_net, bf16_opt,
+                       torch.bfloat16)
+
+    measure(["leafnet_train_b64_bf16_sps"], bf16_training)
     return results
 
 
@@ -288,7 +302,8 @@ ROWS = [("tiny_op_us", "tiny-op dispatch, us/op (lower is better)", True),
 for _mode, _batch, _ in leafnet_shapes(False):
     ROWS += [(f"leafnet_{_mode}_b{_batch}_sps", f"LeafNetwork {_mode} b{_batch}, samples/s", False),
              (f"leafnet_{_mode}_b{_batch}_hybrid_sps", "  hybridized", False)]
-ROWS.append(("leafnet_train_b64_peak_mib", "LeafNetwork train b64 peak GPU memory, MiB", True))
+ROWS += [("leafnet_train_b64_bf16_hybrid_sps", "LeafNetwork train b64 bfloat16, samples/s", False),
+         ("leafnet_train_b64_peak_mib", "LeafNetwork train b64 peak GPU memory, MiB", True)]
 
 
 def table(pymx_results, torch_results):
