@@ -15,6 +15,7 @@ using half_t = _Float16;
 // float16 and bfloat16: stored in 16 bits, computed and accumulated in float.
 template <typename T>
 constexpr bool is_16bit_float_v = std::is_same_v<T, half_t> || std::is_same_v<T, bf16_t>;
+inline bool is_16bit_float(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
 
 #define PMX_TYPE_CASE_(flag, ctype, T, ...) \
   case ::pymx::DType::flag: {               \
@@ -48,6 +49,16 @@ constexpr bool is_16bit_float_v = std::is_same_v<T, half_t> || std::is_same_v<T,
     PMX_TYPE_CASE_(kBFloat16, ::pymx::bf16_t, T, __VA_ARGS__)                                    \
     default:                                                                                     \
       PMX_THROW(::pymx::Status::kType, "expected a floating-point dtype, got ", dtype_name(dtype)); \
+  }
+
+// float32 and float64 only: kernels that take 16-bit floats widened (Note [16-bit floats through
+// float kernels] in through_float.h).
+#define PMX_FLOAT_WIDE_SWITCH(dtype, T, ...)                                                  \
+  switch (dtype) {                                                                            \
+    PMX_TYPE_CASE_(kFloat32, float, T, __VA_ARGS__)                                           \
+    PMX_TYPE_CASE_(kFloat64, double, T, __VA_ARGS__)                                          \
+    default:                                                                                  \
+      PMX_THROW(::pymx::Status::kType, "expected float32 or float64, got ", dtype_name(dtype)); \
   }
 
 }  // namespace pymx

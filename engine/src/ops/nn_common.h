@@ -10,6 +10,7 @@
 
 #include "blas.h"
 #include "ops/dispatch.h"
+#include "ops/float16_convert.h"
 #include "ops/small_rows_product.h"
 #include "parallel.h"
 #include "pymx/op.h"
@@ -142,8 +143,7 @@ inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, do
 template <typename T>
 std::vector<float> widened(const T* m, int64_t rows, int64_t cols, int64_t ld) {
   std::vector<float> out(static_cast<size_t>(rows * cols));
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = static_cast<float>(m[i * ld + j]);
+  for (int64_t i = 0; i < rows; ++i) convert_span(m + i * ld, out.data() + i * cols, cols);
   return out;
 }
 
@@ -162,8 +162,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
                                           : widened(c, m, n, ldc);
   gemm(trans_a, trans_b, m, n, k, alpha, a_wide.data(), std::max<int64_t>(a_cols, 1),
        b_wide.data(), std::max<int64_t>(b_cols, 1), beta, c_wide.data(), n);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = static_cast<T>(c_wide[i * n + j]);
+  for (int64_t i = 0; i < m; ++i) convert_span(c_wide.data() + i * n, c + i * ldc, n);
 }
 
 // The type in which a kernel over T accumulates (float for float16 and bfloat16).

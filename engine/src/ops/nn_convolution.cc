@@ -55,6 +55,7 @@
 #include "ops/conv_geometry.h"
 #include "ops/conv_weight_grad.h"
 #include "ops/nn_common.h"
+#include "ops/through_float.h"
 #include "parallel.h"
 
 namespace pymx {
@@ -281,7 +282,7 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeometry& g, const std::
 void conv_forward(const OpContext& ctx, const std::vector<TBlob>& in,
                   const std::vector<TBlob>& out) {
   const ConvGeometry g = nn::conv_geometry(*ctx.attrs, in[0].shape, in[1].shape);
-  PMX_FLOAT_SWITCH(in[0].dtype, T, { conv_forward_typed<T>(ctx, g, in, out); });
+  PMX_FLOAT_WIDE_SWITCH(in[0].dtype, T, { conv_forward_typed<T>(ctx, g, in, out); });
 }
 
 void conv_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
@@ -607,7 +608,7 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
 void conv_backward(const OpContext& ctx, const std::vector<TBlob>& in,
                    const std::vector<TBlob>& out) {
   const ConvGeometry g = nn::conv_geometry(*ctx.attrs, in[1].shape, in[2].shape);
-  PMX_FLOAT_SWITCH(in[1].dtype, T, { conv_backward_typed<T>(ctx, g, in, out); });
+  PMX_FLOAT_WIDE_SWITCH(in[1].dtype, T, { conv_backward_typed<T>(ctx, g, in, out); });
 }
 
 std::vector<NDArray> conv_gradient(const GradContext& ctx) {
@@ -619,7 +620,7 @@ std::vector<NDArray> conv_gradient(const GradContext& ctx) {
 PMX_REGISTER_OP(convolution)
     .set_num_inputs(-1)
     .set_infer(conv_infer)
-    .set_cpu(conv_forward)
+    .set_cpu(nn::through_float(conv_forward))
     .set_gradient(conv_gradient);
 
 PMX_REGISTER_OP(convolution_backward)
@@ -628,7 +629,7 @@ PMX_REGISTER_OP(convolution_backward)
       return 1 + int(nn::need_data_grad(a)) + int(!a.get_bool("no_bias", false));
     })
     .set_infer(conv_backward_infer)
-    .set_cpu(conv_backward);
+    .set_cpu(nn::through_float(conv_backward));
 
 }  // namespace
 }  // namespace pymx

@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "ops/conv_geometry.h"
+#include "ops/through_float.h"
 #include "parallel.h"
 
 namespace pymx {
@@ -91,7 +92,7 @@ void deconv_forward_typed(const OpContext& ctx, const ConvGeometry& g,
 void deconv_forward(const OpContext& ctx, const std::vector<TBlob>& in,
                     const std::vector<TBlob>& out) {
   const ConvGeometry g = nn::deconv_geometry(*ctx.attrs, in[0].shape, in[1].shape);
-  PMX_FLOAT_SWITCH(in[0].dtype, T, { deconv_forward_typed<T>(ctx, g, in, out); });
+  PMX_FLOAT_WIDE_SWITCH(in[0].dtype, T, { deconv_forward_typed<T>(ctx, g, in, out); });
 }
 
 void deconv_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
@@ -172,7 +173,7 @@ void deconv_backward_typed(const OpContext& ctx, const ConvGeometry& g,
 void deconv_backward(const OpContext& ctx, const std::vector<TBlob>& in,
                      const std::vector<TBlob>& out) {
   const ConvGeometry g = nn::deconv_geometry(*ctx.attrs, in[1].shape, in[2].shape);
-  PMX_FLOAT_SWITCH(in[1].dtype, T, { deconv_backward_typed<T>(ctx, g, in, out); });
+  PMX_FLOAT_WIDE_SWITCH(in[1].dtype, T, { deconv_backward_typed<T>(ctx, g, in, out); });
 }
 
 std::vector<NDArray> deconv_gradient(const GradContext& ctx) {
@@ -183,7 +184,7 @@ std::vector<NDArray> deconv_gradient(const GradContext& ctx) {
 PMX_REGISTER_OP(deconvolution)
     .set_num_inputs(-1)
     .set_infer(deconv_infer)
-    .set_cpu(deconv_forward)
+    .set_cpu(nn::through_float(deconv_forward))
     .set_gradient(deconv_gradient);
 
 PMX_REGISTER_OP(deconvolution_backward)
@@ -192,7 +193,7 @@ PMX_REGISTER_OP(deconvolution_backward)
       return 1 + int(nn::need_data_grad(a)) + int(!a.get_bool("no_bias", false));
     })
     .set_infer(deconv_backward_infer)
-    .set_cpu(deconv_backward);
+    .set_cpu(nn::through_float(deconv_backward));
 
 }  // namespace
 }  // namespace pymx

@@ -22,6 +22,7 @@
 #include "ops/max_pool_2d.h"
 #include "ops/nn_common.h"
 #include "ops/pool_geometry.h"
+#include "ops/through_float.h"
 #include "parallel.h"
 
 namespace pymx {
@@ -200,7 +201,7 @@ void pool_forward_typed(const OpContext& ctx, const PoolGeom& g, const T* x, T* 
 void pool_forward(const OpContext& ctx, const std::vector<TBlob>& in,
                   const std::vector<TBlob>& out) {
   const PoolGeom g = nn::pool_geometry(*ctx.attrs, in[0].shape);
-  PMX_FLOAT_SWITCH(in[0].dtype, T,
+  PMX_FLOAT_WIDE_SWITCH(in[0].dtype, T,
                    { pool_forward_typed<T>(ctx, g, in[0].data<T>(), out[0].data<T>()); });
 }
 
@@ -266,7 +267,7 @@ void pool_backward_typed(const OpContext& ctx, const PoolGeom& g, const T* dy, c
 void pool_backward(const OpContext& ctx, const std::vector<TBlob>& in,
                    const std::vector<TBlob>& out) {
   const PoolGeom g = nn::pool_geometry(*ctx.attrs, in[1].shape);
-  PMX_FLOAT_SWITCH(in[1].dtype, T, {
+  PMX_FLOAT_WIDE_SWITCH(in[1].dtype, T, {
     pool_backward_typed<T>(ctx, g, in[0].data<T>(), in[1].data<T>(), in[2].data<T>(),
                            out[0].data<T>());
   });
@@ -279,13 +280,13 @@ std::vector<NDArray> pool_gradient(const GradContext& ctx) {
 PMX_REGISTER_OP(pooling)
     .set_num_inputs(1)
     .set_infer(pool_infer)
-    .set_cpu(pool_forward)
+    .set_cpu(nn::through_float(pool_forward))
     .set_gradient(pool_gradient);
 
 PMX_REGISTER_OP(pooling_backward)
     .set_num_inputs(3)
     .set_infer(pool_backward_infer)
-    .set_cpu(pool_backward);
+    .set_cpu(nn::through_float(pool_backward));
 
 }  // namespace
 }  // namespace pymx

@@ -1,0 +1,94 @@
+// CPU kernels of 16-bit floats run by their float kernels (Note [16-bit floats through float
+// kernels]).
+#pragma once
+
+#include <vector>
+
+#include "ops/dispatch.h"
+#include "ops/float16_convert.h"
+#include "parallel.h"
+#include "pymx/op.h"
+#include "pymx/storage.h"
+
+namespace pymx {
+namespace nn {
+
+// Note [16-bit floats through float kernels]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The CPU has no 16-bit float arithmetic to speak of: _Float16 converts through libgcc calls and
+// bf16_t through shifts, element by element, and pymx's fast CPU kernels (SIMD pooling, direct
+// and fused convolutions, OpenBLAS) exist for float only. So an op whose work is large next to
+// its data (convolution, deconvolution, pooling) runs float16 and bfloat16 through its float
+// kernel: the 16-bit inputs are widened to float (exact), the float kernel runs, and each output
+// is rounded once to its 16-bit dtype. That is what a 16-bit kernel accumulating in float would
+// compute, at float's speed (LeafNetwork's bfloat16 pooling ran 40 times slower in 16 bits),
+// for a float copy of the inputs and outputs. Inputs of other dtypes pass as they are.
+// Calls fn(T{}) with T the 16-bit float type of dtype `t`.
+template <typename Fn>
+void with_16bit_float_type(DType t, Fn fn) {
+  if (t == DType::kFloat16) {
+    fn(half_t{});
+  } else {
+    fn(bf16_t{});
+  }
+}
+
+// dst[i] = To(src[i]) for i < n, over the intra-op threads.
+template <typename To, typename From>
+void convert_elements(const From* src, To* dst, int64_t n) {
+  parallel_for(0, n, int64_t(1) << 16,
+               [&](int64_t lo, int64_t hi) { convert_span(src + lo, dst + lo, hi - lo); });
+}
+
+// Float buffers from pymx's host cache, which keeps them for the next call (fresh pages would
+// fault in on every call), released when this goes out of scope.
+class FloatBuffers {
+ public:
+  FloatBuffers() = default;
+  FloatBuffers(const FloatBuffers&) = delete;
+  FloatBuffers& operator=(const FloatBuffers&) = delete;
+  ~FloatBuffers() {
+    for (const StorageHandle& handle : handles_) storage::free(handle);
+  }
+
+  TBlob like(const TBlob& blob) {
+    handles_.reserve(handles_.size() + 1);  // so that push_back cannot lose the allocation
+    handles_.push_back(storage::alloc(blob.size() * sizeof(float), blob.device));
+    return TBlob{handles_.back().dptr, blob.shape, DType::kFloat32, blob.device};
+  }
+
+ private:
+  std::vector<StorageHandle> handles_;
+};
+
+// `float_kernel` (a CPU kernel for float) as a kernel that also takes float16 and bfloat16. The
+// kernels it wraps write their outputs whole, so a 16-bit output's float buffer starts empty.
+inline ComputeFn through_float(ComputeFn float_kernel) {
+  return [float_kernel](const OpContext& ctx, const std::vector<TBlob>& in,
+                        const std::vector<TBlob>& out) {
+    FloatBuffers buffers;
+    std::vector<TBlob> wide_in = in, wide_out = out;
+    for (TBlob& blob : wide_in) {
+      if (!is_16bit_float(blob.dtype)) continue;
+      const TBlob narrow = blob;
+      blob = buffers.like(narrow);
+      with_16bit_float_type(narrow.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        convert_elements(narrow.data<T>(), blob.data<float>(), narrow.size());
+      });
+    }
+    for (TBlob& blob : wide_out)
+      if (is_16bit_float(blob.dtype)) blob = buffers.like(blob);
+    float_kernel(ctx, wide_in, wide_out);
+    for (size_t k = 0; k < out.size(); ++k) {
+      if (!is_16bit_float(out[k].dtype)) continue;
+      with_16bit_float_type(out[k].dtype, [&](auto tag) {
+        using T = decltype(tag);
+        convert_elements(wide_out[k].data<float>(), out[k].data<T>(), out[k].size());
+      });
+    }
+  };
+}
+
+}  // namespace nn
+}  // namespace pymx
