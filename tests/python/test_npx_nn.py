@@ -326,12 +326,12 @@ def test_layer_norm_and_grad():
                 [0, 1, 2])
 
 
-# 16-bit floats run their products through float32 BLAS (nn_common.h): every transpose of the
-# forward and backward GEMMs, and the backward's accumulation into C, against float64 on the
-# same (rounded) inputs. Each result is rounded once from float32 sums of many terms: within a
-# few roundings of the largest term magnitude.
+# 16-bit floats run their products through float32 BLAS (nn_common.h) and convolutions and
+# pooling through their float kernels (through_float.h): every forward and backward against
+# float64 on the same (rounded) inputs. Each result is rounded once from float32 sums of many
+# terms: within a few roundings of the largest term magnitude.
 @pytest.mark.parametrize("dtype, unit_roundoff", [("float16", 2.0 ** -11), ("bfloat16", 2.0 ** -8)])
-def test_dense_and_convolution_gradients_in_16_bit_floats(dtype, unit_roundoff):
+def test_dense_convolution_and_pooling_gradients_in_16_bit_floats(dtype, unit_roundoff):
     def as_dtype(values, dtype):
         return from_numpy(onp.asarray(values, dtype="float64")).astype(dtype)
 
@@ -352,11 +352,19 @@ def test_dense_and_convolution_gradients_in_16_bit_floats(dtype, unit_roundoff):
         "convolution": (lambda x, w, b: npx.convolution(x, w, b, kernel=(3, 3), pad=(1, 1),
                                                         num_filter=8),
                         [randn(4, 6, 12, 12), randn(8, 6, 3, 3), randn(8)]),
+        "deconvolution": (lambda x, w, b: npx.deconvolution(x, w, b, kernel=(3, 3), stride=(2, 2),
+                                                            num_filter=5),
+                          [randn(3, 4, 6, 6), randn(4, 5, 3, 3), randn(5)]),
+        "max_pooling": (lambda x: npx.pooling(x, kernel=(3, 3), stride=(2, 2), pool_type="max"),
+                        [randn(2, 3, 9, 9)]),
+        "avg_pooling": (lambda x: npx.pooling(x, kernel=(3, 3), stride=(2, 2), pool_type="avg"),
+                        [randn(2, 3, 9, 9)]),
     }
     for name, (op, values) in cases.items():
         rounded = [as_dtype(v, dtype).asnumpy().astype(onp.float64) for v in values]
         got = run(op, rounded, dtype)
         want = run(op, rounded, "float64")
+        assert len(got) == len(values) + 1
         for label, g, w in zip(["out", "d0", "d1", "d2"], got, want):
             bound = 8 * unit_roundoff * onp.abs(w).max()
             assert onp.abs(g - w).max() <= bound, (name, label, dtype, onp.abs(g - w).max(), bound)
