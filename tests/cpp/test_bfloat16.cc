@@ -5,7 +5,6 @@
 // quiet NaNs with their sign.
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 
@@ -15,12 +14,6 @@
 using pymx::bf16_t;
 
 namespace {
-
-float float_of_bits(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-}
 
 // The magnitude a finite bfloat16 pattern (sign cleared) stands for; 0x7f80 stands for 2^128,
 // the first value past the largest finite one, so that overflow rounds like any other step.
@@ -34,8 +27,7 @@ double magnitude(uint32_t pattern) {
 // Round to nearest, ties to even, of a finite or infinite float: the pattern below |value|
 // (truncation) and the one above, whichever is nearer.
 uint16_t reference_round(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
+  const uint32_t bits = bit_cast<uint32_t>(value);
   const uint32_t sign = (bits >> 16) & 0x8000;
   const uint32_t below = (bits >> 16) & 0x7fff;
   if (below >= 0x7f80) return static_cast<uint16_t>(sign | below);  // inf stays inf
@@ -47,25 +39,20 @@ uint16_t reference_round(float value) {
 
 void check_round(float value) {
   const uint16_t got = bf16_t(value).bits;
+  const uint32_t bits = bit_cast<uint32_t>(value);
   if (std::isnan(value)) {
-    uint32_t bits;
-    std::memcpy(&bits, &value, sizeof bits);
     EXPECT((got & 0x7f80) == 0x7f80 && (got & 0x0040) != 0, "NaN ", bits, " gave ", got);
     EXPECT((got & 0x8000) == ((bits >> 16) & 0x8000), "NaN ", bits, " lost its sign");
     return;
   }
   const uint16_t want = reference_round(value);
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
   EXPECT(got == want, "float ", value, " (bits ", bits, ") gave ", got, ", want ", want);
 }
 
 void test_widening_is_exact() {
   for (uint32_t pattern = 0; pattern < 0x10000; ++pattern) {
     const float wide = bf16_t::from_bits(static_cast<uint16_t>(pattern));
-    uint32_t bits;
-    std::memcpy(&bits, &wide, sizeof bits);
-    EXPECT(bits == pattern << 16, "pattern ", pattern);
+    EXPECT(bit_cast<uint32_t>(wide) == pattern << 16, "pattern ", pattern);
     if (!std::isnan(wide)) EXPECT(bf16_t(wide).bits == pattern, "round trip of ", pattern);
   }
 }
@@ -77,33 +64,33 @@ void test_special_values() {
                             1.0f + 0x3p-8f,           // tie: to 1 + 2^-6 (even)
                             1.0f + 0x1p-8f + 0x1p-20f,  // just above the tie: up
                             max,                      // above 0x7f7f + half a step: inf
-                            float_of_bits(0x7f7f7fff),  // just below that midpoint: finite max
-                            float_of_bits(0x7f7f8000),  // the midpoint, odd below: inf
+                            bit_cast<float>(uint32_t{0x7f7f7fff}),  // just below that midpoint: finite max
+                            bit_cast<float>(uint32_t{0x7f7f8000}),  // the midpoint, odd below: inf
                             std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity(),
                             std::numeric_limits<float>::denorm_min(),  // rounds to 0
-                            float_of_bits(0x00008000),  // subnormal tie, even below: 0
-                            float_of_bits(0x00018000),  // subnormal tie, odd below: up
+                            bit_cast<float>(uint32_t{0x00008000}),  // subnormal tie, even below: 0
+                            bit_cast<float>(uint32_t{0x00018000}),  // subnormal tie, odd below: up
                             std::numeric_limits<float>::min(),
                             std::numeric_limits<float>::quiet_NaN(),
                             -std::numeric_limits<float>::quiet_NaN(),
-                            float_of_bits(0x7f800001),  // signalling NaN whose top half is inf
-                            float_of_bits(0xff800001)};
+                            bit_cast<float>(uint32_t{0x7f800001}),  // signalling NaN whose top half is inf
+                            bit_cast<float>(uint32_t{0xff800001})};
   for (float value : specials) check_round(value);
   EXPECT(bf16_t(max).bits == 0x7f80, "max float rounds to inf");
-  EXPECT(bf16_t(float_of_bits(0x7f7f7fff)).bits == 0x7f7f, "finite max kept");
+  EXPECT(bf16_t(bit_cast<float>(uint32_t{0x7f7f7fff})).bits == 0x7f7f, "finite max kept");
   EXPECT(bf16_t(1.0f + 0x1p-8f).bits == 0x3f80, "tie to even, down");
   EXPECT(bf16_t(1.0f + 0x3p-8f).bits == 0x3f82, "tie to even, up");
 }
 
 void test_random_patterns() {
   std::mt19937 rng(12);
-  for (int i = 0; i < 4000000; ++i) check_round(float_of_bits(static_cast<uint32_t>(rng())));
+  for (int i = 0; i < 4000000; ++i) check_round(bit_cast<float>(static_cast<uint32_t>(rng())));
   // Near ties: the low 16 bits at and around 0x8000.
   for (int i = 0; i < 200000; ++i) {
     const uint32_t high = static_cast<uint32_t>(rng()) & 0xffff0000u;
     const uint32_t low = 0x8000u + static_cast<uint32_t>(rng() % 3) - 1u;
-    check_round(float_of_bits(high | low));
+    check_round(bit_cast<float>(high | low));
   }
 }
 

@@ -4,7 +4,6 @@
 // lengths that exercise both the 8-wide instructions and the scalar tail. NaNs compare as NaN.
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -16,24 +15,13 @@ using pymx::half_t;
 
 namespace {
 
-uint16_t bits_of(half_t h) {
-  uint16_t bits;
-  std::memcpy(&bits, &h, sizeof bits);
-  return bits;
-}
+uint16_t bits_of(half_t h) { return bit_cast<uint16_t>(h); }
 
-half_t half_of_bits(uint16_t bits) {
-  half_t h;
-  std::memcpy(&h, &bits, sizeof h);
-  return h;
-}
+half_t half_of_bits(uint16_t bits) { return bit_cast<half_t>(bits); }
 
 bool same_float(float a, float b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
-  uint32_t x, y;
-  std::memcpy(&x, &a, sizeof x);
-  std::memcpy(&y, &b, sizeof y);
-  return x == y;  // bitwise: keeps -0 apart from +0
+  return bit_cast<uint32_t>(a) == bit_cast<uint32_t>(b);  // bitwise: keeps -0 apart from +0
 }
 
 void check_widening() {
@@ -80,10 +68,7 @@ int main() {
 
   std::mt19937 rng(7);
   std::vector<float> random(1000003);
-  for (float& value : random) {
-    const uint32_t bits = static_cast<uint32_t>(rng());
-    std::memcpy(&value, &bits, sizeof value);
-  }
+  for (float& value : random) value = bit_cast<float>(static_cast<uint32_t>(rng()));
   check_narrowing(random);
   std::printf("test_float16_convert: ok\n");
   return 0;

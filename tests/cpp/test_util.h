@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <string>
@@ -18,6 +19,15 @@
       std::exit(1);                                                                      \
     }                                                                                    \
   } while (0)
+
+// The value of type To with the same bits as `from` (C++20's std::bit_cast).
+template <typename To, typename From>
+To bit_cast(const From& from) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast between types of different sizes");
+  To to;
+  std::memcpy(&to, &from, sizeof to);
+  return to;
+}
 
 // Runs `body`, which must throw a std::exception whose message contains `needle`; returns
 // the message.
