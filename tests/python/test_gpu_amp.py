@@ -1,0 +1,66 @@
+"""pymx.amp on a GPU: the op lists give the same dtypes as on the CPU, the conv net of test_amp
+trains under amp in float16 and bfloat16 on gpu(0) as on cpu(0), an inf gradient on the GPU
+skips the step, and convert_hybrid_block placed on gpu(0) matches the CPU's conversion. Skipped
+when no GPU is visible."""
+import numpy as onp
+import pytest
+from conftest import requires_gpu
+from test_amp import (BATCH, LOW, SCALE, amp_off, amp_trainer, backward,  # noqa: F401
+                      dtypes_of_listed_ops, snapshot, small_net, start, task, train)
+
+from pymx import amp, np
+from pymx.base import bfloat16
+from pymx.device import cpu, gpu
+
+pytestmark = requires_gpu
+
+
+@pytest.mark.parametrize("target", LOW)
+def test_op_lists_give_the_cpu_dtypes(target):
+    low = bfloat16 if target == "bfloat16" else onp.dtype("float16")
+    amp.init(target)
+    on_cpu = dtypes_of_listed_ops(low)
+    with gpu(0):
+        assert dtypes_of_listed_ops(low) == on_cpu
+
+
+@pytest.mark.parametrize("target", LOW)
+def test_training_on_gpu_follows_cpu(start, target):
+    on_cpu, cpu_trainer = train(start, [cpu(0)], target)
+    on_gpu, gpu_trainer = train(start, [gpu(0)], target)
+    # Tolerance: cuBLAS and cuDNN accumulate low-precision products in float32 in another order
+    # than the CPU's widened GEMMs; the curves stay within 0.02 (float16) / 0.05 (bfloat16).
+    tolerance = 0.02 if target == "float16" else 0.05
+    onp.testing.assert_allclose(on_gpu, on_cpu, atol=tolerance)
+    assert gpu_trainer.amp_loss_scale == cpu_trainer.amp_loss_scale  # same steps skipped
+
+
+def test_inf_gradient_on_gpu_skips_the_step(start):
+    devices = [gpu(0)]
+    net, trainer = amp_trainer(start, devices)
+    backward(net, trainer, devices)
+    trainer.step(BATCH)
+    before = snapshot(trainer)
+    backward(net, trainer, devices)
+    grad = net.collect_params()["3.weight"].grad(gpu(0))
+    grad[(0,) * grad.ndim] = onp.inf
+    trainer.step(BATCH)
+    after = snapshot(trainer)
+    for a, b in zip(before[0] + before[1], after[0] + after[1]):
+        assert a.tobytes() == b.tobytes()
+    assert before[2] == after[2] and trainer.amp_loss_scale == SCALE / 2
+
+
+@pytest.mark.parametrize("target", LOW)
+def test_convert_hybrid_block_on_gpu_matches_cpu(start, target):
+    net = small_net(start)
+    images = np.array(task()[0])
+    on_cpu = amp.convert_hybrid_block(net, images, target_dtype=target)(images)
+    converted = amp.convert_hybrid_block(net, images, target_dtype=target, device=gpu(0),
+                                         cast_params_offline=True)
+    converted.hybridize()
+    on_gpu = converted(images.to_device(gpu(0)))
+    assert on_gpu.device == gpu(0) and on_gpu.dtype == on_cpu.dtype
+    tolerance = 1e-2 if target == "float16" else 5e-2  # as above: another summation order
+    onp.testing.assert_allclose(on_gpu.asnumpy().astype("float32"),
+                                on_cpu.asnumpy().astype("float32"), atol=tolerance)
