@@ -3,6 +3,5 @@ from . import lists
 from .amp import *  # noqa: F401,F403
 from .amp import __all__ as _amp_all
 from .amp import _reset  # noqa: F401  (for tests: amp off again)
-from .loss_scaler import LossScaler  # noqa: F401
 
 __all__ = list(_amp_all) + ["lists"]

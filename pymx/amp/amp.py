@@ -10,12 +10,14 @@
     trainer.step(batch_size)                      # skipped when a gradient overflowed
 
 What pymx implements, and where it differs from MXNet:
-- init(target_dtype) makes the operators of list_lp16_ops run in the target dtype, those of
-  list_fp32_ops (and list_conditional_fp32_ops when their attribute matches) in float32, by
-  casting inputs at pymx's one operator entry point (Note [Where amp casts] in pymx/amp/_casts.py) rather than by
-  wrapping the functions of every namespace. Lists name pymx's C++ operators
-  (pymx/amp/lists/). Parameters stay float32: a float32 weight is cast per use, and its
-  gradient comes back float32. layout_optimization is not supported.
+- init(target_dtype) makes the operators of list_lp16_ops run in the target dtype, and those
+  of list_fp32_ops (and of list_conditional_fp32_ops when their attribute matches) in float32,
+  by casting inputs at pymx's one operator entry point (Note [Where amp casts] in
+  pymx/amp/_casts.py) rather than by wrapping the functions of every namespace. The lists name
+  pymx's C++ operators (pymx/amp/lists/). Operators with mixed float inputs promote them to the
+  widest dtype in C++, so list_widest_type_cast needs no casts. Parameters stay float32: a
+  float32 weight is cast per use, and its gradient comes back float32. layout_optimization is
+  not supported.
 - init_trainer(trainer): for float16, dynamic loss scaling with MXNet's constants (LossScaler:
   scale 2**16, halved on overflow, doubled after 2000 clean steps, at most 2**24). The overflow
   check covers every gradient on every device after they were summed, with one wait on the host
@@ -316,9 +318,9 @@ def convert_hybrid_block(block, data_example, target_dtype='float16', target_dty
 
     data_example: an ndarray or a list of them, as the block takes; it runs the block once
     (finishing deferred initialization). excluded_sym_names: child blocks (structural names,
-    e.g. 'features.3') whose operators all run in float32. cast_params_offline: parameters that feed only
-    operators running in `target_dtype` are stored in it, instead of cast at every call;
-    parameters of batch_norm and layer_norm stay float32.
+    e.g. 'features.3') whose operators all run in float32. cast_params_offline: parameters that
+    feed only operators running in `target_dtype` are stored in it, instead of cast at every
+    call; parameters of batch_norm and layer_norm stay float32.
     """
     if not isinstance(block, HybridBlock):
         raise TypeError(f"convert_hybrid_block: block must be a HybridBlock, got "

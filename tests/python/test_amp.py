@@ -10,7 +10,6 @@ from small_leafnet import leaf_network
 from pymx import amp, autograd, gluon, np, npx
 from pymx.base import bfloat16
 from pymx.device import cpu
-from pymx.gluon import nn
 
 LOW = ("float16", "bfloat16")
 
