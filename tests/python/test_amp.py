@@ -106,8 +106,9 @@ def task():
 
 @pytest.fixture(scope="module")
 def start(tmp_path_factory):
-    """The starting parameters every training run loads."""
+    """The starting parameters every training run loads (always the same ones)."""
     path = str(tmp_path_factory.mktemp("amp") / "start.params")
+    npx.random.seed(0)
     net = leaf_network(filters=(8, 16), hidden=32)
     net.initialize(device=cpu(0))
     net(np.zeros((2, 3, 32, 32)))
@@ -116,8 +117,9 @@ def start(tmp_path_factory):
 
 
 def train(start, devices, target=None, steps=STEPS):
-    """Losses of `steps` SGD steps on task() (split over `devices`), under amp.init(target)
-    unless target is None; amp is turned off again after."""
+    """(losses, trainer) of `steps` SGD steps on task() (split over `devices`), under
+    amp.init(target) unless target is None; amp is turned off again after. trainer.skipped
+    lists, per step, whether amp skipped it (the loss scale went down)."""
     if target is not None:
         amp.init(target)
     try:
@@ -132,7 +134,9 @@ def train(start, devices, target=None, steps=STEPS):
         data = gluon.utils.split_and_load(np.array(images), devices)
         label = gluon.utils.split_and_load(np.array(labels), devices)
         history = []
+        trainer.skipped = []
         for _ in range(steps):
+            scale = trainer.amp_loss_scale
             with autograd.record():
                 losses = [loss_fn(net(x), y) for x, y in zip(data, label)]
                 if target is None:
@@ -141,26 +145,34 @@ def train(start, devices, target=None, steps=STEPS):
                     with amp.scale_loss(losses, trainer) as scaled:
                         autograd.backward(scaled)
             trainer.step(BATCH)
+            trainer.skipped.append(trainer.amp_loss_scale < scale)
             history.append(sum(float(loss.mean()) for loss in losses) / len(losses))
         return history, trainer
     finally:
         amp._reset()
 
 
+def assert_follows(reference, history, trainer, target):
+    """The amp run `history` (of `trainer`) follows the float32 run `reference`. float16 starts
+    at MXNet's scale 2**16, where the first steps overflow: each skipped step leaves the weights
+    (the next loss is the same) and halves the scale. bfloat16 is not scaled. The loss at step i
+    is then float32's after the updates made before i."""
+    skipped = trainer.skipped
+    assert (1 <= sum(skipped) <= 6) if target == "float16" else not any(skipped)
+    updates = [i - sum(skipped[:i]) for i in range(STEPS)]
+    # Tolerance: float16 keeps 11 significant bits and bfloat16 8, in every product; the loss
+    # curves stay within 0.02 (float16) / 0.05 (bfloat16) of float32's (seen: 0.008 / 0.012).
+    tolerance = 0.02 if target == "float16" else 0.05
+    onp.testing.assert_allclose(history, [reference[k] for k in updates], atol=tolerance)
+
+
 @pytest.mark.parametrize("devices", [[cpu(0)], [cpu(0), cpu(1)]], ids=["1dev", "2dev"])
 @pytest.mark.parametrize("target", LOW)
 def test_training_under_amp_follows_float32(start, target, devices):
     reference, _ = train(start, devices)
-    history, trainer = train(start, devices, target)
     assert reference[-1] < 0.01 * reference[0], reference  # the task is learnt
-    # float16 starts at MXNet's scale 2**16, where the first steps overflow: each is skipped
-    # (the loss stays) and halves the scale. bfloat16 is never scaled.
-    skipped = int(onp.log2(2.0 ** 16 / trainer.amp_loss_scale)) if target == "float16" else 0
-    assert 0 <= skipped <= 4 and history[:skipped + 1] == [history[0]] * (skipped + 1)
-    # Tolerance: float16 keeps 11 significant bits and bfloat16 8, in every product; the loss
-    # curves, skipped steps removed, stay within 0.02 (float16) / 0.05 (bfloat16) of float32's.
-    tolerance = 0.02 if target == "float16" else 0.05
-    onp.testing.assert_allclose(history[skipped:], reference[:STEPS - skipped], atol=tolerance)
+    history, trainer = train(start, devices, target)
+    assert_follows(reference, history, trainer, target)
 
 
 # ---- dynamic loss scaling ---------------------------------------------------------------------
@@ -168,12 +180,13 @@ def test_training_under_amp_follows_float32(start, target, devices):
 SCALE = 2.0 ** 10
 
 
-def amp_trainer(start, devices):
-    """A float16 amp net and trainer with gradients from one scaled backward pass."""
+def amp_trainer(start, devices, kvstore="device"):
+    """A float16 amp net on `devices` and its momentum-SGD trainer, at loss scale SCALE."""
     amp.init("float16")
     net = leaf_network(filters=(8, 16), hidden=32)
     net.load_parameters(start, device=devices)
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9},
+                            kvstore=kvstore)
     amp.init_trainer(trainer)
     trainer._amp_loss_scaler = amp.LossScaler(init_scale=SCALE)  # no overflow at the start
     return net, trainer
@@ -202,15 +215,20 @@ def snapshot(trainer):
 
 
 @pytest.mark.parametrize("bad", [onp.inf, -onp.inf, onp.nan])
-@pytest.mark.parametrize("devices", [[cpu(0)], [cpu(0), cpu(1)]], ids=["1dev", "2dev"])
-def test_overflow_skips_the_step_and_halves_the_scale(start, devices, bad):
-    net, trainer = amp_trainer(start, devices)
+@pytest.mark.parametrize("devices,kvstore", [([cpu(0)], "device"),
+                                             ([cpu(0), cpu(1)], "device"),
+                                             ([cpu(0), cpu(1)], "local"),
+                                             ([cpu(0), cpu(1)], None)],
+                         ids=["1dev", "2dev-device", "2dev-local", "2dev-no-kvstore"])
+def test_overflow_skips_the_step_and_halves_the_scale(start, devices, kvstore, bad):
+    net, trainer = amp_trainer(start, devices, kvstore)
     backward(net, trainer, devices)
     trainer.step(BATCH)  # a clean step first, so that optimizer states exist
     before = snapshot(trainer)
     assert before[1], "momentum states were created"
     backward(net, trainer, devices)
-    # One element of one gradient on the last device only: the check must see every device.
+    # One element of one gradient on the last device only: without a kvstore the devices
+    # update from their own gradients, so the check must see every device.
     grad = net.collect_params()["3.weight"].list_grad()[-1]
     grad[(0,) * grad.ndim] = bad
     trainer.step(BATCH)
