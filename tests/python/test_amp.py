@@ -89,6 +89,28 @@ def test_gradients_flow_through_casts_in_the_parameter_dtype():
     onp.testing.assert_allclose(w.grad.asnumpy(), expected, rtol=1e-2, atol=1e-2)
 
 
+def test_hybridize_traces_the_casts(start):
+    amp.init("float16")
+    images, labels = (np.array(a) for a in task())
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    results = []
+    for mode in ("imperative", "traced", "replayed"):
+        net = small_net(start)
+        net.hybridize(mode != "imperative")
+        if mode == "replayed":
+            net(images)  # traces; the call below replays
+        with autograd.record():
+            out = net(images)
+            loss = loss_fn(out, labels)
+        loss.backward()
+        weight = net.collect_params()["0.weight"]
+        results.append((out.asnumpy(), weight.grad().asnumpy()))
+        assert out.dtype == onp.float16 and weight.grad().dtype == onp.float32
+    for out, grad in results[1:]:
+        onp.testing.assert_array_equal(out, results[0][0])
+        onp.testing.assert_array_equal(grad, results[0][1])
+
+
 # ---- training ---------------------------------------------------------------------------------
 
 STEPS = 12
