@@ -20,8 +20,9 @@ What pymx implements, and where it differs from MXNet:
   not supported.
 - init_trainer(trainer): for float16, dynamic loss scaling with MXNet's constants (LossScaler:
   scale 2**16, halved on overflow, doubled after 2000 clean steps, at most 2**24). The overflow
-  check covers every gradient on every device after they were summed, with one wait on the host
-  per step; an overflowing step leaves weights, optimizer states and update counts unchanged.
+  check covers every gradient on every device after they were summed: one multi_all_finite op
+  per device and one wait on the host per step. An overflowing step leaves weights, optimizer
+  states and update counts unchanged.
   bfloat16 has float32's range, so it gets no loss scaling (MXNet scales it like float16):
   scale_loss yields the loss itself and steps are never skipped. update_on_kvstore=True is
   refused (the store would update before the check; MXNet does not check that case).

@@ -12,21 +12,21 @@ import numpy as _onp
 
 from .. import autograd
 from .. import numpy as np
+from .._op import invoke
 from ..device import cpu
 
 __all__ = ["LossScaler"]
 
 
 def _all_finite(arrays):
-    """Whether every element of every array is finite, with one wait on the host. Each device
-    reduces its own arrays to one flag; the flags then meet on the CPU."""
-    if not arrays:
-        return True
+    """Whether every element of every array is finite, with one wait on the host: one
+    multi_all_finite op per device (engine/src/ops/all_finite.cc), whose flags meet on the
+    CPU."""
     by_device = {}
     for array in arrays:
-        by_device.setdefault(array.device, []).append(np.isfinite(array).all())
-    flags = [np.stack(flags).all().to_device(cpu()) for flags in by_device.values()]
-    return bool(np.stack(flags).all().item())
+        by_device.setdefault(array.device, []).append(array)
+    flags = [invoke("multi_all_finite", group)[0].to_device(cpu()) for group in by_device.values()]
+    return not flags or bool(np.stack(flags).all().item())
 
 
 class LossScaler:

@@ -1,13 +1,14 @@
-"""pymx.amp: the op lists take effect (and nothing changes while amp is off), a conv net trains
-under amp in float16 and bfloat16 on one and two devices to a loss close to float32's, dynamic
-loss scaling skips overflowing steps without touching weights, states or counts, halves and grows
-the scale, unscale is exact, convert_hybrid_block matches the float32 net and its hybridized
+"""pymx.amp: the op lists take effect (and nothing changes while amp is off), multi_all_finite
+agrees with NumPy, a conv net trains under amp in float16 and bfloat16 on one and two devices to
+a loss close to float32's, dynamic loss scaling skips overflowing steps without touching weights,
+states or counts, halves and grows the scale, unscale is exact, convert_hybrid_block matches the float32 net and its hybridized
 form, and misuse raises errors naming the values."""
 import numpy as onp
 import pytest
 from small_leafnet import leaf_network
 
 from pymx import amp, autograd, gluon, np, npx
+from pymx._op import invoke
 from pymx.base import bfloat16
 from pymx.device import cpu
 
@@ -109,6 +110,37 @@ def test_hybridize_traces_the_casts(start):
     for out, grad in results[1:]:
         onp.testing.assert_array_equal(out, results[0][0])
         onp.testing.assert_array_equal(grad, results[0][1])
+
+
+# ---- the overflow check's operator --------------------------------------------------------------
+
+def all_finite_cases():
+    """(name, NumPy arrays) for multi_all_finite: mixed dtypes and shapes, empty arrays, more
+    arrays than a GPU launch takes (32), and one inf or NaN hidden in various places."""
+    rng = onp.random.default_rng(0)
+    many = [rng.standard_normal(n).astype("float32") for n in range(1, 71)]
+    cases = {"finite mixed": [rng.standard_normal((3, 4)).astype("float16"), onp.zeros((0,)),
+                              onp.arange(5, dtype="int32"), onp.ones(2, dtype=bool),
+                              rng.standard_normal(7)],
+             "finite many": many}
+    for bad in (onp.inf, -onp.inf, onp.nan):
+        for index, dtype in ((0, "float16"), (39, "float32"), (69, "float64")):
+            arrays = [a.copy() for a in many]
+            arrays[index] = arrays[index].astype(dtype)
+            arrays[index][-1] = bad
+            cases[f"{bad} in array {index} ({dtype})"] = arrays
+    return cases
+
+
+def test_multi_all_finite_matches_numpy():
+    for name, arrays in all_finite_cases().items():
+        expected = all(onp.isfinite(a).all() for a in arrays)
+        result = invoke("multi_all_finite", [np.array(a) for a in arrays])[0]
+        assert result.dtype == onp.bool_ and result.shape == () and bool(result) == expected, name
+    bits = onp.full(3, 0x7F80, dtype=onp.uint16).view(bfloat16)  # bfloat16 inf
+    assert not bool(invoke("multi_all_finite", [np.array(bits)])[0])
+    with pytest.raises(ValueError, match="multi_all_finite: needs at least one input"):
+        invoke("multi_all_finite", [])
 
 
 # ---- training ---------------------------------------------------------------------------------

@@ -1,14 +1,16 @@
-"""pymx.amp on a GPU: the op lists give the same dtypes as on the CPU, the conv net of test_amp
-trains under amp in float16 and bfloat16 on gpu(0) as in float32 on cpu(0), an inf gradient on
-the GPU skips the step, and convert_hybrid_block placed on gpu(0) matches the CPU's conversion.
-Skipped when no GPU is visible."""
+"""pymx.amp on a GPU: the op lists give the same dtypes as on the CPU, multi_all_finite agrees
+with NumPy, the conv net of test_amp trains under amp in float16 and bfloat16 on gpu(0) as in
+float32 on cpu(0), an inf gradient on the GPU skips the step, and convert_hybrid_block placed on
+gpu(0) matches the CPU's conversion. Skipped when no GPU is visible."""
 import numpy as onp
 import pytest
 from conftest import requires_gpu
-from test_amp import (BATCH, LOW, SCALE, amp_off, amp_trainer, assert_follows,  # noqa: F401
-                      backward, dtypes_of_listed_ops, snapshot, small_net, start, task, train)
+from test_amp import (BATCH, LOW, SCALE, all_finite_cases, amp_off,  # noqa: F401
+                      amp_trainer, assert_follows, backward, dtypes_of_listed_ops, snapshot,
+                      small_net, start, task, train)
 
 from pymx import amp, np
+from pymx._op import invoke
 from pymx.base import bfloat16
 from pymx.device import cpu, gpu
 
@@ -22,6 +24,16 @@ def test_op_lists_give_the_cpu_dtypes(target):
     on_cpu = dtypes_of_listed_ops(low)
     with gpu(0):
         assert dtypes_of_listed_ops(low) == on_cpu
+
+
+def test_multi_all_finite_on_gpu_matches_numpy():
+    for name, arrays in all_finite_cases().items():
+        expected = all(onp.isfinite(a).all() for a in arrays)
+        result = invoke("multi_all_finite", [np.array(a, device=gpu(0)) for a in arrays])[0]
+        assert result.device == gpu(0) and bool(result) == expected, name
+    big = onp.zeros(1 << 22, dtype="float16")  # many blocks; the inf in the last one
+    big[-1] = onp.inf
+    assert not bool(invoke("multi_all_finite", [np.array(big, device=gpu(0))])[0])
 
 
 @pytest.mark.parametrize("target", LOW)
