@@ -12,7 +12,8 @@ autograd records them (a gradient flows back through them in its input's dtype, 
 parameters get float32 gradients) and hybridize traces them into the graph, whose replays then
 run without this Python code. Only float32 and the target dtype are cast (MXNet's amp_cast):
 float64 and integer inputs pass through. The function is process-wide: a converted block's
-policy (amp.convert_hybrid_block) is installed for the duration of its forward pass only.
+policy (amp.convert_hybrid_block) is installed for the duration of its forward pass only, and
+operators other threads run meanwhile are cast by it too.
 """
 import contextlib
 
