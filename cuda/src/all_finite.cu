@@ -56,7 +56,8 @@ void all_finite_compute(const OpContext& ctx, const std::vector<TBlob>& in,
     const DType dtype = in[first].dtype;
     size_t last = first + 1;
     while (last < in.size() && in[last].dtype == dtype) ++last;
-    if (is_float(dtype)) PMX_GPU_FLOAT_SWITCH(dtype, T, { launch<T>(ctx, in, first, last, result); });
+    if (is_float(dtype))
+      PMX_GPU_FLOAT_SWITCH(dtype, T, { launch<T>(ctx, in, first, last, result); });
     first = last;
   }
 }

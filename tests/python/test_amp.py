@@ -1,8 +1,8 @@
 """pymx.amp: the op lists take effect (and nothing changes while amp is off), multi_all_finite
 agrees with NumPy, a conv net trains under amp in float16 and bfloat16 on one and two devices to
 a loss close to float32's, dynamic loss scaling skips overflowing steps without touching weights,
-states or counts, halves and grows the scale, unscale is exact, convert_hybrid_block matches the float32 net and its hybridized
-form, and misuse raises errors naming the values."""
+states or counts, halves and grows the scale, unscale is exact, convert_hybrid_block matches the
+float32 net and its hybridized form, and misuse raises errors naming the values."""
 import numpy as onp
 import pytest
 from small_leafnet import leaf_network
