@@ -23,9 +23,10 @@ from pymx import numpy_extension as npx
 from pymx import autograd
 from pymx import gluon
 from pymx import initializer, kvstore, lr_scheduler, optimizer, profiler
+from pymx import amp
 
 init = initializer  # MXNet's `mx.init` spelling
 
-__all__ = ["np", "npx", "gluon", "autograd", "initializer", "init", "optimizer", "lr_scheduler",
+__all__ = ["np", "npx", "gluon", "autograd", "amp", "initializer", "init", "optimizer", "lr_scheduler",
            "kvstore", "profiler", "Device", "cpu", "gpu", "cpu_pinned", "num_gpus",
            "gpu_memory_info", "current_device", "waitall", "PymxError", "__version__"]

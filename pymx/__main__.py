@@ -80,6 +80,9 @@ def _parser():
                    help="seeds the data set, the initial weights and the sampling (default 0)")
     p.add_argument("--hybridize", action="store_true",
                    help="trace the network once and replay the graph (faster steps)")
+    p.add_argument("--amp", choices=("float16", "bfloat16"), default=None,
+                   help="automatic mixed precision (pymx.amp): convolutions and dense layers "
+                        "compute in this dtype, with dynamic loss scaling for float16")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return p
 
@@ -134,7 +137,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     devices, trainer_optimizer = _checked(parser, args)
     import numpy as onp
-    from . import _leafdata, _train, gluon, initializer, npx
+    from . import _leafdata, _train, amp, gluon, initializer, npx
 
     onp.random.seed(args.seed)         # samplers and random transforms draw on the host
     npx.random.seed(args.seed)         # initializers and dropout draw in the engine
@@ -150,11 +153,16 @@ def main(argv=None):
     train_loader, val_loader, test_loader = _train.make_loaders(root, args.batch_size,
                                                                 args.num_workers, on_gpus)
 
+    if args.amp:
+        amp.init(args.amp)
+        print(f"Automatic mixed precision: {args.amp}")
     net = _train.LeafNetwork()
     net.initialize(initializer.Xavier(), device=devices)
     if args.hybridize:
         net.hybridize()
     trainer = gluon.Trainer(net.collect_params(), trainer_optimizer)
+    if args.amp:
+        amp.init_trainer(trainer)
 
     progress = None
     if not args.no_progress:
@@ -164,9 +172,11 @@ def main(argv=None):
             return tqdm(iterable, desc=desc, unit="batch", leave=False, file=sys.stderr)
 
     history = _train.fit(net, trainer, train_loader, val_loader, devices, args.epochs,
-                         progress=progress)
+                         progress=progress, use_amp=bool(args.amp))
     test_acc = _train.evaluate(net, test_loader, devices)
     print(f"Test accuracy: {test_acc:.4f}")
+    if args.amp:
+        print(f"Loss scale: {trainer.amp_loss_scale:g}")
 
     os.makedirs(args.output_dir, exist_ok=True)
     params_path = os.path.join(args.output_dir, "leaf_models.params")

@@ -1,8 +1,9 @@
 """The crash course's LeafNetwork, its data pipeline and its data-parallel training loop
 (tutorial sections 7 and 8.1-8.3), reusable by ``python -m pymx`` and by tests."""
+import contextlib
 import time
 
-from . import autograd, gluon, np, npx
+from . import amp, autograd, gluon, np, npx
 from .gluon import nn
 from .gluon.data.vision import transforms
 
@@ -116,11 +117,18 @@ def evaluate(net, loader, devices):
     return acc.get()[1]
 
 
-def fit(net, trainer, train_loader, val_loader, devices, epochs, progress=None, log=print):
+def _loss_heads(losses, trainer, use_amp):
+    """The arrays to back-propagate from: the losses, scaled by amp's loss scale under amp."""
+    return amp.scale_loss(losses, trainer) if use_amp else contextlib.nullcontext(losses)
+
+
+def fit(net, trainer, train_loader, val_loader, devices, epochs, progress=None, log=print,
+        use_amp=False):
     """The data-parallel loop of tutorial 8.3. Returns the per-epoch history: mean training
     loss, training and validation accuracy, seconds and samples per second.
 
-    ``progress(iterable, desc)`` may wrap the batches of an epoch (a tqdm bar, for instance)."""
+    ``progress(iterable, desc)`` may wrap the batches of an epoch (a tqdm bar, for instance).
+    ``use_amp``: amp.init and amp.init_trainer(trainer) were called; the losses are scaled."""
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     history = {"loss": [], "train_acc": [], "val_acc": [], "seconds": [], "samples_per_s": []}
     for epoch in range(epochs):
@@ -137,8 +145,8 @@ def fit(net, trainer, train_loader, val_loader, devices, epochs, progress=None, 
             with autograd.record():
                 outputs = [net(x) for x in data_list]
                 losses = [loss_fn(out, label) for out, label in zip(outputs, label_list)]
-            for loss in losses:
-                loss.backward()
+                with _loss_heads(losses, trainer, use_amp) as heads:
+                    autograd.backward(heads)
             batch_size = batch[0].shape[0]
             trainer.step(batch_size)
             samples += batch_size

@@ -982,6 +982,19 @@ cdef object _arith(NDArrayBase array, object other, int op, bint reverse):
     return _arith_fallback(_ARITH_NAMES[op][2], array, other, reverse)
 
 
+cdef object _input_cast = None
+
+
+def set_input_cast(fn):
+    """fn(name, inputs, attrs) -> inputs runs before every `invoke` and may replace the inputs
+    (pymx.amp casts them to its operators' precisions); None removes it. The arithmetic fast
+    path does not call it: + - * / promote mixed dtypes in C++ already. Returns the previous fn."""
+    global _input_cast
+    previous = _input_cast
+    _input_cast = fn
+    return previous
+
+
 def invoke(str name, inputs, attrs=None, device=None, out=None):
     """Runs operator `name` on `inputs` (pymx ndarrays on one device) and returns its outputs.
 
@@ -990,6 +1003,8 @@ def invoke(str name, inputs, attrs=None, device=None, out=None):
     receiving the results; those objects are returned in their places. Never blocks.
     """
     cdef const PmxOp* op = _find_op(name)
+    if _input_cast is not None:
+        inputs = _input_cast(name, inputs, attrs)
     cdef Py_ssize_t i, n_in = len(inputs), n_attr = 0, n_out = 0
     cdef PmxArray* in_small[SMALL]
     cdef vector[PmxArray*] in_large

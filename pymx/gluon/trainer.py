@@ -72,6 +72,8 @@ class Trainer:
         optimizer_params = optimizer_params or {}
         self._init_optimizer(optimizer, optimizer_params)
         self._scale = self._optimizer.rescale_grad
+        self._amp_original_scale = None  # amp.init_trainer sets these two (see pymx/amp/amp.py)
+        self._amp_loss_scaler = None
         self._kvstore_arg = kvstore
         self._update_on_kvstore_arg = update_on_kvstore
         self._kv_initialized = False
@@ -177,6 +179,11 @@ class Trainer:
     def optimizer(self):
         return self._optimizer
 
+    @property
+    def amp_loss_scale(self):
+        """The loss scale amp.scale_loss applies (1.0 without dynamic loss scaling)."""
+        return 1.0 if self._amp_loss_scaler is None else self._amp_loss_scaler.loss_scale
+
     def set_learning_rate(self, lr):
         """Sets the learning rate (when no lr_scheduler is used)."""
         self._optimizer.set_learning_rate(lr)
@@ -220,6 +227,8 @@ class Trainer:
         self._update(ignore_stale_grad)
 
     def _update(self, ignore_stale_grad):
+        if self._amp_loss_scaler is not None and self._amp_loss_scaler.has_overflow(self._params):
+            return  # a gradient overflowed: amp skips the step (the scale was lowered)
         updates = [([], [], []) for _ in self._updaters]
         for i, param in enumerate(self._params):
             if param.grad_req == 'null':

@@ -41,6 +41,25 @@ def test_main_trains_one_epoch_on_a_tiny_generated_set(tmp_path):
     assert net(pymx.np.zeros((1, 3, 128, 128))).shape == (1, 2)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_main_trains_under_amp(tmp_path, dtype):
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "pymx", "--data-dir", str(tmp_path / "data"),
+           "--train-images", "8", "--epochs", "1", "--batch-size", "4",
+           "--devices", "cpu(0),cpu(1)", "--output-dir", str(out), "--num-workers", "0",
+           "--no-progress", "--amp", dtype]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"Automatic mixed precision: {dtype}" in result.stdout
+    assert "[Epoch 1] training: loss=" in result.stdout
+    # float16 starts at 2**16 and halves on each overflowing step; bfloat16 is not scaled.
+    scale = float(result.stdout.split("Loss scale: ")[1].split()[0])
+    assert (scale == 1.0) if dtype == "bfloat16" else (2.0 ** 10 <= scale <= 2.0 ** 16)
+    net = _train.LeafNetwork()
+    net.load_parameters(str(out / "leaf_models.params"), device=pymx.cpu())  # float32
+    assert all(p.dtype == "float32" for p in net.collect_params().values())
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--train-images", "8", "--batch-size", "16"],
      "--batch-size 16 must be between 1 and the number of training images (8)"),
@@ -51,6 +70,7 @@ def test_main_trains_one_epoch_on_a_tiny_generated_set(tmp_path):
     (["--devices", "cpu(0),tpu0"], "--devices: cannot parse 'tpu0'"),
     (["--devices", "cpu(0),gpu(99)"], "--devices: gpu(99) not found"),
     (["--devices", "cpu(1),cpu(0),cpu(1)"], "--devices: cpu(1) is listed twice"),
+    (["--amp", "float64"], "--amp: invalid choice: 'float64'"),
 ])
 def test_main_rejects_bad_arguments_before_generating_data(argv, message, capsys, tmp_path):
     from pymx.__main__ import main
