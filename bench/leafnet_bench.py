@@ -21,10 +21,11 @@ TRAIN_BATCHES = (4, 64)
 INFER_BATCHES = (1, 4, 64)
 
 
-def _make_net(hybridize, device):
+def _make_net(hybridize, device, dtype="float32"):
     net = LeafNetwork()
     net.initialize(device=device)
     net(np.zeros((1, 3, IMAGE_SIZE, IMAGE_SIZE), device=device))  # finish deferred init
+    net.cast(dtype)
     if hybridize:
         net.hybridize(static_alloc=True, static_shape=True)
     return net
@@ -46,14 +47,17 @@ def _time(step, batch, seconds, warmup=2):
     return iters * batch / (time.perf_counter() - start)
 
 
-def train_samples_per_s(batch, hybridize, seconds=3.0, device=None):
-    """Samples/s of the tutorial's training step (forward, loss, backward, SGD step)."""
+def train_samples_per_s(batch, hybridize, seconds=3.0, device=None, dtype="float32"):
+    """Samples/s of the tutorial's training step (forward, loss, backward, SGD step), in
+    `dtype` (16-bit weights are updated through float32 master copies)."""
     device = device or cpu()
-    net = _make_net(hybridize, device)
+    net = _make_net(hybridize, device, dtype)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    trainer = gluon.Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.001})
+    trainer = gluon.Trainer(net.collect_params(), 'sgd',
+                            {'learning_rate': 0.001, 'multi_precision': dtype != 'float32'})
     rng = onp.random.default_rng(0)
-    x = np.array(rng.random((batch, 3, IMAGE_SIZE, IMAGE_SIZE), dtype=onp.float32), device=device)
+    x = np.array(rng.random((batch, 3, IMAGE_SIZE, IMAGE_SIZE), dtype=onp.float32),
+                 device=device).astype(dtype)
     y = np.array(rng.integers(0, 2, batch).astype(onp.float32), device=device)
 
     def step():

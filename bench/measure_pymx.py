@@ -2,6 +2,7 @@
 
     python bench/measure_pymx.py tiny_op [--ops 10000] [--device gpu] [--record]
     python bench/measure_pymx.py leafnet --mode train|infer --batch 64 [--hybridize] [--device gpu]
+                                 [--dtype bfloat16]
 """
 import argparse
 import json
@@ -46,16 +47,20 @@ def main():
     parser.add_argument("--hybridize", action="store_true")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", help="leafnet training: the net's dtype")
     args = parser.parse_args()
     device = pymx.gpu(0) if args.device in ("gpu", "cuda") else pymx.cpu(0)
     if args.what == "tiny_op":
         result = {"value": tiny_op(args.ops, device, args.record), "unit": "us/op"}
     else:
         import leafnet_bench
-        measure = (leafnet_bench.train_samples_per_s if args.mode == "train"
-                   else leafnet_bench.infer_samples_per_s)
-        result = {"value": measure(args.batch, args.hybridize, args.seconds, device),
-                  "unit": "samples/s"}
+        if args.mode == "train":
+            value = leafnet_bench.train_samples_per_s(args.batch, args.hybridize, args.seconds,
+                                                      device, args.dtype)
+        else:
+            value = leafnet_bench.infer_samples_per_s(args.batch, args.hybridize, args.seconds,
+                                                      device)
+        result = {"value": value, "unit": "samples/s"}
     print(json.dumps(result))
 
 

@@ -1,6 +1,7 @@
 """Runs pymx and its peers side by side, alternating rounds, and reports medians and ratios.
 
-    python bench/run.py [--quick] [--rounds 3] [--cases tiny_op,leafnet,memory,conv,ops,pipeline,engine]
+    python bench/run.py [--quick] [--rounds 3]
+                        [--cases tiny_op,leafnet,leafnet16,memory,conv,ops,pipeline,engine]
                         [--leafnet-shapes train:1,infer:4]
                         [--torch-python PATH] [--mxnet-python PATH] [--device cpu|gpu]
                         [--json results.json] [--markdown results.md]
@@ -72,6 +73,14 @@ def cases(args):
                                   [torch, os.path.join(PEERS, "leafnet_torch.py"), *common,
                                    "--channels-last", "--compile"]))
             out.append((f"leafnet {mode} batch {batch} ({dev})", "higher", impls))
+    if "leafnet16" in args.cases:
+        # Training with 16-bit weights: pymx with float32 master copies, torch without.
+        for dtype in ("bfloat16", "float16"):
+            common = ["--mode", "train", "--batch", "64", "--seconds", seconds, "--dtype", dtype]
+            out.append((f"leafnet train batch 64 {dtype} (cpu)", "higher", [
+                ("pymx imperative", pymx_cmd("leafnet", *common)),
+                ("pymx hybridized", pymx_cmd("leafnet", *common, "--hybridize")),
+                ("torch eager", [torch, os.path.join(PEERS, "leafnet_torch.py"), *common])]))
     if "memory" in args.cases:
         # The training step of the leafnet case at batch 64, for long enough to reach its steady
         # state; the table compares whole processes (interpreter and libraries included).

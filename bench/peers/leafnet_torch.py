@@ -1,7 +1,7 @@
 """LeafNetwork in PyTorch (the peer for bench/run.py). Prints one JSON line per measurement.
 
     python leafnet_torch.py --mode train --batch 64 [--channels-last] [--compile] [--device cuda]
-                            [--seconds 3]
+                            [--seconds 3] [--dtype bfloat16]
 
 --compile measures torch.compile(net) (inductor); its compilation happens in the warm-up steps.
 """
@@ -27,8 +27,9 @@ def leaf_network():
 
 def measure(args):
     device = torch.device(args.device)
-    net = leaf_network().to(device)
-    x = torch.rand(args.batch, 3, 128, 128, device=device)
+    dtype = getattr(torch, args.dtype)
+    net = leaf_network().to(device, dtype)
+    x = torch.rand(args.batch, 3, 128, 128, device=device, dtype=dtype)
     y = torch.randint(0, 2, (args.batch,), device=device)
     if args.channels_last:
         net = net.to(memory_format=torch.channels_last)
@@ -76,6 +77,7 @@ def main():
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--dtype", default="float32", help="the net's and the data's dtype")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
