@@ -10,6 +10,7 @@ cimport cython
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.buffer cimport (PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
                              PyObject_GetBuffer)
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.pycapsule cimport (PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_GetPointer,
                                 PyCapsule_IsValid, PyCapsule_New, PyCapsule_SetName)
 from cpython.unicode cimport PyUnicode_AsUTF8
@@ -984,6 +985,13 @@ cdef object _arith(NDArrayBase array, object other, int op, bint reverse):
 
 cdef object _input_cast = None
 
+cdef extern from *:
+    """
+    /* The calling thread's input cast (set_thread_input_cast), or NULL: one load per invoke. */
+    static __thread PyObject* pymx_thread_input_cast = NULL;
+    """
+    PyObject* pymx_thread_input_cast
+
 
 def set_input_cast(fn):
     """fn(name, inputs, attrs) -> inputs runs before every `invoke` and may replace the inputs
@@ -995,6 +1003,22 @@ def set_input_cast(fn):
     return previous
 
 
+def set_thread_input_cast(fn):
+    """As set_input_cast, for the calling thread only, and in its place there (pymx.amp runs a
+    converted block's forward pass under the block's casts while other threads keep theirs).
+    Returns the thread's previous fn."""
+    global pymx_thread_input_cast
+    previous = <object>pymx_thread_input_cast if pymx_thread_input_cast != NULL else None
+    cdef PyObject* replaced = pymx_thread_input_cast
+    if fn is None:
+        pymx_thread_input_cast = NULL
+    else:
+        Py_INCREF(fn)
+        pymx_thread_input_cast = <PyObject*>fn
+    Py_XDECREF(replaced)
+    return previous
+
+
 def invoke(str name, inputs, attrs=None, device=None, out=None):
     """Runs operator `name` on `inputs` (pymx ndarrays on one device) and returns its outputs.
 
@@ -1003,7 +1027,9 @@ def invoke(str name, inputs, attrs=None, device=None, out=None):
     receiving the results; those objects are returned in their places. Never blocks.
     """
     cdef const PmxOp* op = _find_op(name)
-    if _input_cast is not None:
+    if pymx_thread_input_cast != NULL:
+        inputs = (<object>pymx_thread_input_cast)(name, inputs, attrs)
+    elif _input_cast is not None:
         inputs = _input_cast(name, inputs, attrs)
     cdef Py_ssize_t i, n_in = len(inputs), n_attr = 0, n_out = 0
     cdef PmxArray* in_small[SMALL]

@@ -11,9 +11,10 @@ installed, and `invoke` pays one pointer comparison. The casts are ordinary `cas
 autograd records them (a gradient flows back through them in its input's dtype, so float32
 parameters get float32 gradients) and hybridize traces them into the graph, whose replays then
 run without this Python code. Only float32 and the target dtype are cast (MXNet's amp_cast):
-float64 and integer inputs pass through. The function is process-wide: a converted block's
-policy (amp.convert_hybrid_block) is installed for the duration of its forward pass only, and
-operators other threads run meanwhile are cast by it too.
+float64 and integer inputs pass through. amp.init's policy is process-wide; a converted block's
+(amp.convert_hybrid_block) is installed for its forward pass on the thread running it only
+(`core.set_thread_input_cast`, which takes precedence there), so other threads' operators keep
+theirs.
 """
 import contextlib
 
@@ -72,11 +73,16 @@ class Float32Policy(CastPolicy):
         return None if name == "cast" else _FLOAT32
 
 
+def _unchanged(name, inputs, attrs):
+    return inputs
+
+
 @contextlib.contextmanager
 def applied(policy):
-    """Runs the body with `policy` casting every operator's inputs; restores what was there."""
-    previous = _core.set_input_cast(policy)
+    """Runs the body with `policy` casting the inputs of every operator this thread runs (None:
+    no casts, amp.init's neither); restores what was there."""
+    previous = _core.set_thread_input_cast(_unchanged if policy is None else policy)
     try:
         yield
     finally:
-        _core.set_input_cast(previous)
+        _core.set_thread_input_cast(previous)

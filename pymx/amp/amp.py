@@ -124,6 +124,8 @@ def _make_policy(caller, target_dtype, lp16_ops, fp32_ops, conditional_fp32_ops)
             raise ValueError(f"{caller}: conditional_fp32_ops entries must be (operator name, "
                              f"attribute name, list of values), got {entry!r}")
     conditional_names = [entry[0] for entry in conditional_fp32_ops]
+    if "cast" in lp16_ops + fp32_ops + conditional_names:
+        raise ValueError(f"{caller}: the lists cannot name 'cast', the operator amp casts with")
     known = set(_core.op_names())
     for list_name, names in (("target_precision_ops", lp16_ops), ("fp32_ops", fp32_ops),
                              ("conditional_fp32_ops", conditional_names)):
@@ -216,7 +218,8 @@ def scale_loss(loss, optimizer_or_trainer):
         raise RuntimeError("amp.scale_loss: the trainer is not prepared for amp; call "
                            "amp.init_trainer(trainer) first")
     scaler = trainer._amp_loss_scaler
-    if scaler is None:  # bfloat16: no scaling
+    if scaler is None:  # bfloat16: no scaling (and no unscale of an earlier step left over)
+        trainer._scale = trainer._amp_original_scale
         yield loss
         return
     scale = scaler.loss_scale
@@ -229,6 +232,9 @@ def unscale(optimizer_or_trainer):
     power of two), so that they can be inspected or clipped before trainer.step."""
     trainer = optimizer_or_trainer
     _check_trainer(trainer, "amp.unscale")
+    if trainer._amp_original_scale is None:
+        raise RuntimeError("amp.unscale: the trainer is not prepared for amp; call "
+                           "amp.init_trainer(trainer) first")
     scale = trainer._scale
     with autograd.pause():
         for param in trainer._params:

@@ -2,9 +2,10 @@
 
 A float16 gradient below 2**-24 rounds to zero. Scaling the loss by S scales every gradient by
 S, so small gradients survive; the Trainer divides by S again (rescale_grad). Too large an S
-makes some gradient overflow to inf: the step is then skipped and S halved. After
-`scale_window` steps in a row without overflow S doubles, up to `max_scale`. S is always a
-power of two, so scaling and unscaling are exact.
+makes some gradient overflow to inf: the step is then skipped and S halved, down to 1 (or
+init_scale if smaller): below that a non-finite gradient is not an overflow of the scaling, and
+each such step is skipped with a warning. After `scale_window` steps in a row without overflow S
+doubles, up to `max_scale`. S is always a power of two, so scaling and unscaling are exact.
 """
 import logging
 
@@ -53,6 +54,7 @@ class LossScaler:
         self.scale_factor = float(scale_factor)
         self.scale_window = scale_window
         self.max_scale = float(max_scale)
+        self.min_scale = min(1.0, self.loss_scale)
         self._clean_steps = 0  # steps since the last overflow or growth
 
     def has_overflow(self, params):
@@ -63,8 +65,12 @@ class LossScaler:
         with autograd.pause():
             overflow = not _all_finite(grads)
         if overflow:
-            self.loss_scale /= self.scale_factor
             self._clean_steps = 0
+            if self.loss_scale == self.min_scale:
+                logging.warning("AMP: non-finite gradients at the smallest loss scale (%g), step "
+                                "skipped", self.loss_scale)
+                return True
+            self.loss_scale = max(self.min_scale, self.loss_scale / self.scale_factor)
             logging.info("AMP: gradient overflow, step skipped; loss scale now %g",
                          self.loss_scale)
             return True

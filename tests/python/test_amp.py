@@ -333,6 +333,42 @@ def test_unscale_divides_gradients_exactly(start):
         assert a.tobytes() == b.tobytes()
 
 
+def test_bfloat16_unscale_applies_to_its_own_step_only(start):
+    devices = [cpu(0)]
+    amp.init("bfloat16")
+
+    def trained(unscale_first):
+        net = small_net(start)
+        trainer = gluon.Trainer(net.collect_params(), "sgd",
+                                {"learning_rate": 0.1, "rescale_grad": 0.5})
+        amp.init_trainer(trainer)
+        for step in range(2):
+            backward(net, trainer, devices)
+            if unscale_first and step == 0:
+                amp.unscale(trainer)  # multiplies the gradients by rescale_grad now
+            trainer.step(BATCH)
+        return snapshot(trainer)[0]
+
+    # Step 1 is the same update either way; step 2 (no unscale) must use rescale_grad again.
+    for a, b in zip(trained(True), trained(False)):
+        onp.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_the_scale_stops_at_one_and_steps_stay_skipped(start, caplog):
+    devices = [cpu(0)]
+    net, trainer = amp_trainer(start, devices)
+    trainer._amp_loss_scaler = amp.LossScaler(init_scale=4.0)
+    scales = []
+    for _ in range(4):
+        backward(net, trainer, devices)
+        grad = net.collect_params()["3.weight"].list_grad()[0]
+        grad[(0,) * grad.ndim] = onp.nan
+        trainer.step(BATCH)
+        scales.append(trainer.amp_loss_scale)
+    assert scales == [2.0, 1.0, 1.0, 1.0]
+    assert "non-finite gradients at the smallest loss scale (1)" in caplog.text
+
+
 def test_multi_precision_parameters_train_with_master_copies(start):
     amp.init("float16")
     net = leaf_network(filters=(8, 16), hidden=32)
@@ -386,6 +422,42 @@ def test_convert_hybrid_block_matches_float32(start, target, offline):
     onp.testing.assert_array_equal(converted(images).asnumpy(), out.asnumpy())  # replayed
 
 
+def test_a_converted_block_casts_only_on_the_thread_running_it(start):
+    # Its policy is the running thread's: two threads running it at once must not leave it
+    # installed, nor cast the operators of a thread outside it.
+    import threading
+
+    net = small_net(start)
+    images = np.array(task()[0])
+    converted = amp.convert_hybrid_block(net, images)
+    inside = threading.Event()
+    release = threading.Event()
+    dtypes = []
+
+    class Pausing(gluon.HybridBlock):
+        def forward(self, x):
+            inside.set()
+            release.wait(10)
+            return x
+
+    converted.register_child(Pausing(), "pause")  # runs last, while the policy is installed
+    worker = threading.Thread(target=lambda: dtypes.append(converted(images).dtype))
+    worker.start()
+    assert inside.wait(10)
+    # This thread runs a float32 dense layer meanwhile: not cast.
+    dtypes.append(npx.fully_connected(np.ones((2, 3)), np.ones((4, 3)), no_bias=True).dtype)
+    release.set()
+    worker.join(10)
+    assert dtypes == [onp.float32, onp.float16]
+    threads = [threading.Thread(target=converted, args=(images,)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert npx.fully_connected(np.ones((2, 3)), np.ones((4, 3)), no_bias=True).dtype == \
+        onp.float32
+
+
 def test_convert_hybrid_block_excludes_children(start):
     net = small_net(start)
     images = np.array(task()[0])
@@ -411,6 +483,8 @@ def test_init_errors_name_the_values():
         amp.init(conditional_fp32_ops=[("activation", "act_type")])
     with pytest.raises(ValueError, match="layout_optimization"):
         amp.init(layout_optimization=True)
+    with pytest.raises(ValueError, match="cannot name 'cast'"):
+        amp.init(fp32_ops=["cast"])
     # None of those turned amp on.
     assert npx.fully_connected(np.ones((2, 3)), np.ones((4, 3)), no_bias=True).dtype == \
         onp.float32
@@ -430,6 +504,8 @@ def test_trainer_errors_name_the_values(start):
         amp.init_trainer(trainer.optimizer)
     with pytest.raises(TypeError, match="expected a gluon.Trainer, got str"):
         amp.unscale("sgd")
+    with pytest.raises(RuntimeError, match=r"amp.unscale: .*amp.init_trainer\(trainer\) first"):
+        amp.unscale(trainer)
     with pytest.raises(RuntimeError, match=r"amp.init_trainer\(trainer\) first"):
         with amp.scale_loss(np.ones(()), trainer):
             pass
