@@ -432,9 +432,10 @@ void pool_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
   const PoolGeom p = nn::pool_geometry(*ctx.attrs, in[1].shape);
   if (cudnn_pooling_backward(ctx, p, in, out)) return;  // deterministic (Note [Deterministic mode])
   // Disjoint windows add at most once into each input of the zeroed dx, which is exact: only
-  // overlapping ones need the gather in the deterministic mode.
+  // overlapping ones need the gather, in the deterministic mode and for 16-bit floats (whose
+  // atomic adds would round after each window; the gather sums in float and rounds once).
   const bool overlap = p.k[0] > p.s[0] || p.k[1] > p.s[1] || p.k[2] > p.s[2];
-  if (overlap && deterministic()) {
+  if (overlap && (deterministic() || is_16bit_float(in[1].dtype))) {
     pool_backward_gather(ctx, p, in, out);
     return;
   }

@@ -20,6 +20,7 @@
 
 #include "kernel_util.cuh"
 #include "launch.h"
+#include "ops/uniform_cap.h"
 #include "random.cuh"
 
 namespace pymx {
@@ -36,13 +37,15 @@ __device__ __forceinline__ double unit53(uint64_t seed, uint64_t i) {
 
 enum class Gen : int { kLinear, kUniform, kNormal, kRandint };
 
-// y[i] = a + i * b (linear), low + (high - low) * U (uniform), loc + scale * N (normal),
-// low + bits % span (randint, in integers: values beyond 2^53 must not round).
+// y[i] = a + i * b (linear), min(low + (high - low) * U, cap) (uniform, cap: uniform_cap.h),
+// loc + scale * N (normal), low + bits % span (randint, in integers: values beyond 2^53 must not
+// round).
 struct GenArgs {
   Gen gen;
   double a, b;
   uint64_t seed, span;
   int64_t low;
+  double cap;
 };
 
 template <typename T>
@@ -59,7 +62,9 @@ __global__ void generate_kernel(T* y, int64_t n, GenArgs g) {
     double v;
     switch (g.gen) {
       case Gen::kLinear: v = __dadd_rn(g.a, __dmul_rn(static_cast<double>(i), g.b)); break;
-      case Gen::kUniform: v = __dadd_rn(g.a, __dmul_rn(g.b - g.a, unit53(g.seed, i))); break;
+      case Gen::kUniform:
+        v = fmin(__dadd_rn(g.a, __dmul_rn(g.b - g.a, unit53(g.seed, i))), g.cap);
+        break;
       default: {  // kNormal
         const double u1 = 1.0 - unit53(g.seed, 2 * i), u2 = unit53(g.seed, 2 * i + 1);
         v = g.a + g.b * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
@@ -173,8 +178,9 @@ const bool registered = [] {
   op_registry::get_or_create("linspace").set_gpu(linspace_compute);
   op_registry::get_or_create("eye").set_gpu(eye_compute);
   op_registry::get_or_create("uniform").set_gpu([](const OpContext& ctx, Blobs, Blobs out) {
-    generate(ctx, out[0], {Gen::kUniform, ctx.attrs->get_float("low", 0.0),
-                           ctx.attrs->get_float("high", 1.0), ctx.seed, 0});
+    const double low = ctx.attrs->get_float("low", 0.0), high = ctx.attrs->get_float("high", 1.0);
+    generate(ctx, out[0],
+             {Gen::kUniform, low, high, ctx.seed, 0, 0, uniform_cap(low, high, out[0].dtype)});
   });
   op_registry::get_or_create("normal").set_gpu([](const OpContext& ctx, Blobs, Blobs out) {
     generate(ctx, out[0], {Gen::kNormal, ctx.attrs->get_float("loc", 0.0),

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -73,7 +74,17 @@ __host__ __device__ __forceinline__ To convert(From v) {
   } else if constexpr (std::is_same_v<To, __half>) {
     return __float2half(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
-    return __float2bfloat16(static_cast<float>(v));
+    const float f = static_cast<float>(v);
+    // CUDA's conversion turns every NaN into 0x7fff; the CPU's bf16_t keeps its sign and top
+    // payload bits, quieted, and so does this.
+    if (f != f) {
+      uint32_t bits;
+      memcpy(&bits, &f, sizeof bits);
+      __nv_bfloat16_raw raw;
+      raw.x = static_cast<unsigned short>((bits >> 16) | 0x0040);
+      return __nv_bfloat16(raw);
+    }
+    return __float2bfloat16(f);
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
   } else {

@@ -60,7 +60,11 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::kFloat32: return ncclFloat32;
     case DType::kFloat64: return ncclFloat64;
     case DType::kFloat16: return ncclFloat16;
-    case DType::kBFloat16: return ncclBfloat16;
+    case DType::kBFloat16:
+      PMX_CHECK(nccl().version >= 21000, "NCCL all-reduce of bfloat16 arrays needs NCCL 2.10 or "
+                "newer; the loaded one has version code ", nccl().version,
+                ": upgrade nvidia-nccl-cu13, or use kvstore 'device'");
+      return ncclBfloat16;
     case DType::kUint8: return ncclUint8;
     case DType::kInt32: return ncclInt32;
     case DType::kInt8: return ncclInt8;

@@ -11,7 +11,8 @@
 // engine as under the naive one, whatever the scheduling. Not across machines or library
 // versions: a GPU generation or a core count may change a kernel's blocking, hence its rounding.
 //
-// What it changes (each only while the mode is on; the default paths stay, being faster):
+// What it changes (each only while the mode is on, the default paths being faster; float16 and
+// bfloat16 take the first two in both modes, which sum in float and round once):
 //  - GPU pooling backward with overlapping windows (stride < kernel) gathers: each input element
 //    sums, in a fixed order, the gradients of the windows covering it, instead of each window
 //    adding into its inputs with atomics (conv_pool.cu; disjoint windows add at most once into

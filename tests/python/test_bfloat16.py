@@ -270,12 +270,35 @@ def test_random():
     u = np.random.uniform(-2, 3, size=(20000,), dtype="bfloat16")
     assert u.dtype == np.bfloat16
     values = u.asnumpy().astype(onp.float64)
-    # Sampled in float, rounded once: the rounding may reach the upper bound.
-    assert values.min() >= -2 and values.max() <= 3
+    assert values.min() >= -2 and values.max() < 3
     assert abs(values.mean() - 0.5) < 0.05 and abs(values.std() - 5 / 12 ** 0.5) < 0.05
     onp.testing.assert_array_equal(values, round_to_bfloat16(values))  # representable
     n = np.random.normal(1.0, 2.0, size=(20000,), dtype=np.bfloat16).asnumpy()
     assert abs(n.mean() - 1.0) < 0.1 and abs(n.std() - 2.0) < 0.1
+
+
+@pytest.mark.parametrize("dtype,want", [("bfloat16", 4992.0), ("float16", 5000.0)])
+def test_embedding_gradient_of_a_repeated_row_is_rounded_once(dtype, want):
+    # 5000 additions of 1: a 16-bit running sum stops at 256 (bfloat16) or 2048 (float16);
+    # summed in float and rounded once, 5000 becomes the nearest value the dtype holds.
+    weight = np.zeros((3, 2), dtype=dtype)
+    weight.attach_grad()
+    with autograd.record():
+        out = npx.embedding(np.zeros(5000, dtype="int64"), weight, input_dim=3, output_dim=2)
+    out.backward(np.ones((5000, 2), dtype=dtype))
+    onp.testing.assert_array_equal(weight.grad.asnumpy(), [[want, want], [0, 0], [0, 0]])
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("high", [1.0, 1.003])  # 1.003 lies between two bfloat16 values
+def test_uniform_draws_stay_below_high(dtype, high):
+    # A draw within half a unit of high would round to it: 1 in 512 of U[0, 1) in bfloat16, 1
+    # in 4096 in float16. They are clamped to the largest value below high.
+    values = np.random.uniform(0, high, size=(200000,), dtype=dtype).asnumpy().astype("float64")
+    below = values[values < high].max()
+    assert values.max() < high
+    assert (values == below).sum() > 10  # the clamped draws (and the unclamped ones there)
+    assert abs(values.mean() - high / 2) < 0.01
 
 
 def test_creation_functions():

@@ -151,6 +151,8 @@ inline bool is_float(DType t) {
          t == DType::kBFloat16;
 }
 
+inline bool is_16bit_float(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
+
 // ---------------------------------------------------------------------------------------------
 // Shapes: row-major, int64 extents. A 0-d array has an empty shape and one element.
 // ---------------------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ using half_t = _Float16;
 // float16 and bfloat16: stored in 16 bits, computed and accumulated in float.
 template <typename T>
 constexpr bool is_16bit_float_v = std::is_same_v<T, half_t> || std::is_same_v<T, bf16_t>;
-inline bool is_16bit_float(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
 
 #define PMX_TYPE_CASE_(flag, ctype, T, ...) \
   case ::pymx::DType::flag: {               \

@@ -26,6 +26,7 @@
 #include <numeric>
 
 #include "ops/nn_common.h"
+#include "ops/through_float.h"
 #include "ops/topk_geometry.h"
 
 namespace pymx {
@@ -329,16 +330,13 @@ void embedding_backward_infer(const Attrs&, const std::vector<Shape>& in,
 void embedding_backward(const OpContext&, const std::vector<TBlob>& in,
                         const std::vector<TBlob>& out) {
   const int64_t rows = in[2].shape[0], dim = in[2].shape[1];
-  PMX_FLOAT_SWITCH(in[2].dtype, T, {
+  PMX_FLOAT_WIDE_SWITCH(in[2].dtype, T, {
     const T* dy = in[0].data<T>();
     T* dw = out[0].data<T>();
     std::fill(dw, dw + out[0].size(), T(0));
-    using A = nn::acc_t<T>;
     for (int64_t i = 0; i < in[1].size(); ++i) {
       const int64_t r = std::min(std::max<int64_t>(read_index(in[1], i), 0), rows - 1);
-      for (int64_t j = 0; j < dim; ++j)
-        dw[r * dim + j] = static_cast<T>(static_cast<A>(dw[r * dim + j]) +
-                                         static_cast<A>(dy[i * dim + j]));
+      for (int64_t j = 0; j < dim; ++j) dw[r * dim + j] += dy[i * dim + j];
     }
   });
 }
@@ -353,10 +351,12 @@ PMX_REGISTER_OP(embedding)
       return std::vector<NDArray>{NDArray(), dw};
     });
 
+// 16-bit weights sum their repeated rows in float and round once (a 16-bit running sum stops
+// growing: 1000 additions of 1.0 give 256 in bfloat16).
 PMX_REGISTER_OP(embedding_backward)
     .set_num_inputs(3)
     .set_infer(embedding_backward_infer)
-    .set_cpu(embedding_backward);
+    .set_cpu(nn::through_float(embedding_backward));
 
 // ---------------------------------------------------------------------------------------------
 // sequence_mask

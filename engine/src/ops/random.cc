@@ -10,8 +10,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include "ops/elemwise.h"
+#include "ops/uniform_cap.h"
 
 namespace pymx {
 namespace {
@@ -69,7 +73,34 @@ void generate(const TBlob& out, F sample) {
   });
 }
 
+// The value of T just below t.
+template <typename T>
+T next_below(T t) {
+  if constexpr (is_16bit_float_v<T>) {
+    uint16_t bits;
+    std::memcpy(&bits, &t, sizeof bits);
+    // +0 and -0 step to the negative subnormal nearest zero; negative values grow in magnitude.
+    bits = (bits & 0x7fff) == 0 ? 0x8001 : (bits & 0x8000) ? bits + 1 : bits - 1;
+    std::memcpy(&t, &bits, sizeof bits);
+    return t;
+  } else {
+    return std::nextafter(t, -std::numeric_limits<T>::infinity());
+  }
+}
+
 }  // namespace
+
+double uniform_cap(double low, double high, DType dtype) {
+  double cap = std::numeric_limits<double>::infinity();
+  PMX_TYPE_SWITCH(dtype, T, {
+    if constexpr (!std::is_integral_v<T>) {
+      T t = static_cast<T>(static_cast<ops::compute_t<T>>(high));  // high or a neighbour
+      if (static_cast<double>(t) >= high) t = next_below(t);
+      cap = std::max(static_cast<double>(t), low);
+    }
+  });
+  return cap;
+}
 
 PMX_REGISTER_OP(uniform)
     .set_num_inputs(0)
@@ -82,8 +113,9 @@ PMX_REGISTER_OP(uniform)
     })
     .set_cpu([](const OpContext& ctx, const std::vector<TBlob>&, const std::vector<TBlob>& out) {
       const double low = ctx.attrs->get_float("low", 0.0), high = ctx.attrs->get_float("high", 1.0);
+      const double cap = uniform_cap(low, high, out[0].dtype);
       const uint64_t seed = ctx.seed;
-      generate(out[0], [&](int64_t i) { return low + (high - low) * unit(seed, i); });
+      generate(out[0], [&](int64_t i) { return std::min(low + (high - low) * unit(seed, i), cap); });
     });
 
 PMX_REGISTER_OP(normal)
