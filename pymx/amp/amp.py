@@ -186,6 +186,13 @@ def _check_trainer(trainer, caller):
         raise TypeError(f"{caller}: expected a gluon.Trainer, got {type(trainer).__name__}")
 
 
+def _check_prepared(trainer, caller):
+    _check_trainer(trainer, caller)
+    if trainer._amp_original_scale is None:
+        raise RuntimeError(f"{caller}: the trainer is not prepared for amp; call "
+                           f"amp.init_trainer(trainer) first")
+
+
 def init_trainer(optimizer_or_trainer):
     """Prepares a Trainer for amp: with target dtype float16 it gets a LossScaler (dynamic loss
     scaling), with bfloat16 no scaling. Call amp.init first. Parameters cast to float16 or
@@ -213,10 +220,7 @@ def scale_loss(loss, optimizer_or_trainer):
     """Yields `loss` (an ndarray or a list of them) times the trainer's loss scale, and makes
     the trainer's next step divide the gradients by that scale."""
     trainer = optimizer_or_trainer
-    _check_trainer(trainer, "amp.scale_loss")
-    if trainer._amp_original_scale is None:
-        raise RuntimeError("amp.scale_loss: the trainer is not prepared for amp; call "
-                           "amp.init_trainer(trainer) first")
+    _check_prepared(trainer, "amp.scale_loss")
     scaler = trainer._amp_loss_scaler
     if scaler is None:  # bfloat16: no scaling (and no unscale of an earlier step left over)
         trainer._scale = trainer._amp_original_scale
@@ -231,10 +235,7 @@ def unscale(optimizer_or_trainer):
     """Divides every gradient (every device's) by the loss scale now, exactly (the scale is a
     power of two), so that they can be inspected or clipped before trainer.step."""
     trainer = optimizer_or_trainer
-    _check_trainer(trainer, "amp.unscale")
-    if trainer._amp_original_scale is None:
-        raise RuntimeError("amp.unscale: the trainer is not prepared for amp; call "
-                           "amp.init_trainer(trainer) first")
+    _check_prepared(trainer, "amp.unscale")
     scale = trainer._scale
     with autograd.pause():
         for param in trainer._params:
