@@ -359,6 +359,12 @@ def test_dense_convolution_and_pooling_gradients_in_16_bit_floats(dtype, unit_ro
                         [randn(2, 3, 9, 9)]),
         "avg_pooling": (lambda x: npx.pooling(x, kernel=(3, 3), stride=(2, 2), pool_type="avg"),
                         [randn(2, 3, 9, 9)]),
+        "layer_norm": (lambda x, g, b: npx.layer_norm(x, g, b, axis=-1),
+                       [randn(6, 40), randn(40), randn(40)]),
+        "batch_norm": (lambda x, g, b: npx.batch_norm(x, g, b, as_dtype(onp.zeros(3), x.dtype),
+                                                      as_dtype(onp.ones(3), x.dtype),
+                                                      fix_gamma=False),
+                       [randn(4, 3, 5, 5) * 2 + 1, randn(3), randn(3)]),
     }
     for name, (op, values) in cases.items():
         rounded = [as_dtype(v, dtype).asnumpy().astype(onp.float64) for v in values]
@@ -368,6 +374,24 @@ def test_dense_convolution_and_pooling_gradients_in_16_bit_floats(dtype, unit_ro
         for label, g, w in zip(["out", "d0", "d1", "d2"], got, want):
             bound = 8 * unit_roundoff * onp.abs(w).max()
             assert onp.abs(g - w).max() <= bound, (name, label, dtype, onp.abs(g - w).max(), bound)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_batch_norm_updates_16_bit_running_statistics(dtype):
+    # The kernel updates them in place in float copies (through_float.h): they must come back.
+    x = randn(8, 3, 4, 4) * 2 + 1
+    data = from_numpy(x).astype(dtype)
+    rounded = data.asnumpy().astype(onp.float64)
+    mean, var = from_numpy(onp.zeros(3)).astype(dtype), from_numpy(onp.ones(3)).astype(dtype)
+    gamma, beta = from_numpy(onp.ones(3)).astype(dtype), from_numpy(onp.zeros(3)).astype(dtype)
+    with autograd.train_mode():
+        npx.batch_norm(data, gamma, beta, mean, var, momentum=0.9, fix_gamma=False)
+    batch_mean = rounded.mean(axis=(0, 2, 3))
+    batch_var = rounded.var(axis=(0, 2, 3))
+    unit = 2.0 ** -8 if dtype == "bfloat16" else 2.0 ** -11
+    onp.testing.assert_allclose(mean.asnumpy(), 0.1 * batch_mean, rtol=2 * unit, atol=1e-6)
+    # MXNet updates the running variance with the biased batch variance.
+    onp.testing.assert_allclose(var.asnumpy(), 0.9 + 0.1 * batch_var, rtol=2 * unit)
 
 
 def test_convolution_float16_and_empty_batch():

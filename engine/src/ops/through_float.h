@@ -17,12 +17,14 @@ namespace nn {
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // The CPU has no 16-bit float arithmetic to speak of: _Float16 converts through libgcc calls and
 // bf16_t through shifts, element by element, and pymx's fast CPU kernels (SIMD pooling, direct
-// and fused convolutions, OpenBLAS) exist for float only. So an op whose work is large next to
-// its data (convolution, deconvolution, pooling) runs float16 and bfloat16 through its float
-// kernel: the 16-bit inputs are widened to float (exact), the float kernel runs, and each output
-// is rounded once to its 16-bit dtype. That is what a 16-bit kernel accumulating in float would
-// compute, at float's speed (LeafNetwork's bfloat16 pooling ran 40 times slower in 16 bits),
-// for a float copy of the inputs and outputs. Inputs of other dtypes pass as they are.
+// and fused convolutions, OpenBLAS) exist for float only. So the ops that do much work per
+// element or sum over many (convolution, deconvolution, pooling, batch and layer norm, embedding
+// backward) run float16 and bfloat16 through their float kernels: the 16-bit inputs are widened
+// to float (exact), the float kernel runs, and each output is rounded once to its 16-bit dtype.
+// That is what a 16-bit kernel accumulating in float would compute, at float's speed
+// (LeafNetwork's bfloat16 pooling ran 40 times slower in 16 bits), for a float copy of the inputs
+// and outputs. Inputs of other dtypes pass as they are.
+
 // Calls fn(T{}) with T the 16-bit float type of dtype `t`.
 template <typename Fn>
 void with_16bit_float_type(DType t, Fn fn) {
@@ -63,9 +65,11 @@ class FloatBuffers {
 
 // `float_kernel` (a CPU kernel for float) as a kernel that also takes float16 and bfloat16. The
 // kernels it wraps write their outputs whole, so a 16-bit output's float buffer starts empty.
-inline ComputeFn through_float(ComputeFn float_kernel) {
-  return [float_kernel](const OpContext& ctx, const std::vector<TBlob>& in,
-                        const std::vector<TBlob>& out) {
+// The inputs listed in `mutated` (batch_norm's running statistics) are updated in place by the
+// kernel: 16-bit ones are rounded back from their float copies afterwards.
+inline ComputeFn through_float(ComputeFn float_kernel, std::vector<size_t> mutated = {}) {
+  return [float_kernel, mutated](const OpContext& ctx, const std::vector<TBlob>& in,
+                                 const std::vector<TBlob>& out) {
     FloatBuffers buffers;
     std::vector<TBlob> wide_in = in, wide_out = out;
     for (TBlob& blob : wide_in) {
@@ -80,13 +84,15 @@ inline ComputeFn through_float(ComputeFn float_kernel) {
     for (TBlob& blob : wide_out)
       if (is_16bit_float(blob.dtype)) blob = buffers.like(blob);
     float_kernel(ctx, wide_in, wide_out);
-    for (size_t k = 0; k < out.size(); ++k) {
-      if (!is_16bit_float(out[k].dtype)) continue;
-      with_16bit_float_type(out[k].dtype, [&](auto tag) {
+    auto narrow = [](const TBlob& wide, const TBlob& blob) {
+      if (!is_16bit_float(blob.dtype)) return;
+      with_16bit_float_type(blob.dtype, [&](auto tag) {
         using T = decltype(tag);
-        convert_elements(wide_out[k].data<float>(), out[k].data<T>(), out[k].size());
+        convert_elements(wide.data<float>(), blob.data<T>(), blob.size());
       });
-    }
+    };
+    for (size_t k = 0; k < out.size(); ++k) narrow(wide_out[k], out[k]);
+    for (size_t k : mutated) narrow(wide_in[k], in[k]);
   };
 }
 
