@@ -60,4 +60,15 @@ constexpr bool is_16bit_float_v = std::is_same_v<T, half_t> || std::is_same_v<T,
       PMX_THROW(::pymx::Status::kType, "expected float32 or float64, got ", dtype_name(dtype)); \
   }
 
+// float32, float64 and bfloat16: kernels that take float16 widened (Widen::kFloat16Only).
+#define PMX_FLOAT_BUT_HALF_SWITCH(dtype, T, ...)                                              \
+  switch (dtype) {                                                                            \
+    PMX_TYPE_CASE_(kFloat32, float, T, __VA_ARGS__)                                           \
+    PMX_TYPE_CASE_(kFloat64, double, T, __VA_ARGS__)                                          \
+    PMX_TYPE_CASE_(kBFloat16, ::pymx::bf16_t, T, __VA_ARGS__)                                 \
+    default:                                                                                  \
+      PMX_THROW(::pymx::Status::kType, "expected float32, float64 or bfloat16, got ",          \
+                dtype_name(dtype));                                                           \
+  }
+
 }  // namespace pymx

@@ -241,10 +241,10 @@ void bn_forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   });
 }
 
-// Runs body with T = data type and P = parameter type (equal, or P = float). 16-bit data comes
+// Runs body with T = data type and P = parameter type (equal, or P = float). float16 data comes
 // widened to float (through_float).
 #define PMX_BN_SWITCH(data_dt, param_dt, ...)                                     \
-  PMX_FLOAT_WIDE_SWITCH(data_dt, T, {                                                  \
+  PMX_FLOAT_BUT_HALF_SWITCH(data_dt, T, {                                                  \
     if ((param_dt) == DType::kFloat32) {                                          \
       using P = float;                                                            \
       __VA_ARGS__;                                                                \
@@ -386,7 +386,7 @@ PMX_REGISTER_OP(batch_norm)
     .set_num_inputs(5)
     .set_num_outputs(3)
     .set_infer(bn_infer)
-    .set_cpu(nn::through_float(bn_forward, {3, 4}))
+    .set_cpu(nn::through_float(bn_forward, nn::Widen::kFloat16Only, {3, 4}))
     .set_gradient(bn_gradient)
     .set_mutate_inputs({3, 4});
 
@@ -394,7 +394,7 @@ PMX_REGISTER_OP(batch_norm_backward)
     .set_num_inputs(5)
     .set_num_outputs(3)
     .set_infer(bn_backward_infer)
-    .set_cpu(nn::through_float(bn_backward));
+    .set_cpu(nn::through_float(bn_backward, nn::Widen::kFloat16Only));
 
 // ---------------------------------------------------------------------------------------------
 // layer_norm
@@ -453,7 +453,7 @@ void ln_forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
 
 void ln_forward(const OpContext& ctx, const std::vector<TBlob>& in,
                 const std::vector<TBlob>& out) {
-  PMX_FLOAT_WIDE_SWITCH(in[0].dtype, T, { ln_forward_typed<T>(ctx, in, out); });
+  PMX_FLOAT_BUT_HALF_SWITCH(in[0].dtype, T, { ln_forward_typed<T>(ctx, in, out); });
 }
 
 void ln_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
@@ -522,7 +522,7 @@ void ln_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
 
 void ln_backward(const OpContext& ctx, const std::vector<TBlob>& in,
                  const std::vector<TBlob>& out) {
-  PMX_FLOAT_WIDE_SWITCH(in[1].dtype, T, { ln_backward_typed<T>(ctx, in, out); });
+  PMX_FLOAT_BUT_HALF_SWITCH(in[1].dtype, T, { ln_backward_typed<T>(ctx, in, out); });
 }
 
 std::vector<NDArray> ln_gradient(const GradContext& ctx) {
@@ -535,14 +535,14 @@ PMX_REGISTER_OP(layer_norm)
     .set_num_inputs(3)
     .set_num_outputs(3)
     .set_infer(ln_infer)
-    .set_cpu(nn::through_float(ln_forward))
+    .set_cpu(nn::through_float(ln_forward, nn::Widen::kFloat16Only))
     .set_gradient(ln_gradient);
 
 PMX_REGISTER_OP(layer_norm_backward)
     .set_num_inputs(5)
     .set_num_outputs(3)
     .set_infer(ln_backward_infer)
-    .set_cpu(nn::through_float(ln_backward));
+    .set_cpu(nn::through_float(ln_backward, nn::Widen::kFloat16Only));
 
 }  // namespace
 }  // namespace pymx

@@ -23,7 +23,13 @@ namespace nn {
 // to float (exact), the float kernel runs, and each output is rounded once to its 16-bit dtype.
 // That is what a 16-bit kernel accumulating in float would compute, at float's speed
 // (LeafNetwork's bfloat16 pooling ran 40 times slower in 16 bits), for a float copy of the inputs
-// and outputs. Inputs of other dtypes pass as they are.
+// and outputs. Inputs of other dtypes pass as they are. Memory-bound kernels (batch and layer
+// norm) take bfloat16 as it is: its conversions are shifts, and the float copies would triple
+// their memory traffic (bfloat16 LeafNetwork training ran 15% slower through them); float16's are
+// libgcc calls, so they go through float (2.6 times faster).
+
+// Which 16-bit float dtypes through_float widens.
+enum class Widen { kBoth16BitFloats, kFloat16Only };
 
 // Calls fn(T{}) with T the 16-bit float type of dtype `t`.
 template <typename Fn>
@@ -66,14 +72,18 @@ class FloatBuffers {
 // `float_kernel` (a CPU kernel for float) as a kernel that also takes float16 and bfloat16. The
 // kernels it wraps write their outputs whole, so a 16-bit output's float buffer starts empty.
 // The inputs listed in `mutated` (batch_norm's running statistics) are updated in place by the
-// kernel: 16-bit ones are rounded back from their float copies afterwards.
-inline ComputeFn through_float(ComputeFn float_kernel, std::vector<size_t> mutated = {}) {
-  return [float_kernel, mutated](const OpContext& ctx, const std::vector<TBlob>& in,
-                                 const std::vector<TBlob>& out) {
+// kernel: widened ones are rounded back from their float copies afterwards.
+inline ComputeFn through_float(ComputeFn float_kernel, Widen which = Widen::kBoth16BitFloats,
+                               std::vector<size_t> mutated = {}) {
+  return [float_kernel, which, mutated](const OpContext& ctx, const std::vector<TBlob>& in,
+                                        const std::vector<TBlob>& out) {
+    auto widened = [which](DType t) {
+      return which == Widen::kFloat16Only ? t == DType::kFloat16 : is_16bit_float(t);
+    };
     FloatBuffers buffers;
     std::vector<TBlob> wide_in = in, wide_out = out;
     for (TBlob& blob : wide_in) {
-      if (!is_16bit_float(blob.dtype)) continue;
+      if (!widened(blob.dtype)) continue;
       const TBlob narrow = blob;
       blob = buffers.like(narrow);
       with_16bit_float_type(narrow.dtype, [&](auto tag) {
@@ -82,10 +92,10 @@ inline ComputeFn through_float(ComputeFn float_kernel, std::vector<size_t> mutat
       });
     }
     for (TBlob& blob : wide_out)
-      if (is_16bit_float(blob.dtype)) blob = buffers.like(blob);
+      if (widened(blob.dtype)) blob = buffers.like(blob);
     float_kernel(ctx, wide_in, wide_out);
-    auto narrow = [](const TBlob& wide, const TBlob& blob) {
-      if (!is_16bit_float(blob.dtype)) return;
+    auto narrow = [&widened](const TBlob& wide, const TBlob& blob) {
+      if (!widened(blob.dtype)) return;
       with_16bit_float_type(blob.dtype, [&](auto tag) {
         using T = decltype(tag);
         convert_elements(wide.data<float>(), blob.data<T>(), blob.size());
