@@ -84,11 +84,11 @@ inline ComputeFn through_float(ComputeFn float_kernel, Widen which = Widen::kBot
     std::vector<TBlob> wide_in = in, wide_out = out;
     for (TBlob& blob : wide_in) {
       if (!widened(blob.dtype)) continue;
-      const TBlob narrow = blob;
-      blob = buffers.like(narrow);
-      with_16bit_float_type(narrow.dtype, [&](auto tag) {
+      const TBlob original = blob;
+      blob = buffers.like(original);
+      with_16bit_float_type(original.dtype, [&](auto tag) {
         using T = decltype(tag);
-        convert_elements(narrow.data<T>(), blob.data<float>(), narrow.size());
+        convert_elements(original.data<T>(), blob.data<float>(), original.size());
       });
     }
     for (TBlob& blob : wide_out)
