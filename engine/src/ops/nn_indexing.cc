@@ -356,7 +356,7 @@ PMX_REGISTER_OP(embedding)
 PMX_REGISTER_OP(embedding_backward)
     .set_num_inputs(3)
     .set_infer(embedding_backward_infer)
-    .set_cpu(nn::through_float(embedding_backward));
+    .set_cpu(nn::through_float(embedding_backward, nn::Widen::kBoth16BitFloats, {}, {2}));
 
 // ---------------------------------------------------------------------------------------------
 // sequence_mask

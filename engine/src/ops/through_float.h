@@ -2,6 +2,7 @@
 // kernels]).
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "ops/dispatch.h"
@@ -72,19 +73,29 @@ class FloatBuffers {
 // `float_kernel` (a CPU kernel for float) as a kernel that also takes float16 and bfloat16. The
 // kernels it wraps write their outputs whole, so a 16-bit output's float buffer starts empty.
 // The inputs listed in `mutated` (batch_norm's running statistics) are updated in place by the
-// kernel: widened ones are rounded back from their float copies afterwards.
+// kernel: widened ones are rounded back from their float copies afterwards. The inputs listed in
+// `shape_only` (embedding_backward's weight) are read for their shapes only: never copied.
 inline ComputeFn through_float(ComputeFn float_kernel, Widen which = Widen::kBoth16BitFloats,
-                               std::vector<size_t> mutated = {}) {
-  return [float_kernel, which, mutated](const OpContext& ctx, const std::vector<TBlob>& in,
-                                        const std::vector<TBlob>& out) {
+                               std::vector<size_t> mutated = {},
+                               std::vector<size_t> shape_only = {}) {
+  return [float_kernel, which, mutated, shape_only](const OpContext& ctx,
+                                                    const std::vector<TBlob>& in,
+                                                    const std::vector<TBlob>& out) {
     auto widened = [which](DType t) {
       return which == Widen::kFloat16Only ? t == DType::kFloat16 : is_16bit_float(t);
     };
     FloatBuffers buffers;
     std::vector<TBlob> wide_in = in, wide_out = out;
-    for (TBlob& blob : wide_in) {
+    for (size_t k = 0; k < wide_in.size(); ++k) {
+      TBlob& blob = wide_in[k];
       if (!widened(blob.dtype)) continue;
       const TBlob original = blob;
+      const bool shape_only_input =
+          std::find(shape_only.begin(), shape_only.end(), k) != shape_only.end();
+      if (shape_only_input) {
+        blob = TBlob{nullptr, original.shape, DType::kFloat32, original.device};
+        continue;
+      }
       blob = buffers.like(original);
       with_16bit_float_type(original.dtype, [&](auto tag) {
         using T = decltype(tag);
