@@ -4,7 +4,6 @@
 //   cast   x       dtype          x converted to dtype (NumPy's astype; float -> int truncates)
 //   copy   x       -              a copy of x
 #include <cstring>
-#include <type_traits>
 
 #include "ops/cast.h"
 #include "ops/elemwise.h"
@@ -20,18 +19,7 @@ void cast_cpu(const TBlob& in, const TBlob& out) {
     return;
   }
   PMX_TYPE_SWITCH(in.dtype, I, {
-    const I* src = in.data<I>();
-    PMX_TYPE_SWITCH(out.dtype, O, {
-      O* dst = out.data<O>();
-      if constexpr ((std::is_same_v<I, float> && std::is_same_v<O, half_t>) ||
-                    (std::is_same_v<I, half_t> && std::is_same_v<O, float>)) {
-        convert_span(src, dst, n);  // F16C where the CPU has it
-      } else {
-        // Through the wider compute type: _Float16 converts to and from ints via float.
-        for (int64_t i = 0; i < n; ++i)
-          dst[i] = static_cast<O>(static_cast<ops::compute_t<O>>(static_cast<ops::compute_t<I>>(src[i])));
-      }
-    });
+    PMX_TYPE_SWITCH(out.dtype, O, { convert_span(in.data<I>(), out.data<O>(), n); });
   });
 }
 

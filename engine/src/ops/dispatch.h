@@ -16,6 +16,10 @@ using half_t = _Float16;
 template <typename T>
 constexpr bool is_16bit_float_v = std::is_same_v<T, half_t> || std::is_same_v<T, bf16_t>;
 
+// Arithmetic (and accumulation) type for a storage type: float for the 16-bit floats, else itself.
+template <typename T>
+using compute_t = std::conditional_t<is_16bit_float_v<T>, float, T>;
+
 #define PMX_TYPE_CASE_(flag, ctype, T, ...) \
   case ::pymx::DType::flag: {               \
     using T = ctype;                        \

@@ -12,10 +12,7 @@
 namespace pymx {
 namespace ops {
 
-// Arithmetic type for a storage type: float16 and bfloat16 compute in float, everything else in
-// itself.
-template <typename T>
-using compute_t = std::conditional_t<is_16bit_float_v<T>, float, T>;
+using ::pymx::compute_t;  // dispatch.h
 
 // NumPy-style promotion of two array dtypes (int16 does not exist: int8 with uint8 gives int32).
 DType promote(DType a, DType b);

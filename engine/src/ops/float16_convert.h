@@ -15,7 +15,8 @@ void float16_to_float(const half_t* src, float* dst, int64_t n);
 // (IEEE, as static_cast<half_t> rounds).
 void float_to_float16(const float* src, half_t* dst, int64_t n);
 
-// dst[i] = To(src[i]) for i < n; float16 from and to float by the two functions above.
+// dst[i] = To(src[i]) for i < n, as NumPy's astype (float -> integer truncates); float16 from
+// and to float by the two functions above, the other 16-bit conversions through float.
 template <typename To, typename From>
 void convert_span(const From* src, To* dst, int64_t n) {
   if constexpr (std::is_same_v<From, half_t> && std::is_same_v<To, float>) {
@@ -23,7 +24,8 @@ void convert_span(const From* src, To* dst, int64_t n) {
   } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, half_t>) {
     float_to_float16(src, dst, n);
   } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<To>(src[i]);
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<To>(static_cast<compute_t<To>>(static_cast<compute_t<From>>(src[i])));
   }
 }
 

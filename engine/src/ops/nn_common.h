@@ -165,8 +165,8 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   for (int64_t i = 0; i < m; ++i) convert_span(c_wide.data() + i * n, c + i * ldc, n);
 }
 
-// The type in which a kernel over T accumulates (float for float16 and bfloat16).
-template <typename T> using acc_t = std::conditional_t<is_16bit_float_v<T>, float, T>;
+// The type in which a kernel over T accumulates (dispatch.h's compute_t).
+template <typename T> using acc_t = compute_t<T>;
 
 // Note [Lane sums]
 // ~~~~~~~~~~~~~~~~
