@@ -194,7 +194,6 @@ class Carver {
 template <typename T>
 void conv_forward_typed(const OpContext& ctx, const ConvGeometry& g, const std::vector<TBlob>& in,
                         const std::vector<TBlob>& out) {
-  using A = nn::acc_t<T>;
   if constexpr (std::is_same_v<T, float>) {
     if (nn::conv2d_direct_f32_handles(g)) {  // Note [Direct convolution]
       const int64_t scratch = nn::conv2d_direct_f32_scratch(g);
@@ -243,17 +242,17 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeometry& g, const std::
   // Output columns [lo, hi) of image n, group grp: y = W . col, plus the bias, then the relu.
   auto image_columns = [&](int64_t n, int64_t grp, const T* colg, int64_t lo, int64_t hi) {
     T* yg = y + (n * g.out_c + grp * g.out_cg()) * g.out_sp;
-    nn::gemm(false, false, g.out_cg(), hi - lo, K, A(1), w + grp * g.out_cg() * K, K, colg + lo,
-             g.out_sp, A(0), yg + lo, g.out_sp);
+    nn::gemm(false, false, g.out_cg(), hi - lo, K, T(1), w + grp * g.out_cg() * K, K, colg + lo,
+             g.out_sp, T(0), yg + lo, g.out_sp);
     if (!b && !relu) return;
     for (int64_t c = 0; c < g.out_cg(); ++c) {
       T* yc = yg + c * g.out_sp;
-      const A bc = b ? static_cast<A>(b[grp * g.out_cg() + c]) : A(0);
+      const T bc = b ? b[grp * g.out_cg() + c] : T(0);
       if (relu) {
         for (int64_t i = lo; i < hi; ++i)
-          yc[i] = static_cast<T>(std::max(static_cast<A>(yc[i]) + bc, A(0)));
+          yc[i] = std::max(yc[i] + bc, T(0));
       } else {
-        for (int64_t i = lo; i < hi; ++i) yc[i] = static_cast<T>(static_cast<A>(yc[i]) + bc);
+        for (int64_t i = lo; i < hi; ++i) yc[i] += bc;
       }
     }
   };
@@ -411,7 +410,6 @@ nn::DirectConvWeights data_grad_weights(const ConvGeometry& g, const ConvGeometr
 template <typename T>
 void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std::vector<TBlob>& in,
                          const std::vector<TBlob>& out) {
-  using A = nn::acc_t<T>;
   const bool pointwise = g.is_pointwise();
   const bool relu = in.size() == 4;
   const bool want_dx = nn::need_data_grad(*ctx.attrs);
@@ -445,7 +443,7 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
   size_t bytes = Carver::align(parts * col_size * sizeof(T)) +
                  Carver::align(parts * dy_block * sizeof(T)) +
                  Carver::align(parts * w_pad * sizeof(T)) +
-                 Carver::align(std::max<int64_t>(parts, 1) * g.out_c * sizeof(A)) +
+                 Carver::align(std::max<int64_t>(parts, 1) * g.out_c * sizeof(T)) +
                  Carver::align(parts * direct_scratch_size * sizeof(float)) +
                  Carver::align(dw_scratch_parts * direct_dw_scratch_size * sizeof(float));
   if (g.channel_last) {
@@ -456,8 +454,8 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
   T* cols = ws.take<T>(parts * col_size);
   T* dy_blocks = ws.take<T>(parts * dy_block);
   T* dwt_parts = ws.take<T>(parts * w_pad);
-  A* db_parts = ws.take<A>(std::max<int64_t>(parts, 1) * g.out_c);
-  std::fill(db_parts, db_parts + std::max<int64_t>(parts, 1) * g.out_c, A(0));
+  T* db_parts = ws.take<T>(std::max<int64_t>(parts, 1) * g.out_c);
+  std::fill(db_parts, db_parts + std::max<int64_t>(parts, 1) * g.out_c, T(0));
   float* direct_scratch = ws.take<float>(parts * direct_scratch_size);
   float* direct_dw_scratch = ws.take<float>(dw_scratch_parts * direct_dw_scratch_size);
   nn::DirectConvWeights direct_weights;
@@ -503,7 +501,7 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
   auto per_part = [&](int64_t part, int64_t first, int64_t last) {
     T* col = cols + part * col_size;
     T* dwt_part = dwt_parts + part * w_pad;
-    A* db_part = db_parts + part * g.out_c;
+    T* db_part = db_parts + part * g.out_c;
     if (direct_dw) std::fill(dwt_part, dwt_part + w_size, T(0));
     for (int64_t n = first; n < last; ++n) {
       const T* dyn = dy + n * g.out_c * g.out_sp;
@@ -514,7 +512,7 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
         within_image(g.out_c, [&](int64_t lo, int64_t hi) {
           for (int64_t c = lo; c < hi; ++c) {
             const int64_t off = c * g.out_sp;
-            const A sum = relu_mask_sum<A>(dyn + off, yn + off, masked + off, g.out_sp);
+            const T sum = relu_mask_sum<T>(dyn + off, yn + off, masked + off, g.out_sp);
             if (want_db) db_part[c] += sum;
           }
         });
@@ -522,7 +520,7 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
       } else if (want_db) {
         within_image(g.out_c, [&](int64_t lo, int64_t hi) {
           for (int64_t c = lo; c < hi; ++c)
-            db_part[c] += nn::lane_sum<A>(dyn + c * g.out_sp, g.out_sp);
+            db_part[c] += nn::lane_sum<T>(dyn + c * g.out_sp, g.out_sp);
         });
       }
       for (int64_t grp = 0; grp < g.groups; ++grp) {
@@ -550,8 +548,8 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
           }
           // weight_grad_g^T (K x Mg) (+)= col (K x out_sp) . dy_g^T (out_sp x Mg); see Note
           // [Weight gradient transposed].
-          nn::gemm(false, true, K, g.out_cg(), g.out_sp, A(1), colg, g.out_sp, dyg, g.out_sp,
-                   A(n == first ? 0 : 1), dwt_part + grp * g.out_cg() * K, g.out_cg());
+          nn::gemm(false, true, K, g.out_cg(), g.out_sp, T(1), colg, g.out_sp, dyg, g.out_sp,
+                   T(n == first ? 0 : 1), dwt_part + grp * g.out_cg() * K, g.out_cg());
         }
         if (!dx) continue;
         T* dxg = dx + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
@@ -564,10 +562,10 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
         }
         if (pointwise) {
           // data_grad_g (K x out_sp) = W_g^T . dy_g directly: the image is its own col matrix.
-          nn::gemm(true, false, K, g.out_sp, g.out_cg(), A(1), wg, K, dyg, g.out_sp, A(0), dxg,
+          nn::gemm(true, false, K, g.out_sp, g.out_cg(), T(1), wg, K, dyg, g.out_sp, T(0), dxg,
                    g.out_sp);
         } else {
-          nn::gemm(true, false, K, g.out_sp, g.out_cg(), A(1), wg, K, dyg, g.out_sp, A(0), col,
+          nn::gemm(true, false, K, g.out_sp, g.out_cg(), T(1), wg, K, dyg, g.out_sp, T(0), col,
                    g.out_sp);
           im2col<T, true>(g, g.in_cg(), dxg, col);
         }
@@ -584,16 +582,16 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
     const int64_t base = grp * g.out_cg() * K;
     for (int64_t m = 0; m < g.out_cg(); ++m)
       for (int64_t k = 0; k < K; ++k) {
-        A sum = 0;
+        T sum = 0;
         for (int64_t part = 0; part < parts; ++part)
-          sum += static_cast<A>(dwt_parts[part * w_pad + base + k * g.out_cg() + m]);
+          sum += dwt_parts[part * w_pad + base + k * g.out_cg() + m];
         dw[base + m * K + k] = static_cast<T>(sum);
       }
   }
   if (want_db) {
     T* db = out.back().data<T>();
     for (int64_t c = 0; c < g.out_c; ++c) {
-      A sum = 0;
+      T sum = 0;
       for (int64_t part = 0; part < std::max<int64_t>(parts, 1); ++part)
         sum += db_parts[part * g.out_c + c];
       db[c] = static_cast<T>(sum);

@@ -58,7 +58,6 @@ int64_t col_elements(const ConvGeometry& g) {
 template <typename T>
 void deconv_forward_typed(const OpContext& ctx, const ConvGeometry& g,
                           const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
-  using A = nn::acc_t<T>;
   const int64_t K = g.col_rows(), col_size = col_elements<T>(g);
   const int64_t parts = parallel_parts(g.batch, 1);
   T* cols = static_cast<T*>(ctx.workspace(parts * col_size * sizeof(T)));
@@ -75,14 +74,14 @@ void deconv_forward_typed(const OpContext& ctx, const ConvGeometry& g,
         const T* xg = x + (n * g.out_c + grp * g.out_cg()) * g.out_sp;
         T* yg = y + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
         // col (K x in_sp of x) = W_g^T (K x C_in/g) . x_g (C_in/g x in_sp of x)
-        nn::gemm(true, false, K, g.out_sp, g.out_cg(), A(1), w + grp * g.out_cg() * K, K, xg,
-                 g.out_sp, A(0), col, g.out_sp);
+        nn::gemm(true, false, K, g.out_sp, g.out_cg(), T(1), w + grp * g.out_cg() * K, K, xg,
+                 g.out_sp, T(0), col, g.out_sp);
         nn::col2im_add(g, g.in_cg(), col, yg);
         if (!b) continue;
         for (int64_t c = 0; c < g.in_cg(); ++c) {
           T* yc = yg + c * g.in_sp;
-          const A bc = static_cast<A>(b[grp * g.in_cg() + c]);
-          for (int64_t i = 0; i < g.in_sp; ++i) yc[i] = static_cast<T>(static_cast<A>(yc[i]) + bc);
+          const T bc = b[grp * g.in_cg() + c];
+          for (int64_t i = 0; i < g.in_sp; ++i) yc[i] += bc;
         }
       }
     }
@@ -119,7 +118,6 @@ void deconv_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
 template <typename T>
 void deconv_backward_typed(const OpContext& ctx, const ConvGeometry& g,
                            const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
-  using A = nn::acc_t<T>;
   const int64_t K = g.col_rows(), col_size = col_elements<T>(g);
   const int64_t w_size = in[2].size(), w_pad = (w_size + 63) & ~int64_t(63);
   const int64_t parts = parallel_parts(g.batch, 1);
@@ -144,27 +142,27 @@ void deconv_backward_typed(const OpContext& ctx, const ConvGeometry& g,
         const int64_t x_off = (n * g.out_c + grp * g.out_cg()) * g.out_sp;
         // data_grad_g (C_in/g x in_sp of x) = W_g (C_in/g x K) . col (K x in_sp of x)
         if (dx) {
-          nn::gemm(false, false, g.out_cg(), g.out_sp, K, A(1), wg, K, col, g.out_sp, A(0),
+          nn::gemm(false, false, g.out_cg(), g.out_sp, K, T(1), wg, K, col, g.out_sp, T(0),
                    dx + x_off, g.out_sp);
         }
         // weight_grad_g (C_in/g x K) (+)= x_g (C_in/g x in_sp of x) . col^T
-        nn::gemm(false, true, g.out_cg(), K, g.out_sp, A(1), x + x_off, g.out_sp, col, g.out_sp,
-                 A(n == first ? 0 : 1), dw_part + grp * g.out_cg() * K, K);
+        nn::gemm(false, true, g.out_cg(), K, g.out_sp, T(1), x + x_off, g.out_sp, col, g.out_sp,
+                 T(n == first ? 0 : 1), dw_part + grp * g.out_cg() * K, K);
       }
     }
   });
   for (int64_t part = 1; part < parts; ++part) {
     const T* src = dw_parts + (part - 1) * w_pad;
     for (int64_t i = 0; i < w_size; ++i)
-      dw[i] = static_cast<T>(static_cast<A>(dw[i]) + static_cast<A>(src[i]));
+      dw[i] += src[i];
   }
   if (g.batch == 0) std::fill(dw, dw + w_size, T(0));
   if (out.size() == (want_dx ? 3u : 2u)) {
     T* db = out.back().data<T>();
     for (int64_t c = 0; c < g.in_c; ++c) {
-      A sum = 0;
+      T sum = 0;
       for (int64_t n = 0; n < g.batch; ++n)
-        sum += nn::lane_sum<A>(dy + (n * g.in_c + c) * g.in_sp, g.in_sp);
+        sum += nn::lane_sum<T>(dy + (n * g.in_c + c) * g.in_sp, g.in_sp);
       db[c] = static_cast<T>(sum);
     }
   }

@@ -165,7 +165,6 @@ void simd_max_pool_backward(const OpContext& ctx, const PoolGeom& g, const float
 
 template <typename T>
 void pool_forward_typed(const OpContext& ctx, const PoolGeom& g, const T* x, T* y) {
-  using A = nn::acc_t<T>;
 #if defined(__SSE2__)
   if constexpr (std::is_same<T, float>::value) {
     if (nn::max_pool_forward_f32_handles(g)) return simd_max_pool_forward(ctx, g, x, y);
@@ -184,14 +183,14 @@ void pool_forward_typed(const OpContext& ctx, const PoolGeom& g, const T* x, T* 
         continue;
       }
       for_each_window(g, [&](int64_t o, const Span& z, const Span& ys, const Span& xs) {
-        A acc = g.type == PoolType::kMax ? -std::numeric_limits<A>::infinity() : A(0);
+        T acc = g.type == PoolType::kMax ? -std::numeric_limits<T>::infinity() : T(0);
         for (int64_t iz = z.lo; iz < z.hi; ++iz)
           for (int64_t iy = ys.lo; iy < ys.hi; ++iy)
             for (int64_t ix = xs.lo; ix < xs.hi; ++ix) {
-              const A v = static_cast<A>(xp[(iz * g.in[1] + iy) * g.in[2] + ix]);
+              const T v = xp[(iz * g.in[1] + iy) * g.in[2] + ix];
               acc = g.type == PoolType::kMax ? (v > acc ? v : acc) : acc + v;
             }
-        if (g.type != PoolType::kMax) acc /= divisor<A>(g, z, ys, xs);
+        if (g.type != PoolType::kMax) acc /= divisor<T>(g, z, ys, xs);
         yp[o] = static_cast<T>(acc);
       });
     }
@@ -221,7 +220,6 @@ void pool_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
 template <typename T>
 void pool_backward_typed(const OpContext& ctx, const PoolGeom& g, const T* dy, const T* x,
                          const T* y, T* dx) {
-  using A = nn::acc_t<T>;
 #if defined(__SSE2__)
   if constexpr (std::is_same<T, float>::value) {
     if (nn::max_pool_backward_f32_handles(nn::max_pool_simd_level(), g)) {
@@ -246,18 +244,18 @@ void pool_backward_typed(const OpContext& ctx, const PoolGeom& g, const T* dy, c
               for (int64_t ix = xs.lo; ix < xs.hi; ++ix) {
                 const int64_t i = (iz * g.in[1] + iy) * g.in[2] + ix;
                 if (xp[i] == yp[o]) {
-                  dxp[i] = static_cast<T>(static_cast<A>(dxp[i]) + static_cast<A>(dyp[o]));
+                  dxp[i] += dyp[o];
                   return;
                 }
               }
           return;
         }
-        const A share = static_cast<A>(dyp[o]) / divisor<A>(g, z, ys, xs);
+        const T share = dyp[o] / divisor<T>(g, z, ys, xs);
         for (int64_t iz = z.lo; iz < z.hi; ++iz)
           for (int64_t iy = ys.lo; iy < ys.hi; ++iy)
             for (int64_t ix = xs.lo; ix < xs.hi; ++ix) {
               T& d = dxp[(iz * g.in[1] + iy) * g.in[2] + ix];
-              d = static_cast<T>(static_cast<A>(d) + share);
+              d += share;
             }
       });
     }
