@@ -1,0 +1,223 @@
+"""einsum for `pymx.np`: Einstein summation with NumPy's subscript grammar.
+
+Grammar: comma-separated input terms of letters, each with at most one '...', optionally
+followed by '->' and the output term. Without '->' (implicit mode) the output is the
+broadcast '...' axes followed by the letters that appear exactly once, in alphabetical order.
+A letter repeated within a term takes that operand's diagonal; a letter absent from the output
+is summed over. Axes of the same letter broadcast when one has length 1.
+
+Evaluation uses only reshapes, transposes, gathers, sums and batched matmuls, so it runs on
+any device, autograd differentiates it and hybridize traces it:
+  1. each operand's repeated letters become one diagonal axis (a `take` on the merged axes);
+  2. letters needed by no other operand and not by the output are summed away at once;
+  3. while more than one operand is left, the pair whose result is smallest (greedy, as
+     NumPy's optimize='greedy') is contracted by one batched matmul: shared letters still
+     needed later are the batch, shared letters needed nowhere else are the contracted axis,
+     the rest are the rows and columns;
+  4. the last operand is summed over its remaining extra letters and transposed to the output.
+
+Differences from NumPy: only the subscripts-string form is supported (not the interleaved
+operand / sublist form), as in MXNet; `optimize` is accepted for compatibility, and the
+contraction order is always the greedy one.
+"""
+import builtins
+import itertools
+
+import numpy as _onp
+
+from pymx.ndarray import ndarray
+from pymx.numpy import _core
+from pymx.numpy._core import _to_array, broadcast_to, copyto, reshape, sum, take, transpose
+
+__all__ = ["einsum"]
+
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _parse_term(term, what):
+    """A term as a list of letters with at most one '...' (kept as the string '...')."""
+    if term.count("...") > 1 or term.replace("...", "").count(".") > 0:
+        raise ValueError(f"einsum: {what} term {term!r} has an invalid ellipsis: use at most "
+                         f"one '...' per term")
+    labels = []
+    for piece_index, piece in enumerate(term.split("...")):
+        if piece_index:
+            labels.append("...")
+        for char in piece:
+            if char not in _LETTERS:
+                raise ValueError(f"einsum: invalid subscript {char!r} in {what} term {term!r}; "
+                                 f"subscripts must be letters a-z, A-Z")
+            labels.append(char)
+    return labels
+
+
+def _parse(subscripts, shapes):
+    """(input labels per operand, output labels), with each '...' expanded into integer labels
+    for the broadcast axes (right-aligned across operands, as NumPy broadcasts)."""
+    if not isinstance(subscripts, str):
+        raise TypeError(f"einsum: subscripts must be a string, got {type(subscripts).__name__}")
+    spec = subscripts.replace(" ", "")
+    if spec.count("->") > 1 or ("-" in spec.replace("->", "")) or \
+            (">" in spec.replace("->", "")):
+        raise ValueError(f"einsum: subscripts {subscripts!r} must contain at most one '->'")
+    inputs_spec, arrow, output_spec = spec.partition("->")
+    terms = [_parse_term(t, "input") for t in inputs_spec.split(",")]
+    if len(terms) != len(shapes):
+        raise ValueError(f"einsum: subscripts {subscripts!r} name {len(terms)} operand(s) but "
+                         f"{len(shapes)} were given")
+    ellipsis_ndim = 0
+    inputs = []
+    for term, shape in zip(terms, shapes):
+        named = len(term) - term.count("...")
+        if named > len(shape) or ("..." not in term and named != len(shape)):
+            raise ValueError(f"einsum: operand of shape {shape} ({len(shape)} dimensions) does "
+                             f"not match its subscripts {''.join(term)!r}")
+        covered = len(shape) - named
+        ellipsis_ndim = builtins.max(ellipsis_ndim, covered)
+        inputs.append((term, covered))
+    expanded = []
+    for term, covered in inputs:
+        labels = []
+        for label in term:
+            # Integer labels name broadcast axes; an operand's `covered` ones are the last.
+            labels.extend(range(ellipsis_ndim - covered, ellipsis_ndim) if label == "..."
+                          else [label])
+        expanded.append(labels)
+    if arrow:
+        output_term = _parse_term(output_spec, "output")
+        used = set(itertools.chain.from_iterable(expanded))
+        output = []
+        for label in output_term:
+            if label == "...":
+                output.extend(range(ellipsis_ndim))
+                continue
+            if label in output:
+                raise ValueError(f"einsum: output subscript {label!r} appears more than once "
+                                 f"in {subscripts!r}")
+            if label not in used:
+                raise ValueError(f"einsum: output subscript {label!r} does not appear in the "
+                                 f"inputs of {subscripts!r}")
+            output.append(label)
+        if "..." not in output_term and ellipsis_ndim:
+            raise ValueError(f"einsum: the inputs of {subscripts!r} broadcast over "
+                             f"{ellipsis_ndim} '...' dimension(s), but the output names no "
+                             f"'...' to hold them")
+    else:
+        counts = {}
+        for label in itertools.chain.from_iterable(expanded):
+            counts[label] = counts.get(label, 0) + 1
+        output = list(range(ellipsis_ndim)) + sorted(
+            label for label, count in counts.items() if isinstance(label, str) and count == 1)
+    return expanded, output
+
+
+def _label_sizes(labels_list, shapes, subscripts):
+    """Each label's length: equal wherever it appears, or 1 (which broadcasts)."""
+    sizes = {}
+    for labels, shape in zip(labels_list, shapes):
+        for label, size in zip(labels, shape):
+            known = sizes.get(label, 1)
+            if size != known and known != 1 and size != 1:
+                name = "'...'" if isinstance(label, int) else repr(label)
+                raise ValueError(f"einsum: subscript {name} has inconsistent lengths {known} "
+                                 f"and {size} in {subscripts!r} (operand shapes {shapes})")
+            sizes[label] = builtins.max(known, size) if known != 1 else size
+    return sizes
+
+
+def _take_diagonals(x, labels):
+    """x with every repeated label reduced to one axis (the diagonal), and its labels."""
+    while len(set(labels)) != len(labels):
+        label = next(l for l in labels if labels.count(l) > 1)
+        first, second = [i for i, l in enumerate(labels) if l == label][:2]
+        n = x.shape[first]
+        rest = [i for i in range(x.ndim) if i not in (first, second)]
+        merged = reshape(transpose(x, tuple(rest + [first, second])),
+                         tuple(x.shape[i] for i in rest) + (n * n,))
+        positions = _to_array(_onp.arange(n, dtype=_onp.int64) * (n + 1), device=x.device)
+        x = take(merged, positions, axis=merged.ndim - 1)
+        labels = [labels[i] for i in rest] + [label]
+    return x, labels
+
+
+def _sum_labels(x, labels, keep):
+    """x summed over the axes whose labels are not in `keep`."""
+    axes = tuple(i for i, l in enumerate(labels) if l not in keep)
+    if not axes:
+        return x, labels
+    return sum(x, axis=axes), [l for l in labels if l in keep]
+
+
+def _contract(a, a_labels, b, b_labels, keep, sizes):
+    """One batched matmul of a and b over their shared labels absent from `keep`."""
+    batch = [l for l in a_labels if l in b_labels and l in keep]
+    summed = [l for l in a_labels if l in b_labels and l not in keep]
+    rows = [l for l in a_labels if l not in b_labels]
+    cols = [l for l in b_labels if l not in a_labels]
+
+    def arranged(x, labels, order):
+        x = transpose(x, tuple(labels.index(l) for l in order))
+        return broadcast_to(x, tuple(sizes[l] for l in order))
+
+    def size(group):
+        return int(_onp.prod([sizes[l] for l in group], dtype=_onp.int64))
+
+    a3 = reshape(arranged(a, a_labels, batch + rows + summed),
+                 (size(batch), size(rows), size(summed)))
+    b3 = reshape(arranged(b, b_labels, batch + summed + cols),
+                 (size(batch), size(summed), size(cols)))
+    product = _core.matmul(a3, b3)
+    labels = batch + rows + cols
+    return reshape(product, tuple(sizes[l] for l in labels)), labels
+
+
+def _greedy_pair(labels_list, output, sizes):
+    """The pair of operands whose contraction gives the smallest result (the first such)."""
+    best = None
+    for i, j in itertools.combinations(range(len(labels_list)), 2):
+        others = set(output).union(*(labels_list[k] for k in range(len(labels_list))
+                                     if k not in (i, j)))
+        result = [l for l in dict.fromkeys(labels_list[i] + labels_list[j]) if l in others]
+        cost = int(_onp.prod([sizes[l] for l in result], dtype=_onp.int64))
+        if best is None or cost < best[0]:
+            best = (cost, i, j)
+    return best[1], best[2]
+
+
+def einsum(subscripts, *operands, out=None, optimize=False):
+    """Einstein summation over `operands` as `subscripts` says (NumPy's grammar: e.g.
+    'ij,jk->ik' matrix product, 'ii->i' diagonal, 'ii' trace, '...ij,...jk' batched
+    product, 'i,j' outer product)."""
+    if not operands:
+        raise ValueError("einsum: at least one operand is required")
+    first = next((x for x in operands if isinstance(x, ndarray)), None)
+    arrays = [_to_array(x, device=None if first is None else first.device) for x in operands]
+    common = _onp.result_type(*[a.dtype for a in arrays]) if \
+        builtins.all(a.dtype.name != "bfloat16" for a in arrays) else arrays[0].dtype
+    arrays = [a if a.dtype == common else a.astype(common) for a in arrays]
+    shapes = [a.shape for a in arrays]
+    labels_list, output = _parse(subscripts, shapes)
+    sizes = _label_sizes(labels_list, shapes, subscripts)
+
+    operands_left = []
+    for x, labels in zip(arrays, labels_list):
+        operands_left.append(list(_take_diagonals(x, labels)))
+    while True:
+        # Sum away what only one operand still has and nothing else needs.
+        for index, (x, labels) in enumerate(operands_left):
+            keep = set(output).union(*(l for k, (_, l) in enumerate(operands_left)
+                                       if k != index))
+            operands_left[index] = list(_sum_labels(x, labels, keep))
+        if len(operands_left) == 1:
+            break
+        i, j = _greedy_pair([l for _, l in operands_left], output, sizes)
+        keep = set(output).union(*(l for k, (_, l) in enumerate(operands_left)
+                                   if k not in (i, j)))
+        (a, a_labels), (b, b_labels) = operands_left[i], operands_left[j]
+        contracted = list(_contract(a, a_labels, b, b_labels, keep, sizes))
+        operands_left = [o for k, o in enumerate(operands_left) if k not in (i, j)]
+        operands_left.append(contracted)
+    x, labels = operands_left[0]
+    x = transpose(x, tuple(labels.index(l) for l in output)) if x.ndim > 1 else x
+    x = broadcast_to(x, tuple(sizes[l] for l in output))
+    return x if out is None else copyto(out, x)
