@@ -226,12 +226,13 @@ def ptp(a, axis=None, out=None, keepdims=False):
 # ---------------------------------------------------------------------------------------------
 
 def _observations(m, rowvar, what):
+    """m as a 2-d (variables, observations) array; a 1-d m is one variable."""
     m = _to_array(m)
     if m.ndim > 2:
         raise ValueError(f"{what}: m has more than 2 dimensions (shape {m.shape})")
-    m = reshape(m, (1, -1)) if m.ndim < 2 else m
-    # As NumPy: a single row is one variable even with rowvar=False.
-    return m if rowvar or m.shape[0] == 1 else _core.transpose(m)
+    if m.ndim < 2:
+        return reshape(m, (1, -1))
+    return m if rowvar else _core.transpose(m)
 
 
 def _weights(values, n, what, name, integral):
@@ -320,7 +321,8 @@ def _diagonal(c):
 # ---------------------------------------------------------------------------------------------
 
 def _bin_edges(a, bins, range):
-    """The bin edges (float64, host) NumPy would use."""
+    """The bin edges NumPy would use, on the host: float64 from a bin count, or `bins` itself
+    (integer edges stay integers)."""
     if isinstance(bins, str):
         raise ValueError(f"histogram: bins must be an int or a sequence of edges, got {bins!r}")
     if isinstance(bins, (numbers.Integral, _onp.integer)) and not isinstance(bins, bool):
@@ -345,7 +347,8 @@ def _bin_edges(a, bins, range):
             first, last = first - 0.5, last + 0.5
         return _onp.linspace(first, last, int(bins) + 1, endpoint=True)
     edges = bins.asnumpy() if isinstance(bins, ndarray) else _onp.asarray(bins)
-    edges = edges.astype(_onp.float64)
+    if edges.dtype.kind not in "iuf":
+        raise ValueError(f"histogram: bins must be an int or a sequence of edges, got {bins!r}")
     if edges.ndim != 1:
         raise ValueError(f"histogram: bins must be 1-d when an array, got shape {edges.shape}")
     if (_onp.diff(edges) < 0).any():
@@ -380,10 +383,12 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
     totals = _core.zeros((count + 1,), dtype=values.dtype, device=a.device)
     hist = _c_core.invoke("index_update", [totals, index, values],
                           {"axis": 0, "accumulate": True})[0][:count]
-    edges_out = _to_array(edges, device=a.device,
-                          dtype=data.dtype if data.dtype.kind == "f" else _onp.float64)
+    edges_dtype = edges.dtype if edges.dtype.kind in "iu" or data.dtype.kind != "f" else \
+        data.dtype
+    edges_out = _to_array(edges, device=a.device, dtype=edges_dtype)
     if density:
-        widths = _to_array(_onp.diff(edges), device=a.device, dtype=_onp.float64)
+        widths = _to_array(_onp.diff(edges.astype(_onp.float64)), device=a.device,
+                           dtype=_onp.float64)
         hist = hist.astype(_onp.float64)
         hist = true_divide(true_divide(hist, widths), sum(hist))
     return hist, edges_out
