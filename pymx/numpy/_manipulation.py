@@ -21,7 +21,7 @@ import numpy as _onp
 from pymx.ndarray import ndarray
 from pymx.numpy import _core
 from pymx.numpy._creation import tri
-from pymx.numpy._core import (_to_array, broadcast_to, concatenate, expand_dims, flip, full,
+from pymx.numpy._core import (_to_array, broadcast_to, concatenate, flip, full,
                               moveaxis, multiply, ravel, reshape, split, subtract, take,
                               transpose, where)
 

@@ -224,7 +224,8 @@ def test_tri_and_indices(device):
 
 # ---- products ----------------------------------------------------------------------------------
 def test_kron(device):
-    for sa, sb in [((2, 3), (3, 2)), ((3,), (2,)), ((2, 2), (3,)), ((), (2, 3)), ((2, 1, 2), (2, 3))]:
+    for sa, sb in [((2, 3), (3, 2)), ((3,), (2,)), ((2, 2), (3,)), ((), (2, 3)),
+                   ((2, 1, 2), (2, 3))]:
         a, b = rand(sa), rand(sb)
         check(np.kron(on(device, a), on(device, b)), onp.kron(a, b), device)
     check_numeric_gradient(np.kron, [rand((2, 3)), rand((2, 2))], device=device)
