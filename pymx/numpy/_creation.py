@@ -3,8 +3,9 @@ triangles, index grids and coordinate matrices. All are made on the device (`dev
 the current device) from the arange / linspace / comparison operators.
 
 Differences from NumPy: float results are float32 unless `dtype` says otherwise (MXNet);
-meshgrid always returns new arrays (copy=False has nothing to share) and returns a list, as
-MXNet does.
+meshgrid returns a list, as MXNet does, and `copy` is accepted for compatibility (its arrays
+are read-only views in NumPy with copy=False); indices, tril_indices and triu_indices give
+int64 like NumPy (MXNet's indices defaults to int32).
 """
 import numpy as _onp
 

@@ -92,10 +92,11 @@ def ldexp(x1, x2, out=None):
 def heaviside(x1, x2, out=None):
     """The Heaviside step: 0 where x1 < 0, x2 where x1 == 0, 1 where x1 > 0 (NaN stays NaN)."""
     x1, x2 = _arrays(x1, x2)
+    if x1.dtype.kind != "f":  # the step is float-valued: integers give float32 (MXNet)
+        x1 = x1.astype(x2.dtype if x2.dtype.kind == "f" else _onp.float32)
     step = where(less(x1, 0), _scalar_like(0, x1), _scalar_like(1, x1))
     step = where(equal(x1, 0), x2.astype(x1.dtype) if x2.dtype != x1.dtype else x2, step)
-    return where(isnan(x1), x1, step, out=out) if x1.dtype.kind == "f" else \
-        (step if out is None else _core.copyto(out, step))
+    return where(isnan(x1), x1, step, out=out)
 
 
 # Euclid's algorithm halves the smaller operand every two steps at worst (Lamé), so a fixed

@@ -5,6 +5,9 @@ rounds, each gathering the sorted array at the current midpoints (`take`) and na
 query's [lo, hi) range with `where`. interp builds on it and is differentiable in x and fp.
 bincount's result length depends on the largest value, which it reads on the host (as nonzero
 does); the counting itself is one scatter-add (`index_update`) on the device.
+
+Differences from NumPy: bincount keeps the dtype of float weights (NumPy gives float64);
+interp of integer x gives float32 unless fp is float64 (MXNet).
 """
 import builtins
 

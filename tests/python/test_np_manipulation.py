@@ -350,6 +350,8 @@ def test_copysign_ldexp_heaviside(device):
     check(np.heaviside(on(device, onp.array([-1.5, 0.0, 2.0])), on(device, onp.array([0.1, 0.2,
                                                                                       0.3]))),
           onp.heaviside(onp.array([-1.5, 0.0, 2.0]), onp.array([0.1, 0.2, 0.3])), device)
+    steps = np.heaviside(on(device, onp.array([-2, 0, 3])), on(device, onp.array([0.5, 0.5, 0.5])))
+    check(steps, onp.heaviside(onp.array([-2, 0, 3]), onp.array([0.5, 0.5, 0.5])), device)
     check_numeric_gradient(lambda a: np.copysign(a, -1.0), [rand((3,), 0.5, 2.0)], device=device)
     check_numeric_gradient(lambda a: np.ldexp(a, np.array(onp.array([1, -2, 3]), device=device)),
                            [rand((3,))], device=device)
