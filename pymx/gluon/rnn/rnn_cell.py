@@ -66,14 +66,18 @@ def rnn_step(i2h, h2h, activation):
     return _apply_activation(i2h + h2h, activation)
 
 
-def lstm_step(i2h, h2h, prev_c, activation='tanh', recurrent_activation='sigmoid'):
-    """LSTM step with gates in MXNet's order i, f, g, o. Returns (h, c) before any projection."""
+def lstm_step(i2h, h2h, prev_c, activation='tanh', recurrent_activation='sigmoid',
+              clip_cell_state=None):
+    """LSTM step with gates in MXNet's order i, f, g, o. Returns (h, c) before any projection;
+    clip_cell_state, if given, maps the new cell state before h is computed from it."""
     in_gate, forget_gate, in_transform, out_gate = np.split(i2h + h2h, 4, axis=-1)
     in_gate = _apply_activation(in_gate, recurrent_activation)
     forget_gate = _apply_activation(forget_gate, recurrent_activation)
     in_transform = _apply_activation(in_transform, activation)
     out_gate = _apply_activation(out_gate, recurrent_activation)
     next_c = forget_gate * prev_c + in_gate * in_transform
+    if clip_cell_state is not None:
+        next_c = clip_cell_state(next_c)
     return out_gate * _apply_activation(next_c, activation), next_c
 
 

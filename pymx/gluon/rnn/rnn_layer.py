@@ -242,9 +242,8 @@ class _RNNLayer(HybridBlock):
 
     def _step(self, i2h, h2h, states, h2r_weight):
         if self._mode == 'lstm':
-            next_h, next_c = lstm_step(i2h, h2h, states[1])
-            if self._lstm_state_clip_min is not None:
-                next_c = self._clip_cell_state(next_c)
+            clip = None if self._lstm_state_clip_min is None else self._clip_cell_state
+            next_h, next_c = lstm_step(i2h, h2h, states[1], clip_cell_state=clip)
             if h2r_weight is not None:
                 next_h = npx.fully_connected(next_h, h2r_weight, None,
                                              num_hidden=self._projection_size, no_bias=True)
