@@ -108,8 +108,11 @@ def keep_valid(keep, new_states, old_states):
 
 # ---- sequences ---------------------------------------------------------------------------------
 
-def _split_steps(inputs, time_axis):
-    return [inputs[t] if time_axis == 0 else inputs[:, t] for t in range(inputs.shape[time_axis])]
+def split_steps(inputs, time_axis):
+    """The steps of a sequence as a list. One split, rather than an index per step: the
+    backward pass of an index writes a gradient of the whole sequence per step."""
+    return [np.squeeze(step, axis=time_axis)
+            for step in np.split(inputs, inputs.shape[time_axis], axis=time_axis)]
 
 
 def _format_sequence(length, inputs, layout, merge):
@@ -126,7 +129,7 @@ def _format_sequence(length, inputs, layout, merge):
                              f"have {inputs.shape[axis]} steps (shape {inputs.shape})")
         batch_size = inputs.shape[layout.find('N')]
         if merge is False:
-            inputs = _split_steps(inputs, axis)
+            inputs = split_steps(inputs, axis)
     elif isinstance(inputs, (list, tuple)) and inputs and \
             all(isinstance(x, ndarray) for x in inputs):
         if length is not None and len(inputs) != length:
@@ -147,7 +150,7 @@ def _mask_sequence_variable_length(data, length, valid_length, time_axis, merge)
         data = np.stack(data, axis=time_axis)
     outputs = npx.sequence_mask(data, sequence_length=valid_length, use_sequence_length=True,
                                 axis=time_axis)
-    return outputs if merge else _split_steps(outputs, time_axis)
+    return outputs if merge else split_steps(outputs, time_axis)
 
 
 def _reverse_sequences(sequences, valid_length=None):
@@ -164,7 +167,7 @@ def _reverse_sequences(sequences, valid_length=None):
     rows = source_step * batch_size + np.arange(batch_size, dtype='int64', device=device)
     flat = stacked.reshape((length * batch_size,) + stacked.shape[2:])
     reversed_flat = np.take(flat, rows.reshape(-1), axis=0)
-    return _split_steps(reversed_flat.reshape(stacked.shape), 0)
+    return split_steps(reversed_flat.reshape(stacked.shape), 0)
 
 
 def _cells_state_info(cells, batch_size):

@@ -29,7 +29,8 @@ from ...device import current_device
 from ...ndarray import ndarray
 from ..block import HybridBlock
 from ..parameter import Parameter
-from .rnn_cell import gru_step, keep_valid, lstm_step, rnn_step, step_keep_masks
+from .rnn_cell import (gru_step, keep_valid, lstm_step, rnn_step, split_steps,
+                       step_keep_masks)
 
 __all__ = ['RNN', 'LSTM', 'GRU']
 
@@ -195,7 +196,8 @@ class _RNNLayer(HybridBlock):
         length, batch_size = x.shape[:2]
         if skip_states:
             states = self.begin_state(batch_size, device=x.device, dtype=x.dtype)
-        keep = None if sequence_length is None else step_keep_masks(sequence_length, length, x)
+        keep = None if sequence_length is None else \
+            split_steps(step_keep_masks(sequence_length, length, x), 0)
         final_states = [[] for _ in states]  # per state kind, one (N, size) per layer/direction
         for i in range(self._num_layers):
             outputs = []
@@ -227,15 +229,15 @@ class _RNNLayer(HybridBlock):
             return getattr(self, prefix + name).data(device)
 
         rows = self._gates * self._hidden_size
-        i2h_all = npx.fully_connected(x, weight('i2h_weight'), weight('i2h_bias'),
-                                      num_hidden=rows, flatten=False)
+        i2h_steps = split_steps(npx.fully_connected(x, weight('i2h_weight'), weight('i2h_bias'),
+                                                    num_hidden=rows, flatten=False), 0)
         h2h_weight, h2h_bias = weight('h2h_weight'), weight('h2h_bias')
         h2r_weight = weight('h2r_weight') if self._projection_size else None
         length = x.shape[0]
         outputs = [None] * length
         for t in (reversed(range(length)) if reverse else range(length)):
             h2h = npx.fully_connected(states[0], h2h_weight, h2h_bias, num_hidden=rows)
-            next_states = self._step(i2h_all[t], h2h, states, h2r_weight)
+            next_states = self._step(i2h_steps[t], h2h, states, h2r_weight)
             states = next_states if keep is None else keep_valid(keep[t], next_states, states)
             outputs[t] = states[0]
         return np.stack(outputs, axis=0), states
