@@ -198,11 +198,12 @@ class _RNNLayer(HybridBlock):
             states = self.begin_state(batch_size, device=x.device, dtype=x.dtype)
         keep = None if sequence_length is None else \
             split_steps(step_keep_masks(sequence_length, length, x), 0)
+        begin_states = [split_steps(state, 0) for state in states]  # per layer and direction
         final_states = [[] for _ in states]  # per state kind, one (N, size) per layer/direction
         for i in range(self._num_layers):
             outputs = []
             for j, d in enumerate('lr'[:self._dir]):
-                begin = [state[i * self._dir + j] for state in states]
+                begin = [state[i * self._dir + j] for state in begin_states]
                 out, last = self._unroll_direction(x, f'{d}{i}_', begin, keep, reverse=d == 'r')
                 outputs.append(out)
                 for collected, state in zip(final_states, last):
@@ -221,8 +222,8 @@ class _RNNLayer(HybridBlock):
 
     def _unroll_direction(self, x, prefix, states, keep, reverse):
         """One layer in one direction over x (T, N, C). Returns (outputs (T, N, size), final
-        states). With `keep` (T, N, 1), the states of a finished sequence stop changing, so a
-        backward pass starts at each sequence's own last step."""
+        states). With `keep` (one (N, 1) mask per step), the states of a finished sequence stop
+        changing, so a backward pass starts at each sequence's own last step."""
         device = x.device
 
         def weight(name):
