@@ -1,10 +1,23 @@
-"""Losses. Each returns one value per sample: the loss averaged over all non-batch axes."""
+"""Losses. Each returns one value per sample: the loss averaged over all non-batch axes
+(TripletLoss sums them, as its formula is a squared distance).
+
+Deliberate differences from MXNet 2.x:
+- SDMLLoss applies its `weight` (MXNet accepts one and ignores it).
+- PoissonNLLLoss(compute_full=True) adds the Stirling term only where target > 1 and evaluates
+  it at max(target, 1), so zero targets give a finite loss (MXNet multiplies a NaN by the mask).
+- Invalid arguments (label_format, smoothing_parameter, a batch of one for SDMLLoss) raise
+  ValueError naming the value instead of failing an assert.
+"""
+import math
+
 from .. import numpy as np
 from .. import numpy_extension as npx
 from .block import HybridBlock
 
 __all__ = ['Loss', 'SoftmaxCrossEntropyLoss', 'SoftmaxCELoss', 'SigmoidBinaryCrossEntropyLoss',
-           'SigmoidBCELoss', 'L1Loss', 'L2Loss', 'HuberLoss']
+           'SigmoidBCELoss', 'L1Loss', 'L2Loss', 'HuberLoss', 'KLDivLoss', 'HingeLoss',
+           'SquaredHingeLoss', 'LogisticLoss', 'TripletLoss', 'PoissonNLLLoss',
+           'CosineEmbeddingLoss', 'SDMLLoss']
 
 
 def _apply_weighting(loss, weight=None, sample_weight=None):
@@ -137,3 +150,187 @@ class HuberLoss(Loss):
                         (0.5 / self._rho) * np.square(diff))
         loss = _apply_weighting(loss, self._weight, sample_weight)
         return _batch_mean(loss, self._batch_axis)
+
+
+class KLDivLoss(Loss):
+    """Kullback-Leibler divergence label * (log(label) - log_q), summed per element and averaged
+    over the non-batch axes.
+
+    from_logits=True (default): `pred` holds log-probabilities log_q; otherwise log_q is
+    log_softmax(pred) along `axis`. `label` holds probabilities with pred's shape.
+    """
+
+    def __init__(self, from_logits=True, axis=-1, weight=None, batch_axis=0):
+        super().__init__(weight, batch_axis)
+        self._from_logits = from_logits
+        self._axis = axis
+
+    def forward(self, pred, label, sample_weight=None):
+        if not self._from_logits:
+            pred = npx.log_softmax(pred, axis=self._axis)
+        label = _reshape_like(label, pred)
+        # The 1e-12 keeps 0 * log(0) at 0, the limit of the divergence.
+        loss = label * (np.log(label + 1e-12) - pred)
+        loss = _apply_weighting(loss, self._weight, sample_weight)
+        return _batch_mean(loss, self._batch_axis)
+
+
+class HingeLoss(Loss):
+    """max(0, margin - pred * label), labels in {-1, 1} (the SVM loss)."""
+
+    def __init__(self, margin=1, weight=None, batch_axis=0):
+        super().__init__(weight, batch_axis)
+        self._margin = margin
+
+    def forward(self, pred, label, sample_weight=None):
+        loss = npx.relu(self._margin - pred * _reshape_like(label, pred))
+        loss = _apply_weighting(loss, self._weight, sample_weight)
+        return _batch_mean(loss, self._batch_axis)
+
+
+class SquaredHingeLoss(Loss):
+    """max(0, margin - pred * label)^2, labels in {-1, 1} (the soft-margin SVM loss)."""
+
+    def __init__(self, margin=1, weight=None, batch_axis=0):
+        super().__init__(weight, batch_axis)
+        self._margin = margin
+
+    def forward(self, pred, label, sample_weight=None):
+        loss = np.square(npx.relu(self._margin - pred * _reshape_like(label, pred)))
+        loss = _apply_weighting(loss, self._weight, sample_weight)
+        return _batch_mean(loss, self._batch_axis)
+
+
+class LogisticLoss(Loss):
+    """log(1 + exp(-pred * label)) for labels in {-1, 1} (label_format='signed'), or the same
+    loss written for labels in {0, 1} (label_format='binary'). Computed in the stable form
+    relu(x) - x*z + log(1 + exp(-|x|)) with z = (label + 1) / 2 or label."""
+
+    def __init__(self, weight=None, batch_axis=0, label_format='signed'):
+        super().__init__(weight, batch_axis)
+        if label_format not in ('signed', 'binary'):
+            raise ValueError(f"LogisticLoss: label_format must be 'signed' or 'binary', got "
+                             f"{label_format!r}")
+        self._label_format = label_format
+
+    def forward(self, pred, label, sample_weight=None):
+        label = _reshape_like(label, pred)
+        if self._label_format == 'signed':
+            label = (label + 1.0) / 2.0
+        loss = npx.relu(pred) - pred * label + \
+            npx.activation(-np.abs(pred), act_type='softrelu')
+        loss = _apply_weighting(loss, self._weight, sample_weight)
+        return _batch_mean(loss, self._batch_axis)
+
+
+class TripletLoss(Loss):
+    """max(0, |positive - pred|^2 - |negative - pred|^2 + margin), the squared distances summed
+    over the non-batch axes."""
+
+    def __init__(self, margin=1, weight=None, batch_axis=0):
+        super().__init__(weight, batch_axis)
+        self._margin = margin
+
+    def forward(self, pred, positive, negative, sample_weight=None):
+        positive = _reshape_like(positive, pred)
+        negative = _reshape_like(negative, pred)
+        distance_gap = np.square(positive - pred) - np.square(negative - pred)
+        axes = tuple(i for i in range(pred.ndim) if i != self._batch_axis % pred.ndim)
+        loss = npx.relu(np.sum(distance_gap, axis=axes) + self._margin)
+        return _apply_weighting(loss, self._weight, sample_weight)
+
+
+class PoissonNLLLoss(Loss):
+    """Negative log-likelihood of `target` under Poisson(rate), without the log(target!) term.
+
+    from_logits=True (default): `pred` is log(rate) and the loss is exp(pred) - target * pred;
+    otherwise `pred` is the rate and the loss is pred - target * log(pred + epsilon).
+    compute_full=True adds Stirling's approximation of log(target!),
+    target*log(target) - target + 0.5*log(2*pi*target), where target > 1.
+    """
+
+    def __init__(self, weight=None, from_logits=True, batch_axis=0, compute_full=False):
+        super().__init__(weight, batch_axis)
+        self._from_logits = from_logits
+        self._compute_full = compute_full
+
+    def forward(self, pred, target, sample_weight=None, epsilon=1e-08):
+        target = _reshape_like(target, pred)
+        if self._from_logits:
+            loss = np.exp(pred) - target * pred
+        else:
+            loss = pred - target * np.log(pred + epsilon)
+        if self._compute_full:
+            # Evaluated at max(target, 1) so that the discarded branch stays finite.
+            safe = np.maximum(target, 1.0)
+            stirling = safe * np.log(safe) - safe + 0.5 * np.log(2 * math.pi * safe)
+            loss = loss + np.where(target > 1, stirling, np.zeros_like(stirling))
+        loss = _apply_weighting(loss, self._weight, sample_weight)
+        return _batch_mean(loss, self._batch_axis)
+
+
+class CosineEmbeddingLoss(Loss):
+    """1 - cos(input1, input2) where label == 1, else clip(cos - margin, 0, 1 - margin); the
+    cosine is taken along the last axis, with |x|*|y| floored at 1e-12.
+
+    `label` holds one value (1 or -1) per pair: shape input.shape[:-1] (or any shape with as
+    many elements). The loss before averaging has shape input.shape[:-1] + (1,), so a
+    sample_weight of shape (N, 1) weighs each pair of a 2-D batch.
+    """
+
+    def __init__(self, weight=None, batch_axis=0, margin=0):
+        super().__init__(weight, batch_axis)
+        self._margin = margin
+
+    def forward(self, input1, input2, label, sample_weight=None):
+        input1 = _reshape_like(input1, input2)
+        cos_sim = self._cosine_similarity(input1, input2)
+        label = _reshape_like(label, cos_sim)
+        loss = np.where(label == 1, 1 - cos_sim,
+                        np.clip(cos_sim - self._margin, 0, 1 - self._margin))
+        loss = _apply_weighting(loss, self._weight, sample_weight)
+        return _batch_mean(loss, self._batch_axis)
+
+    @staticmethod
+    def _cosine_similarity(x, y, axis=-1):
+        x_norm = np.linalg.norm(x, axis=axis, keepdims=True)
+        y_norm = np.linalg.norm(y, axis=axis, keepdims=True)
+        x_dot_y = np.sum(x * y, axis=axis, keepdims=True)
+        return x_dot_y / np.maximum(x_norm * y_norm, 1e-12)
+
+
+class SDMLLoss(Loss):
+    """Smoothed Deep Metric Learning loss (Bonadiman et al., arXiv:1905.12786).
+
+    x1 and x2 are (batch, dim) batches whose rows are aligned: x1[i] and x2[i] form a positive
+    pair, every other row of x2 is a negative for x1[i]. Row i of softmax(-squared distances
+    between x1[i] and each x2[j]) is compared (KL divergence, averaged over j) with the smoothed
+    one-hot target: 1 - smoothing_parameter at j == i, smoothing_parameter / (batch - 1)
+    elsewhere. Returns one loss per row of x1.
+    """
+
+    def __init__(self, smoothing_parameter=0.3, weight=1., batch_axis=0):
+        super().__init__(weight, batch_axis)
+        if not 0 <= smoothing_parameter < 1:
+            raise ValueError(f"SDMLLoss: smoothing_parameter must be in [0, 1), got "
+                             f"{smoothing_parameter}")
+        self.kl_loss = KLDivLoss(from_logits=True)
+        self.smoothing_parameter = smoothing_parameter
+
+    def _smoothed_labels(self, batch_size, like):
+        gold = np.eye(batch_size, dtype=like.dtype, device=like.device)
+        off_target = self.smoothing_parameter / (batch_size - 1)
+        return gold * (1 - self.smoothing_parameter) + (1 - gold) * off_target
+
+    def forward(self, x1, x2):
+        if x1.ndim != 2 or x1.shape != x2.shape:
+            raise ValueError(f"SDMLLoss: x1 and x2 must be (batch, dim) arrays of one shape, got "
+                             f"{x1.shape} and {x2.shape}")
+        batch_size = x1.shape[0]
+        if batch_size < 2:
+            raise ValueError(f"SDMLLoss needs a batch of at least 2 pairs (the other rows are the "
+                             f"negatives), got {batch_size}")
+        distances = np.sum(np.square(np.expand_dims(x1, 1) - np.expand_dims(x2, 0)), axis=2)
+        log_probabilities = npx.log_softmax(-distances, axis=1)
+        loss = self.kl_loss(log_probabilities, self._smoothed_labels(batch_size, distances))
+        return _apply_weighting(loss, self._weight)
