@@ -6,7 +6,8 @@ import math
 import numpy as onp
 import pytest
 
-from pymx import autograd, np
+from conftest import requires_gpu
+from pymx import autograd, cpu, gpu, np
 from pymx.gluon import loss as gloss
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
 
@@ -234,3 +235,28 @@ def test_bad_arguments():
         gloss.SDMLLoss()(np.ones((2, 3)), np.ones((2, 4)))
     with pytest.raises(ValueError, match="weight must be a number, got str"):
         gloss.HingeLoss(weight='2')(np.ones((2, 3)), np.ones((2, 3)))
+
+
+@requires_gpu
+@pytest.mark.parametrize('case', CASES, ids=[c[0] for c in CASES])
+def test_gpu_loss_and_gradient_match_cpu(case):
+    _, make, inputs, _ = case
+    results = []
+    for device in (cpu(), gpu(0)):
+        arrays = [np.array(x.astype('float32'), device=device) for x in inputs]
+        arrays[0].attach_grad()
+        with autograd.record():
+            out = make(weight=2.0)(*arrays)
+        out.backward()
+        results.append((out.asnumpy(), arrays[0].grad.asnumpy()))
+    assert_almost_equal(results[1][0], results[0][0], rtol=1e-5, atol=1e-6)
+    assert_almost_equal(results[1][1], results[0][1], rtol=1e-5, atol=1e-6)
+
+
+@requires_gpu
+def test_gpu_sdml_and_triplet_match_cpu():
+    x1, x2, x3 = _normal(N, 3), _normal(N, 3, seed=1), _normal(N, 3, seed=2)
+    for block, inputs in ((gloss.SDMLLoss(), [x1, x2]), (gloss.TripletLoss(), [x1, x2, x3])):
+        cpu_out = block(*[np.array(x.astype('float32')) for x in inputs])
+        gpu_out = block(*[np.array(x.astype('float32'), device=gpu(0)) for x in inputs])
+        assert_almost_equal(gpu_out, cpu_out, rtol=1e-5, atol=1e-6)

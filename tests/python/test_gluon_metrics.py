@@ -7,7 +7,8 @@ import math
 import numpy as onp
 import pytest
 
-from pymx import np
+from conftest import requires_gpu
+from pymx import cpu, gpu, np
 from pymx.gluon import metric
 
 RNG_SEEDS = (0, 1, 2)
@@ -309,3 +310,16 @@ def test_bad_arguments_and_inputs():
     with pytest.raises(TypeError, match="metric must be an EvalMetric, a name, a function or a "
                                         "list, got int"):
         metric.create(3)
+
+
+@requires_gpu
+def test_gpu_inputs_give_the_cpu_result():
+    batches = _binary_batches()
+    for name in ('mcc', 'pcc', 'f1', 'perplexity', 'binaryaccuracy'):
+        results = []
+        for device in (cpu(), gpu(0)):
+            m = metric.create(name)
+            for label, pred in batches:
+                m.update([np.array(label, device=device)], [np.array(pred, device=device)])
+            results.append(m.get()[1])
+        assert results[1] == pytest.approx(results[0], rel=1e-12), name
