@@ -225,7 +225,7 @@ class LogisticLoss(Loss):
 
 class TripletLoss(Loss):
     """max(0, |positive - pred|^2 - |negative - pred|^2 + margin), the squared distances summed
-    over the non-batch axes."""
+    over the non-batch axes. sample_weight multiplies the per-sample loss (shape (batch,))."""
 
     def __init__(self, margin=1, weight=None, batch_axis=0):
         super().__init__(weight, batch_axis)

@@ -348,8 +348,7 @@ class F1(EvalMetric):
 
     def reset(self):
         super().reset()
-        if hasattr(self, 'metrics'):
-            self.metrics.reset_stats()
+        self.metrics.reset_stats()
 
 
 class Fbeta(F1):
@@ -397,8 +396,7 @@ class MCC(EvalMetric):
 
     def reset(self):
         super().reset()
-        if hasattr(self, '_metrics'):
-            self._metrics.reset_stats()
+        self._metrics.reset_stats()
 
 
 class PCC(EvalMetric):
@@ -545,8 +543,8 @@ class PearsonCorrelation(EvalMetric):
             self.num_inst += 1
 
     def get(self):
-        if self.num_inst == 0:
-            return self.name, float('nan')
+        if self.num_inst == 0 or self._sse_label * self._sse_pred == 0:
+            return self.name, float('nan')  # no data, or a constant has no correlation
         return self.name, self._co_moment / math.sqrt(self._sse_label * self._sse_pred)
 
 

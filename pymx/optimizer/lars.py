@@ -16,7 +16,8 @@ class LARS(Optimizer):
         w += mom                                              without momentum)
 
     State: mom, or None without momentum. A parameter's name comes from param_idx2name, else
-    from the Trainer's Parameter (MXNet 2.x looks at param_idx2name only).
+    from the Trainer's Parameter (MXNet 2.x looks at param_idx2name only). lazy_update is
+    accepted for MXNet compatibility; gradients are dense, so every row is updated.
     """
 
     _EXCLUDED_SUFFIXES = ('gamma', 'beta', 'bias')

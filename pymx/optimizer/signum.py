@@ -32,6 +32,7 @@ class Signum(Optimizer):
     def unfused_step(self, index, weight, grad, state):
         lr, wd = self._get_lr(index), self._get_wd(index)
         if state is None:
+            # sign(clip(rescale_grad * grad)) is sign(grad): no preprocessing needed.
             weight[:] = (1.0 - lr * (wd + self.wd_lh)) * weight - lr * np.sign(grad)
             return
         mom = state

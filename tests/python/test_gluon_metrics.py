@@ -323,3 +323,9 @@ def test_gpu_inputs_give_the_cpu_result():
                 m.update([np.array(label, device=device)], [np.array(pred, device=device)])
             results.append(m.get()[1])
         assert results[1] == pytest.approx(results[0], rel=1e-12), name
+
+
+def test_pearson_correlation_of_a_constant_is_nan():
+    m = metric.PearsonCorrelation()
+    m.update(onp.ones(4), onp.arange(4.0))
+    assert m.get()[0] == 'pearsonr' and math.isnan(m.get()[1])
