@@ -5,8 +5,12 @@ Deliberate differences from MXNet 2.x:
 - SDMLLoss applies its `weight` (MXNet accepts one and ignores it).
 - PoissonNLLLoss(compute_full=True) adds the Stirling term only where target > 1 and evaluates
   it at max(target, 1), so zero targets give a finite loss (MXNet multiplies a NaN by the mask).
-- Invalid arguments (label_format, smoothing_parameter, a batch of one for SDMLLoss) raise
-  ValueError naming the value instead of failing an assert.
+- Invalid arguments (label_format, smoothing_parameter, a batch of one for SDMLLoss, CTCLoss's
+  layouts) raise ValueError naming the value instead of failing an assert.
+- CTCLoss is a composition of np ops (the forward algorithm in log space, unrolled over time)
+  rather than a fused kernel: exact and differentiable on every device, but its cost grows with
+  the sequence length in op launches, so it is slow for long sequences. An impossible alignment
+  (a label longer than its input allows) gives a loss near 1e30 instead of inf.
 """
 import math
 
@@ -17,7 +21,7 @@ from .block import HybridBlock
 __all__ = ['Loss', 'SoftmaxCrossEntropyLoss', 'SoftmaxCELoss', 'SigmoidBinaryCrossEntropyLoss',
            'SigmoidBCELoss', 'L1Loss', 'L2Loss', 'HuberLoss', 'KLDivLoss', 'HingeLoss',
            'SquaredHingeLoss', 'LogisticLoss', 'TripletLoss', 'PoissonNLLLoss',
-           'CosineEmbeddingLoss', 'SDMLLoss']
+           'CosineEmbeddingLoss', 'SDMLLoss', 'CTCLoss']
 
 
 def _apply_weighting(loss, weight=None, sample_weight=None):
@@ -334,3 +338,88 @@ class SDMLLoss(Loss):
         log_probabilities = npx.log_softmax(-distances, axis=1)
         loss = self.kl_loss(log_probabilities, self._smoothed_labels(batch_size, distances))
         return _apply_weighting(loss, self._weight)
+
+
+class CTCLoss(Loss):
+    """Connectionist Temporal Classification loss (Graves et al., ICML 2006): -log of the total
+    probability of all alignments of the input sequence that collapse to the label.
+
+    layout 'NTC' or 'TNC' for `pred` (unnormalised scores over alphabet_size classes; class
+    alphabet_size - 1 is the blank), label_layout 'NT' or 'TN' for `label` (class indices,
+    padded with -1 when label_lengths is not given). pred_lengths and label_lengths (shape
+    (batch,)) give each sequence's length when they differ. Returns one loss per sequence.
+
+    The forward algorithm runs in log space over the label with blanks interleaved; it is
+    unrolled over time, one small group of ops per step (see the module docstring).
+    """
+
+    def __init__(self, layout='NTC', label_layout='NT', weight=None):
+        if layout not in ('NTC', 'TNC'):
+            raise ValueError(f"CTCLoss: layout must be 'NTC' or 'TNC', got {layout!r}")
+        if label_layout not in ('NT', 'TN'):
+            raise ValueError(f"CTCLoss: label_layout must be 'NT' or 'TN', got "
+                             f"{label_layout!r}")
+        super().__init__(weight, label_layout.find('N'))
+        self._layout = layout
+        self._label_layout = label_layout
+
+    def forward(self, pred, label, pred_lengths=None, label_lengths=None, sample_weight=None):
+        if self._layout == 'TNC':
+            pred = np.swapaxes(pred, 0, 1)
+        if self._label_layout == 'TN':
+            label = np.swapaxes(label, 0, 1)
+        batch, steps, num_classes = pred.shape
+        blank = num_classes - 1
+        # Unreachable states hold a large finite negative instead of -inf, which keeps the
+        # gradients of the log-sum-exp free of NaN.
+        unreachable = -1e30 if pred.dtype in (np.float32, np.float64) else -1e4
+        log_probs = npx.log_softmax(pred, axis=-1)
+        label = label.astype('int32')
+        if label_lengths is None:
+            label_lengths = np.sum(label >= 0, axis=1)
+        label_lengths = label_lengths.astype('int32')
+        positions = np.arange(label.shape[1], dtype='int32', device=label.device)
+        label = np.where(positions < np.expand_dims(label_lengths, 1), label, blank)
+        extended = self._with_blanks(label, blank)  # (batch, 2 * max_label + 1)
+        states = extended.shape[1]
+        # emissions[n, t, s] = log_probs[n, t, extended[n, s]]
+        one_hot = npx.one_hot(extended, num_classes, dtype=log_probs.dtype)
+        emissions = np.matmul(log_probs, np.swapaxes(one_hot, 1, 2))
+        # A state may be entered from two states back unless it is a blank or repeats the label
+        # before it.
+        can_skip = np.concatenate(
+            [np.zeros((batch, 2), dtype='bool', device=label.device),
+             np.logical_and(extended[:, 2:] != blank, extended[:, 2:] != extended[:, :-2])],
+            axis=1)
+        state_index = np.arange(states, dtype='int32', device=label.device)
+        alpha = np.where(state_index < 2, emissions[:, 0, :], unreachable)
+        pad = np.full((batch, 2), unreachable, dtype=alpha.dtype, device=alpha.device)
+        for t in range(1, steps):
+            from_previous = np.concatenate([pad[:, :1], alpha[:, :-1]], axis=1)
+            from_skip = np.where(can_skip, np.concatenate([pad, alpha[:, :-2]], axis=1),
+                                 unreachable)
+            stepped = self._log_sum_exp(alpha, from_previous, from_skip) + emissions[:, t, :]
+            if pred_lengths is None:
+                alpha = stepped
+            else:
+                alpha = np.where(np.expand_dims(pred_lengths > t, 1), stepped, alpha)
+        last = 2 * label_lengths  # the final blank; the final label is one before it
+        end_blank = npx.pick(alpha, last, axis=1)
+        end_label = np.where(label_lengths > 0, npx.pick(alpha, np.maximum(last - 1, 0), axis=1),
+                             unreachable)
+        loss = -self._log_sum_exp(end_blank, end_label)
+        return _apply_weighting(loss, self._weight, sample_weight)
+
+    @staticmethod
+    def _with_blanks(label, blank):
+        """[blank, l1, blank, l2, ..., blank] per row."""
+        blanks = np.full(label.shape, blank, dtype=label.dtype, device=label.device)
+        interleaved = np.stack([blanks, label], axis=-1).reshape(label.shape[0], -1)
+        return np.concatenate([interleaved, blanks[:, :1]], axis=1)
+
+    @staticmethod
+    def _log_sum_exp(*terms):
+        largest = terms[0]
+        for term in terms[1:]:
+            largest = np.maximum(largest, term)
+        return largest + np.log(sum(np.exp(term - largest) for term in terms))

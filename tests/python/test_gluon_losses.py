@@ -254,9 +254,76 @@ def test_gpu_loss_and_gradient_match_cpu(case):
 
 
 @requires_gpu
-def test_gpu_sdml_and_triplet_match_cpu():
+def test_gpu_sdml_triplet_and_ctc_match_cpu():
     x1, x2, x3 = _normal(N, 3), _normal(N, 3, seed=1), _normal(N, 3, seed=2)
-    for block, inputs in ((gloss.SDMLLoss(), [x1, x2]), (gloss.TripletLoss(), [x1, x2, x3])):
+    ctc_inputs = [_normal(2, 5, 4), onp.array([[0, 1, 1], [2, -1, -1]]), onp.array([5, 4]),
+                  onp.array([3, 1])]
+    for block, inputs in ((gloss.SDMLLoss(), [x1, x2]), (gloss.TripletLoss(), [x1, x2, x3]),
+                          (gloss.CTCLoss(), ctc_inputs)):
         cpu_out = block(*[np.array(x.astype('float32')) for x in inputs])
         gpu_out = block(*[np.array(x.astype('float32'), device=gpu(0)) for x in inputs])
         assert_almost_equal(gpu_out, cpu_out, rtol=1e-5, atol=1e-6)
+
+
+def _ctc_reference(logits, label, length=None):
+    """-log p(label | logits) for one (T, C) sequence by the forward algorithm in float64."""
+    logits = logits[:length]
+    log_p = _log_softmax(logits)
+    blank = logits.shape[1] - 1
+    extended = [blank]
+    for symbol in label:
+        extended += [int(symbol), blank]
+    alpha = onp.full(len(extended), -onp.inf)
+    alpha[:2] = log_p[0, extended[:2]]
+    for t in range(1, len(log_p)):
+        previous = alpha.copy()
+        for s in range(len(extended)):
+            total = previous[s]
+            if s >= 1:
+                total = onp.logaddexp(total, previous[s - 1])
+            if s >= 2 and extended[s] != blank and extended[s] != extended[s - 2]:
+                total = onp.logaddexp(total, previous[s - 2])
+            alpha[s] = total + log_p[t, extended[s]]
+    return -onp.logaddexp(alpha[-1], alpha[-2]) if label else -alpha[-1]
+
+
+def test_ctc_reference_agrees_with_enumerating_every_path():
+    logits, label = _normal(3, 3), [0, 1]
+    log_p, total = _log_softmax(logits), 0.0
+    for path in onp.ndindex(3, 3, 3):  # collapse repeats, then drop blanks (class 2)
+        collapsed = [c for i, c in enumerate(path) if i == 0 or c != path[i - 1]]
+        if [c for c in collapsed if c != 2] == label:
+            total += math.exp(sum(log_p[t, c] for t, c in enumerate(path)))
+    assert _ctc_reference(logits, label) == pytest.approx(-math.log(total))
+
+
+def test_ctc_loss_values_lengths_layouts_and_gradient():
+    logits = _normal(3, 6, 4)
+    labels = [[0, 1, 1], [2], [1, 0]]  # the repeated 1 1 needs a blank between
+    padded = onp.array([row + [-1] * (3 - len(row)) for row in labels], dtype='float64')
+    want = [_ctc_reference(logits[n], labels[n]) for n in range(3)]
+    got = _call(gloss.CTCLoss(), [logits, padded])
+    assert got.shape == (3,)
+    assert_almost_equal(got, want, rtol=1e-5)
+    tnc = gloss.CTCLoss(layout='TNC', label_layout='TN', weight=2.0)
+    assert_almost_equal(_call(tnc, [logits.transpose(1, 0, 2), padded.T]), 2 * onp.array(want),
+                        rtol=1e-5)
+    # Explicit lengths: the labels' padding may hold anything, inputs stop early.
+    pred_lengths, label_lengths = onp.array([6, 4, 5.0]), onp.array([3, 1, 2.0])
+    garbage = onp.where(padded < 0, 0, padded)
+    want = [_ctc_reference(logits[n], labels[n], int(pred_lengths[n])) for n in range(3)]
+    got = _call(gloss.CTCLoss(), [logits, garbage, pred_lengths, label_lengths])
+    assert_almost_equal(got, want, rtol=1e-5)
+    block, label = gloss.CTCLoss(), np.array(padded[:2])
+    check_numeric_gradient(lambda pred: block(pred, label), [logits[:2, :4]])
+    block.hybridize()
+    for _ in range(2):
+        assert_almost_equal(_call(block, [logits, garbage, pred_lengths, label_lengths]), want,
+                            rtol=1e-5)
+
+
+def test_ctc_loss_bad_layouts():
+    with pytest.raises(ValueError, match="layout must be 'NTC' or 'TNC', got 'NCT'"):
+        gloss.CTCLoss(layout='NCT')
+    with pytest.raises(ValueError, match="label_layout must be 'NT' or 'TN', got 'N'"):
+        gloss.CTCLoss(label_layout='N')
