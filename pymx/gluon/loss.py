@@ -376,7 +376,7 @@ class CTCLoss(Loss):
         log_probs = npx.log_softmax(pred, axis=-1)
         label = label.astype('int32')
         if label_lengths is None:
-            label_lengths = np.sum(label >= 0, axis=1)
+            label_lengths = np.sum((label >= 0).astype('int32'), axis=1)
         label_lengths = label_lengths.astype('int32')
         positions = np.arange(label.shape[1], dtype='int32', device=label.device)
         label = np.where(positions < np.expand_dims(label_lengths, 1), label, blank)
