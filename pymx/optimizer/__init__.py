@@ -1,4 +1,10 @@
-"""Optimizers (MXNet's `mx.optimizer`)."""
+"""Optimizers (MXNet's `mx.optimizer`), registered by lower-cased name for create() and Trainer.
+
+The rules in optimizer.py each run one fused native update op per parameter; the others, one
+file each, compose np ops on the weight's device (so they run wherever np does). All share the
+Optimizer base: lr schedulers, lr_mult / wd_mult, rescale_grad, clip_gradient, multi_precision
+master copies for float16 / bfloat16 weights, and states saved with Trainer.save_states.
+"""
 from .optimizer import (SGD, NAG, AdaGrad, Adam, AdamW, Optimizer, RMSProp, Updater, create,
                         get_updater, register)
 from .adabelief import AdaBelief
