@@ -5,13 +5,22 @@ initializer of its own, the global one decides by the parameter's name (MXNet's 
 biases, betas and running means start at zero, gammas and running variances at one, everything
 else goes through the initializer's weight rule. A Parameter's own initializer always applies its
 weight rule, whatever the name.
+
+Deliberate differences from MXNet 2.x: Mixed and Load are Initializers (so that they are accepted
+wherever an initializer is); LSTMBias requires a first dimension divisible by 4 and Bilinear a
+4-D weight, raising ValueError instead of filling a wrong pattern.
 """
+import json
+import logging
 import math
+import re
+
+import numpy as _onp
 
 from . import numpy as _np
 
 __all__ = ['Initializer', 'Uniform', 'Normal', 'Xavier', 'MSRAPrelu', 'Zero', 'One', 'Constant',
-           'register', 'create']
+           'Orthogonal', 'Bilinear', 'LSTMBias', 'Mixed', 'Load', 'register', 'create']
 
 _REGISTRY = {}
 
@@ -23,9 +32,17 @@ def register(klass):
 
 
 def create(init):
-    """Returns an Initializer from an instance, a registered name ('xavier', 'zeros', ...) or None."""
+    """Returns an Initializer from an instance, a registered name ('xavier', 'zeros', ...), the
+    JSON of Initializer.dumps() ('["xavier", {"magnitude": 2}]') or None."""
     if init is None or isinstance(init, Initializer):
         return init
+    if isinstance(init, str) and init.startswith('['):
+        name, kwargs = json.loads(init)
+        klass = _REGISTRY.get(name.lower())
+        if klass is None:
+            raise ValueError(f"Unknown initializer '{name}'. Known initializers: "
+                             f"{sorted(_REGISTRY)}")
+        return klass(**kwargs)
     if isinstance(init, str):
         klass = _REGISTRY.get(init.lower())
         if klass is None:
@@ -58,6 +75,10 @@ class Initializer:
 
     def _init_weight(self, name, arr):
         raise NotImplementedError(f"{type(self).__name__} must implement _init_weight")
+
+    def dumps(self):
+        """JSON [lower-cased class name, constructor arguments], which create() accepts."""
+        return json.dumps([type(self).__name__.lower(), self._kwargs])
 
     def __repr__(self):
         args = ', '.join(f'{k}={v!r}' for k, v in self._kwargs.items())
@@ -158,6 +179,141 @@ class MSRAPrelu(Xavier):
     def __init__(self, factor_type='avg', slope=0.25):
         super().__init__('gaussian', factor_type, 2.0 / (1 + slope ** 2))
         self._kwargs = {'factor_type': factor_type, 'slope': slope}
+
+
+def _fill_from_host(arr, values):
+    """Copies host (NumPy) values into `arr`, converted to its dtype on its device."""
+    arr[:] = _np.array(values, dtype=arr.dtype, device=arr.device)
+
+
+@register
+class Orthogonal(Initializer):
+    """scale * an orthogonal matrix (Saxe et al., arXiv:1312.6120), reshaped to the weight.
+
+    The weight is seen as (shape[0], prod(shape[1:])); a random matrix of that shape (rand_type
+    'uniform': U(-1, 1), 'normal': N(0, 1)) is replaced by the orthonormal factor of its SVD
+    that has its shape, so rows (or columns, whichever are fewer) are orthonormal.
+    """
+
+    def __init__(self, scale=1.414, rand_type='uniform'):
+        super().__init__(scale=scale, rand_type=rand_type)
+        if rand_type not in ('uniform', 'normal'):
+            raise ValueError(f"Orthogonal: rand_type must be 'uniform' or 'normal', got "
+                             f"{rand_type!r}")
+        self.scale = scale
+        self.rand_type = rand_type
+
+    def _init_weight(self, name, arr):
+        if arr.ndim < 1:
+            raise ValueError(f"Orthogonal initializer cannot be applied to scalar {name}")
+        flat_shape = (arr.shape[0], math.prod(arr.shape[1:]))
+        if self.rand_type == 'uniform':
+            draw = _np.random.uniform(-1.0, 1.0, size=flat_shape, dtype='float64')
+        else:
+            draw = _np.random.normal(0.0, 1.0, size=flat_shape, dtype='float64')
+        u, _, v = _onp.linalg.svd(draw.asnumpy(), full_matrices=False)
+        orthonormal = u if u.shape == flat_shape else v
+        _fill_from_host(arr, self.scale * orthonormal.reshape(arr.shape))
+
+
+@register
+class Bilinear(Initializer):
+    """Bilinear-interpolation kernels for upsampling with a Deconvolution weight
+    (channels_out, channels_in, height, width): every (out, in) slice gets
+    (1 - |x/f - c|) * (1 - |y/f - c|) with f = ceil(width / 2) and c = (2f - 1 - f % 2) / (2f).
+    """
+
+    def __init__(self):
+        super().__init__()
+
+    def _init_weight(self, name, arr):
+        if arr.ndim != 4:
+            raise ValueError(f"Bilinear initializer needs a 4-D weight (out, in, height, width); "
+                             f"{name} has shape {arr.shape}")
+        height, width = arr.shape[2:]
+        f = math.ceil(width / 2.0)
+        c = (2 * f - 1 - f % 2) / (2.0 * f)
+        rows = 1 - _onp.abs(_onp.arange(height) / f - c)
+        columns = 1 - _onp.abs(_onp.arange(width) / f - c)
+        _fill_from_host(arr, _onp.broadcast_to(_onp.outer(rows, columns), arr.shape))
+
+
+@register
+class LSTMBias(Initializer):
+    """Zero LSTM biases except the forget gate's, set to forget_bias (Jozefowicz et al. 2015
+    recommend 1.0). The bias holds the 4 gates in the order input, forget, cell, output along
+    its first axis."""
+
+    def __init__(self, forget_bias=1.0):
+        super().__init__(forget_bias=forget_bias)
+        self.forget_bias = forget_bias
+
+    def _init_weight(self, name, arr):
+        if arr.ndim < 1 or arr.shape[0] % 4:
+            raise ValueError(f"LSTMBias needs a bias whose first dimension holds the 4 LSTM "
+                             f"gates (a multiple of 4); {name} has shape {arr.shape}")
+        num_hidden = arr.shape[0] // 4
+        arr[:] = 0.0
+        arr[num_hidden:2 * num_hidden] = self.forget_bias
+
+
+class Mixed(Initializer):
+    """Initializes each parameter with the initializer of the first pattern (a regular
+    expression, matched at the start of the name) that its name matches; add a '.*' pattern last
+    for a default."""
+
+    def __init__(self, patterns, initializers):
+        if len(patterns) != len(initializers):
+            raise ValueError(f"Mixed: {len(patterns)} patterns for {len(initializers)} "
+                             f"initializers")
+        super().__init__(patterns=list(patterns))
+        self.map = [(re.compile(pattern), create(init))
+                    for pattern, init in zip(patterns, initializers)]
+
+    def __call__(self, name, arr, explicit=False):
+        for pattern, init in self.map:
+            if pattern.match(name):
+                init(name, arr, explicit)
+                return
+        raise ValueError(f"Parameter name {name} did not match any pattern "
+                         f"{[p.pattern for p, _ in self.map]}. Consider adding a \".*\" pattern "
+                         f"at the end with a default Initializer.")
+
+
+class Load(Initializer):
+    """Initializes parameters from saved arrays: `param` is a {name: array} dict or a parameter
+    file (.params or .npz); MXNet's 'arg:' / 'aux:' name prefixes are dropped. Parameters not
+    found go to default_init (an error without one)."""
+
+    def __init__(self, param, default_init=None, verbose=False):
+        super().__init__()
+        if isinstance(param, str):
+            from .gluon._params_file import load_params_file
+            param = load_params_file(param)
+        if not isinstance(param, dict):
+            raise TypeError(f"Load: param must be a dict of arrays or a file name, got "
+                            f"{type(param).__name__}")
+        self.param = {name[4:] if name.startswith(('arg:', 'aux:')) else name: value
+                      for name, value in param.items()}
+        self.default_init = create(default_init)
+        self.verbose = verbose
+
+    def __call__(self, name, arr, explicit=False):
+        if name in self.param:
+            value = self.param[name]
+            if tuple(arr.shape) != tuple(value.shape):
+                raise ValueError(f"Parameter {name} cannot be initialized from loading. Shape "
+                                 f"mismatch, target {arr.shape} vs loaded {tuple(value.shape)}")
+            _fill_from_host(arr, value.asnumpy() if hasattr(value, 'asnumpy') else value)
+            if self.verbose:
+                logging.info("Initialized %s by loading", name)
+            return
+        if self.default_init is None:
+            raise ValueError(f"Cannot initialize {name}: not found in the loaded parameters "
+                             f"and no default Initializer is provided")
+        self.default_init(name, arr, explicit)
+        if self.verbose:
+            logging.info("Initialized %s by default", name)
 
 
 # MXNet's string aliases.

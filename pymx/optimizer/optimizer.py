@@ -130,6 +130,17 @@ class Optimizer:
                     rescale_grad=self.rescale_grad,
                     clip_gradient=-1.0 if self.clip_gradient is None else self.clip_gradient)
 
+    def _preprocessed_grad(self, grad, weight=None, wd=0.0):
+        """rescale_grad * grad, clipped to [-clip_gradient, clip_gradient] when clip_gradient is
+        set, plus wd * weight when `weight` is given: the gradient most rules start from. A new
+        array; `grad` is left as it is."""
+        grad = grad * self.rescale_grad
+        if self.clip_gradient is not None:
+            grad = np.clip(grad, -self.clip_gradient, self.clip_gradient)
+        if weight is not None:
+            grad = grad + wd * weight
+        return grad
+
     # ---- states and steps ---------------------------------------------------------------------
 
     def create_state(self, index, weight):
@@ -390,6 +401,7 @@ class Updater:
         self.optimizer = optimizer
         self.states = {}
         self._host_states = {}  # loaded by set_states, moved to the weight's device on use
+        self._loaded_counts = None  # loaded by set_states, given to the optimizer on use
         Updater._next_key += 1
         self._key = Updater._next_key
 
@@ -403,23 +415,36 @@ class Updater:
             elif i not in self.states:
                 with autograd.pause():
                     self.states[i] = self.optimizer.create_state_multi_precision(i, w)
+        if self._loaded_counts is not None:
+            # Installed here rather than in set_states: the Trainer may hand this updater
+            # another updater's copy of the loaded optimizer.
+            self.optimizer._all_index_update_counts[self._key] = self._loaded_counts
+            self._loaded_counts = None
         self.optimizer._set_current_context(self._key)
         self.optimizer.update_multi_precision(indices, weights, grads,
                                               [self.states[i] for i in indices])
 
     def get_states(self, dump_optimizer=False):
-        """Pickled states (as host arrays), with the optimizer when dump_optimizer."""
+        """Pickled states (as host arrays); with dump_optimizer, also the optimizer and this
+        device's update counts (which rules such as Adam's bias correction depend on)."""
         states = {i: _to_host(s) for i, s in self.states.items()}
         states.update(self._host_states)
-        return pickle.dumps((states, self.optimizer) if dump_optimizer else states)
+        if not dump_optimizer:
+            return pickle.dumps(states)
+        counts = self._loaded_counts
+        if counts is None:
+            counts = self.optimizer._all_index_update_counts.get(self._key, {})
+        return pickle.dumps((states, self.optimizer, dict(counts)))
 
     def set_states(self, blob):
-        """Restores states from get_states(); an included optimizer replaces the current one."""
+        """Restores states from get_states(); an included optimizer replaces the current one,
+        and the saved update counts continue on this updater's device."""
         loaded = pickle.loads(blob)
-        if isinstance(loaded, tuple) and len(loaded) == 2:
-            loaded, optimizer = loaded
+        if isinstance(loaded, tuple):
+            loaded, optimizer, *counts = loaded
             optimizer.param_dict = self.optimizer.param_dict
             self.optimizer = optimizer
+            self._loaded_counts = dict(counts[0]) if counts else None
         self.states = {}
         self._host_states = dict(loaded)
 
