@@ -285,8 +285,18 @@ class Block:
         `device`: a Device or list to place uninitialised parameters on (default
         current_device()); initialised parameters keep their devices when it is None.
         """
-        load_into(self.collect_params(), load_params_file(filename), filename, device,
-                  allow_missing, ignore_extra, cast_dtype, dtype_source)
+        loaded = load_params_file(filename)
+        self._rename_loaded_parameters(loaded, '')
+        load_into(self.collect_params(), loaded, filename, device, allow_missing, ignore_extra,
+                  cast_dtype, dtype_source)
+
+    def _rename_loaded_parameters(self, loaded, prefix):
+        """Renames, in place, the entries of `loaded` ({structural name: numpy array}) that
+        files written by MXNet name differently from this block; `prefix` is this block's
+        structural name prefix. Blocks whose MXNet twins store their parameters under other
+        names (the recurrent layers) override it."""
+        for key, child in self._children.items():
+            child._rename_loaded_parameters(loaded, prefix + key + '.')
 
     # ---- summary ------------------------------------------------------------------------------
 

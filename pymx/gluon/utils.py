@@ -1,11 +1,12 @@
-"""Data-parallel helpers: split a batch across devices, clip gradients by their global norm."""
+"""Data-parallel helpers (split a batch across devices, clip gradients by their global norm) and
+split_rnn_params."""
 import warnings
 
 from .. import autograd
 from .. import numpy as np
 from ..ndarray import ndarray
 
-__all__ = ['split_data', 'split_and_load', 'clip_global_norm']
+__all__ = ['split_data', 'split_and_load', 'clip_global_norm', 'split_rnn_params']
 
 
 def split_data(data, num_slice, batch_axis=0, even_split=True):
@@ -76,3 +77,13 @@ def clip_global_norm(arrays, max_norm, check_isfinite=True):
     for arr in arrays:
         arr *= scale.to_device(arr.device).astype(arr.dtype)
     return norm_value if check_isfinite else total_norm
+
+
+def split_rnn_params(param, mode, num_layers, input_size, hidden_size, bidirectional=False,
+                     projection_size=None):
+    """{name: array} of the weights and biases packed in MXNet 2.x's flat recurrent parameter
+    vector `param` (names as the gluon.rnn layers give their parameters: `l0_i2h_weight`, ...);
+    each is a reshaped slice of `param`. mode: 'rnn_relu', 'rnn_tanh', 'lstm' or 'gru'."""
+    from .rnn.rnn_layer import flat_parameter_layout, split_flat_parameters
+    return split_flat_parameters(param.reshape(-1), flat_parameter_layout(
+        mode, num_layers, input_size, hidden_size, bidirectional, projection_size))

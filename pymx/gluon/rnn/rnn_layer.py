@@ -15,7 +15,9 @@ recurrent product as in cuDNN).
 Deliberate differences from MXNet 2.x:
 - the weights are separate parameters with the names above, as in MXNet 1.x's layers and in the
   cells, instead of MXNet 2.x's single flat `rnn_param` vector (which exists only to feed the
-  fused cuDNN kernel); a layer's weights can be copied to or from cells one to one;
+  fused cuDNN kernel); a layer's weights can be copied to or from cells one to one, and
+  load_parameters reads both MXNet 2.x's `rnn_param` and MXNet 1.x's per-cell names
+  (`_unfused.0.l_cell.i2h_weight`, ...) into them;
 - `forward(inputs, states=None, sequence_length=None)` creates the zero begin states itself, so
   a hybridized layer keeps one graph for calls with states and one for calls without;
 - with `use_sequence_length`, the outputs past each sequence's length are zero and the returned
@@ -23,6 +25,9 @@ Deliberate differences from MXNet 2.x:
   sequence lengths at all);
 - bad arguments raise ValueError naming the values where MXNet asserts.
 """
+import math
+import re
+
 from ... import numpy as np
 from ... import numpy_extension as npx
 from ...device import current_device
@@ -35,6 +40,49 @@ from .rnn_cell import (gru_step, keep_valid, lstm_step, rnn_step, split_steps,
 __all__ = ['RNN', 'LSTM', 'GRU']
 
 _GATES = {'rnn_relu': 1, 'rnn_tanh': 1, 'lstm': 4, 'gru': 3}
+
+# MXNet 1.x saves a layer's weights as those of its internal stack of cells: `_unfused.{k}.`,
+# then `l_cell.` / `r_cell.` inside a bidirectional pair; k also counts the dropout cells
+# (which have no parameters) between layers.
+_UNFUSED_NAME = re.compile(r'_unfused\.(\d+)\.(?:([lr])_cell\.)?(\w+)$')
+
+
+def flat_parameter_layout(mode, num_layers, input_size, hidden_size, bidirectional=False,
+                          projection_size=None):
+    """[(name, shape)] of a recurrent layer's parameters in the order MXNet 2.x packs them into
+    its one flat `rnn_param` vector (the cuDNN order): every weight, layer by layer and direction
+    by direction (i2h, h2h, then h2r with a projection), then every bias likewise."""
+    if mode not in _GATES:
+        raise ValueError(f"unknown recurrent mode {mode!r}; expected one of {sorted(_GATES)}")
+    rows = _GATES[mode] * hidden_size
+    fed_back = projection_size or hidden_size
+    directions = 'lr' if bidirectional else 'l'
+    weights, biases = [], []
+    layer_input = input_size
+    for i in range(num_layers):
+        for d in directions:
+            weights += [(f'{d}{i}_i2h_weight', (rows, layer_input)),
+                        (f'{d}{i}_h2h_weight', (rows, fed_back))]
+            if projection_size:
+                weights.append((f'{d}{i}_h2r_weight', (projection_size, hidden_size)))
+            biases += [(f'{d}{i}_i2h_bias', (rows,)), (f'{d}{i}_h2h_bias', (rows,))]
+        layer_input = fed_back * len(directions)
+    return weights + biases
+
+
+def split_flat_parameters(flat, layout):
+    """{name: flat's slice reshaped} for each (name, shape) of `layout`, in order; `flat` (a
+    1-d pymx or NumPy array) must hold exactly their values."""
+    sizes = [math.prod(shape) for _, shape in layout]
+    if flat.size != sum(sizes):
+        raise ValueError(f"a flat recurrent parameter vector of {flat.size} values does not match "
+                         f"the layer, which has {sum(sizes)}")
+    out = {}
+    begin = 0
+    for (name, shape), size in zip(layout, sizes):
+        out[name] = flat[begin:begin + size].reshape(shape)
+        begin += size
+    return out
 
 
 class _RNNLayer(HybridBlock):
@@ -110,6 +158,41 @@ class _RNNLayer(HybridBlock):
         if self._dir == 2:
             s += ', bidirectional'
         return s + ')'
+
+    def _rename_loaded_parameters(self, loaded, prefix):
+        """Reads the layouts MXNet saves a recurrent layer in: MXNet 2.x's flat `rnn_param`
+        vector and MXNet 1.x's stack of cells (see _UNFUSED_NAME)."""
+        flat = loaded.pop(prefix + 'rnn_param', None)
+        if flat is not None:
+            for name, value in self._split_rnn_param(flat.reshape(-1)).items():
+                loaded[prefix + name] = value
+        unfused = {}
+        for key in loaded:
+            match = _UNFUSED_NAME.match(key[len(prefix):]) if key.startswith(prefix) else None
+            if match:
+                unfused[key] = match
+        cells = sorted({int(match.group(1)) for match in unfused.values()})
+        for key, match in unfused.items():
+            direction = match.group(2) or 'l'
+            layer = cells.index(int(match.group(1)))
+            loaded[f'{prefix}{direction}{layer}_{match.group(3)}'] = loaded.pop(key)
+
+    def _split_rnn_param(self, flat):
+        # The input size is the one unknown when it was deferred: it multiplies the rows of the
+        # first layer's i2h weights (one per direction).
+        known = flat_parameter_layout(self._mode, self._num_layers, 0, self._hidden_size,
+                                      self._dir == 2, self._projection_size)
+        known_size = sum(math.prod(shape) for _, shape in known)
+        first_rows = self._dir * self._gates * self._hidden_size
+        input_size, rest = divmod(flat.size - known_size, first_rows)
+        if rest or input_size <= 0 or self._input_size not in (0, input_size):
+            raise ValueError(f"{self!r}: the flat parameter vector 'rnn_param' has {flat.size} "
+                             f"values; this layer has {known_size} + {first_rows} * input_size"
+                             + (f" with input_size {self._input_size}" if self._input_size
+                                else ""))
+        return split_flat_parameters(flat, flat_parameter_layout(
+            self._mode, self._num_layers, input_size, self._hidden_size, self._dir == 2,
+            self._projection_size))
 
     def cast(self, dtype):
         super().cast(dtype)
