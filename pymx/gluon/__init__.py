@@ -1,5 +1,6 @@
 """Gluon: the imperative/hybrid model API (MXNet's `mxnet.gluon`)."""
 from . import data, loss, metric, nn, utils
+from . import model_zoo
 from .block import Block, HybridBlock
 from .parameter import Constant, DeferredInitializationError, Parameter
 from .trainer import Trainer
