@@ -17,7 +17,8 @@ Deliberate differences from MXNet 2.x:
 - `ctx` is accepted as an alias of `device`.
 - HybridConcatenate and Identity, which MXNet 2.x has in gluon.nn, live in
   model_zoo.custom_layers.
-- Unknown keyword arguments raise TypeError (MXNet forwards them to HybridBlock).
+- vgg11() ... vgg19_bn() reject a batch_norm argument, which their names fix (MXNet lets it
+  override the name); get_vgg takes it.
 """
 from .alexnet import *  # noqa: F401,F403
 from .alexnet import __all__ as _alexnet_all
