@@ -1,8 +1,8 @@
 """Gluon: the imperative/hybrid model API (MXNet's `mxnet.gluon`)."""
-from . import data, loss, metric, nn, rnn, utils
+from . import data, loss, metric, model_zoo, nn, rnn, utils
 from .block import Block, HybridBlock
 from .parameter import Constant, DeferredInitializationError, Parameter
 from .trainer import Trainer
 
 __all__ = ['Block', 'HybridBlock', 'Parameter', 'Constant', 'DeferredInitializationError',
-           'Trainer', 'nn', 'rnn', 'loss', 'metric', 'utils', 'data']
+           'Trainer', 'nn', 'rnn', 'loss', 'metric', 'utils', 'data', 'model_zoo']
