@@ -216,13 +216,10 @@ def test_input_and_state_gradients_against_finite_differences(mode):
     check_numeric_gradient(forward, [x] + states, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize('mode', MODES)
-@pytest.mark.parametrize('projection', [None, 2])
+@pytest.mark.parametrize('mode, projection', [(mode, None) for mode in MODES] + [('lstm', 2)])
 def test_parameter_gradients_against_numpy_finite_differences(mode, projection):
     """Autograd's parameter gradients against central differences of the float64 NumPy
-    reference."""
-    if projection and mode != 'lstm':
-        pytest.skip('projection is an LSTM option')
+    reference (projection is an LSTM option)."""
     rng = onp.random.default_rng(4)
     extra = {'projection_size': projection} if projection else {}
     layer = make_layer(mode, 3, num_layers=2, bidirectional=True, input_size=2,
