@@ -39,7 +39,8 @@ enum PmxStatus {
   PMX_ERR_ASYNC = 5,       /* an asynchronous op failed; surfaced at a wait */
   PMX_ERR_INTERNAL = 6,    /* a pymx bug */
   PMX_ERR_INDEX = 7,       /* IndexError */
-  PMX_ERR_TYPE = 8         /* TypeError */
+  PMX_ERR_TYPE = 8,        /* TypeError */
+  PMX_ERR_LINALG = 9       /* np.linalg.LinAlgError: singular or non-convergent input */
 };
 
 /* Values equal pymx::DeviceType (MXNet's Context::DeviceType). */
