@@ -105,15 +105,15 @@ def slogdet(a):
 
 def solve(a, b):
     """x with a @ x = b for `a` (..., M, M) and `b` (..., M) or (..., M, K): b is a stack of
-    vectors when it has one dimension fewer than a. Batch axes broadcast. LinAlgError for a
-    singular matrix."""
+    vectors when it is 1-D (NumPy 2's rule) or has one dimension fewer than a (NumPy 1's and
+    MXNet's). Batch axes broadcast. LinAlgError for a singular matrix."""
     a = _float_array(a)
     b = _float_array(b, device=a.device)
     _check_matrices(a, "solve", square=True)
     if a.dtype != b.dtype:
         dtype = _onp.result_type(a.dtype, b.dtype)
         a, b = a.astype(dtype, copy=False), b.astype(dtype, copy=False)
-    vector_rhs = b.ndim == a.ndim - 1
+    vector_rhs = b.ndim in (1, a.ndim - 1)
     if vector_rhs:
         b = _np.expand_dims(b, -1)
     if b.ndim < 2:
