@@ -59,6 +59,20 @@ const CusolverApi& cusolver() {
     load(&api.syevd_buffer_size.d, "cusolverDnDsyevd_bufferSize");
     load(&api.syevd.s, "cusolverDnSsyevd");
     load(&api.syevd.d, "cusolverDnDsyevd");
+    load(&api.geqrf_buffer_size.s, "cusolverDnSgeqrf_bufferSize");
+    load(&api.geqrf_buffer_size.d, "cusolverDnDgeqrf_bufferSize");
+    load(&api.geqrf.s, "cusolverDnSgeqrf");
+    load(&api.geqrf.d, "cusolverDnDgeqrf");
+    load(&api.orgqr_buffer_size.s, "cusolverDnSorgqr_bufferSize");
+    load(&api.orgqr_buffer_size.d, "cusolverDnDorgqr_bufferSize");
+    load(&api.orgqr.s, "cusolverDnSorgqr");
+    load(&api.orgqr.d, "cusolverDnDorgqr");
+    load(&api.create_gesvdj_info, "cusolverDnCreateGesvdjInfo");
+    load(&api.destroy_gesvdj_info, "cusolverDnDestroyGesvdjInfo");
+    load(&api.gesvdj_buffer_size.s, "cusolverDnSgesvdj_bufferSize");
+    load(&api.gesvdj_buffer_size.d, "cusolverDnDgesvdj_bufferSize");
+    load(&api.gesvdj.s, "cusolverDnSgesvdj");
+    load(&api.gesvdj.d, "cusolverDnDgesvdj");
   });
   return api;
 }

@@ -12,6 +12,7 @@ namespace pymx {
 namespace gpu {
 
 using cusolverDnHandle_t = struct cusolverDnContext*;
+using gesvdjInfo_t = struct gesvdjInfo*;
 using cusolverStatus_t = int;  // 0 = CUSOLVER_STATUS_SUCCESS
 enum cublasFillMode_t { CUBLAS_FILL_MODE_LOWER = 0, CUBLAS_FILL_MODE_UPPER = 1 };
 enum cusolverEigMode_t { CUSOLVER_EIG_MODE_NOVECTOR = 0, CUSOLVER_EIG_MODE_VECTOR = 1 };
@@ -53,6 +54,30 @@ struct CusolverApi {
         cusolverStatus_t (*)(cusolverDnHandle_t, cusolverEigMode_t, cublasFillMode_t, int, double*,
                              int, double*, double*, int, int*)>
       syevd;
+  Typed<cusolverStatus_t (*)(cusolverDnHandle_t, int, int, float*, int, int*),
+        cusolverStatus_t (*)(cusolverDnHandle_t, int, int, double*, int, int*)>
+      geqrf_buffer_size;
+  Typed<cusolverStatus_t (*)(cusolverDnHandle_t, int, int, float*, int, float*, float*, int, int*),
+        cusolverStatus_t (*)(cusolverDnHandle_t, int, int, double*, int, double*, double*, int, int*)>
+      geqrf;
+  Typed<cusolverStatus_t (*)(cusolverDnHandle_t, int, int, int, const float*, int, const float*, int*),
+        cusolverStatus_t (*)(cusolverDnHandle_t, int, int, int, const double*, int, const double*, int*)>
+      orgqr_buffer_size;
+  Typed<cusolverStatus_t (*)(cusolverDnHandle_t, int, int, int, float*, int, const float*, float*, int, int*),
+        cusolverStatus_t (*)(cusolverDnHandle_t, int, int, int, double*, int, const double*, double*, int, int*)>
+      orgqr;
+  cusolverStatus_t (*create_gesvdj_info)(gesvdjInfo_t*);
+  cusolverStatus_t (*destroy_gesvdj_info)(gesvdjInfo_t);
+  Typed<cusolverStatus_t (*)(cusolverDnHandle_t, cusolverEigMode_t, int, int, int, const float*, int,
+                             const float*, const float*, int, const float*, int, int*, gesvdjInfo_t),
+        cusolverStatus_t (*)(cusolverDnHandle_t, cusolverEigMode_t, int, int, int, const double*, int,
+                             const double*, const double*, int, const double*, int, int*, gesvdjInfo_t)>
+      gesvdj_buffer_size;
+  Typed<cusolverStatus_t (*)(cusolverDnHandle_t, cusolverEigMode_t, int, int, int, float*, int, float*,
+                             float*, int, float*, int, float*, int, int*, gesvdjInfo_t),
+        cusolverStatus_t (*)(cusolverDnHandle_t, cusolverEigMode_t, int, int, int, double*, int, double*,
+                             double*, int, double*, int, double*, int, int*, gesvdjInfo_t)>
+      gesvdj;
 };
 
 // The loaded API; the first call loads the library. Throws Error(kCuda) naming the library and

@@ -1,8 +1,7 @@
 // GPU kernels of the np.linalg operators (engine/src/ops/linalg_*.cc): cuSOLVER (dense, one
-// call per matrix of the batch, on the worker's stream) for inv, det, slogdet, solve, cholesky
-// and eigh, and plain kernels for the gradient helpers _linalg_tril_half and
-// _linalg_gap_inverse. linalg_svd and linalg_qr have no GPU kernel yet: on a GPU they raise
-// "operator 'linalg_svd' has no kernel for gpu(0)" (invoke.cc), never a silent host fallback.
+// call per matrix of the batch, on the worker's stream) for inv, det, slogdet, solve (getrf,
+// getrs), cholesky (potrf), eigh (syevd), svd (gesvdj, Jacobi) and qr (geqrf, orgqr), and plain
+// kernels for the gradient helpers _linalg_tril_half and _linalg_gap_inverse.
 //
 // As on the CPU, a row-major block is, to cuSOLVER (column-major), the transpose of the matrix;
 // each kernel says how it uses this. Scratch memory (LU factors, pivots, cuSOLVER's workspace,
@@ -10,12 +9,13 @@
 //
 // Note [Checking cuSOLVER's info on the host]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// inv, solve, cholesky and eigh must raise LinAlgError for a singular, indefinite or
+// inv, solve, cholesky, eigh and svd must raise LinAlgError for a singular, indefinite or
 // non-convergent matrix, as on the CPU, and cuSOLVER reports that in device memory. These kernels
 // copy the info values to the host and synchronise the worker's stream before returning, so that
 // the error is thrown by the op's kernel and stored on its outputs like any other. The cost is a
-// round trip per call, small next to the factorisations. det and slogdet need no check: their
-// kernels read the info values on the device (a singular matrix has determinant 0). A CUDA graph
+// round trip per call, small next to the factorisations. det, slogdet and qr need no check: the
+// determinant kernels read the info values on the device (a singular matrix has determinant 0),
+// and geqrf/orgqr cannot fail on valid arguments. A CUDA graph
 // cannot capture a synchronisation, so inside a capture these kernels refuse (the capture is then
 // dropped and the ops run directly; Note [CUDA graphs for bulk replays]).
 #include <climits>
@@ -179,10 +179,11 @@ void lu_factor_all(const OpContext& ctx, cusolverDnHandle_t handle, const T* a, 
                    "cusolverDn<t>getrf");
 }
 
+// getrf's workspace for n x n matrices; the query reads no data, `a` stands in for the matrix.
 template <typename T>
-int getrf_workspace(cusolverDnHandle_t handle, int n) {
+int getrf_workspace(cusolverDnHandle_t handle, const T* a, int n) {
   int lwork = 0;
-  check_cusolver(pick(cusolver().getrf_buffer_size, T())(handle, n, n, nullptr, n, &lwork),
+  check_cusolver(pick(cusolver().getrf_buffer_size, T())(handle, n, n, const_cast<T*>(a), n, &lwork),
                  "cusolverDn<t>getrf_bufferSize");
   return lwork;
 }
@@ -196,7 +197,7 @@ cusolverDnHandle_t handle_of(const OpContext& ctx) {
 template <typename T>
 void inv_gpu(const OpContext& ctx, const T* a, T* out, int64_t batch, int n) {
   cusolverDnHandle_t handle = handle_of(ctx);
-  const int lwork = getrf_workspace<T>(handle, n);
+  const int lwork = getrf_workspace<T>(handle, a, n);
   Scratch scratch(ctx, {sizeof(T) * n * n, sizeof(T) * lwork, sizeof(int) * n, sizeof(int) * batch,
                         sizeof(int)});
   T* lu = scratch.take<T>(n * n);
@@ -226,7 +227,7 @@ void determinant_gpu(const OpContext& ctx, const T* a, int64_t batch, int n, T* 
   cusolverDnHandle_t handle = nullptr;
   if (n > 0) {
     handle = handle_of(ctx);
-    lwork = getrf_workspace<T>(handle, n);
+    lwork = getrf_workspace<T>(handle, a, n);
   }
   Scratch scratch(ctx, {sizeof(T) * batch * n * n, sizeof(T) * lwork, sizeof(int) * batch * n,
                         sizeof(int) * batch});
@@ -249,7 +250,7 @@ void determinant_gpu(const OpContext& ctx, const T* a, int64_t batch, int n, T* 
 template <typename T>
 void solve_gpu(const OpContext& ctx, const T* a, const T* b, T* x, int64_t batch, int n, int k) {
   cusolverDnHandle_t handle = handle_of(ctx);
-  const int lwork = getrf_workspace<T>(handle, n);
+  const int lwork = getrf_workspace<T>(handle, a, n);
   Scratch scratch(ctx, {sizeof(T) * n * n, sizeof(T) * lwork, sizeof(int) * n, sizeof(int) * batch,
                         sizeof(int), sizeof(T) * batch * n * k});
   T* lu = scratch.take<T>(n * n);
@@ -319,6 +320,104 @@ void eigh_gpu(const OpContext& ctx, const T* a, T* w, T* v, int64_t batch, int n
   linalg::check_converged(infos_on_host(ctx, info, batch, "eigh"), "eigh", "syevd");
 }
 
+// From geqrf's column-major m x n factors `col` of each matrix: r (k x n, row-major) its upper
+// triangle's first k rows, zero below.
+template <typename T>
+__global__ void qr_r_kernel(const T* col, T* r, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  PMX_GRID_STRIDE_LOOP(i, batch * k * n) {
+    const int64_t c = i % n;
+    const int64_t row = (i / n) % k;
+    const int64_t b = i / (k * n);
+    r[i] = c >= row ? col[b * m * n + c * m + row] : T(0);
+  }
+}
+
+// From orgqr's column-major output (the first k columns of each m x n block): q (m x k, row-major).
+template <typename T>
+__global__ void qr_q_kernel(const T* col, T* q, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  PMX_GRID_STRIDE_LOOP(i, batch * m * k) {
+    const int64_t c = i % k;
+    const int64_t row = (i / k) % m;
+    const int64_t b = i / (m * k);
+    q[i] = col[b * m * n + c * m + row];
+  }
+}
+
+// ---- qr: each matrix transposed into column-major `col` (cuSOLVER needs A itself, not A^T),
+// geqrf, R read out of it, orgqr forms Q in place, Q read out. The workspace queries read no
+// data; they get the input (m x n) and r (at least k values) as stand-ins for A and tau, since
+// the scratch can be taken only once its size is known.
+template <typename T>
+void qr_gpu(const OpContext& ctx, const T* a, T* q, T* r, int64_t batch, int m, int n) {
+  cusolverDnHandle_t handle = handle_of(ctx);
+  const CusolverApi& api = cusolver();
+  const int k = m < n ? m : n;
+  T* stand_in = const_cast<T*>(a);
+  int lwork_qr = 0, lwork_q = 0;
+  check_cusolver(pick(api.geqrf_buffer_size, T())(handle, m, n, stand_in, m, &lwork_qr),
+                 "cusolverDn<t>geqrf_bufferSize");
+  check_cusolver(pick(api.orgqr_buffer_size, T())(handle, m, k, k, stand_in, m, r, &lwork_q),
+                 "cusolverDn<t>orgqr_bufferSize");
+  const int lwork = lwork_qr > lwork_q ? lwork_qr : lwork_q;
+  Scratch scratch(ctx, {sizeof(T) * batch * m * n, sizeof(T) * k, sizeof(T) * lwork, sizeof(int)});
+  T* col = scratch.take<T>(batch * m * n);
+  T* tau = scratch.take<T>(k);
+  T* work = scratch.take<T>(lwork);
+  int* info = scratch.take<int>(1);  // reports argument errors only: never read
+  transpose<T>(ctx, a, col, batch, m, n);
+  for (int64_t b = 0; b < batch; ++b) {
+    T* block = col + b * m * n;
+    check_cusolver(pick(api.geqrf, T())(handle, m, n, block, m, tau, work, lwork, info),
+                   "cusolverDn<t>geqrf");
+    qr_r_kernel<T><<<grid_for(int64_t(k) * n), kBlock, 0, stream_of(ctx)>>>(block, r + b * k * n, 1, m,
+                                                                             n, k);
+    PMX_KERNEL_LAUNCH_CHECK();
+    check_cusolver(pick(api.orgqr, T())(handle, m, k, k, block, m, tau, work, lwork, info),
+                   "cusolverDn<t>orgqr");
+  }
+  qr_q_kernel<T><<<grid_for(batch * m * k), kBlock, 0, stream_of(ctx)>>>(col, q, batch, m, n, k);
+  PMX_KERNEL_LAUNCH_CHECK();
+}
+
+// ---- svd: gesvdj (one-sided Jacobi, singular values sorted descending) on each block, which
+// cuSOLVER sees as A^T (n x m) = V S U^T: its U, column-major n x k, is row-major Vh and is
+// written into vh in place; its V, column-major m x k, is U^T row-major and is transposed into u.
+// The workspace query gets the outputs as stand-ins (see qr_gpu).
+template <typename T>
+void svd_gpu(const OpContext& ctx, const T* a, T* u, T* s, T* vh, int64_t batch, int m, int n) {
+  cusolverDnHandle_t handle = handle_of(ctx);
+  const CusolverApi& api = cusolver();
+  const int k = m < n ? m : n;
+  gesvdjInfo_t params = nullptr;
+  check_cusolver(api.create_gesvdj_info(&params), "cusolverDnCreateGesvdjInfo");
+  // Destroyed on every path: a throwing check below must not leak it.
+  struct ParamsGuard {
+    const CusolverApi& api;
+    gesvdjInfo_t params;
+    ~ParamsGuard() { (void)api.destroy_gesvdj_info(params); }  // a destructor: status ignored
+  } guard{api, params};
+  int lwork = 0;
+  check_cusolver(pick(api.gesvdj_buffer_size, T())(handle, CUSOLVER_EIG_MODE_VECTOR, 1, n, m, a, n, s,
+                                                   vh, n, u, m, &lwork, params),
+                 "cusolverDn<t>gesvdj_bufferSize");
+  Scratch scratch(ctx, {sizeof(T) * m * n, sizeof(T) * batch * m * k, sizeof(T) * lwork,
+                        sizeof(int) * batch});
+  T* copy = scratch.take<T>(int64_t(m) * n);
+  T* u_transposed = scratch.take<T>(batch * m * k);
+  T* work = scratch.take<T>(lwork);
+  int* info = scratch.take<int>(batch);
+  for (int64_t b = 0; b < batch; ++b) {
+    PMX_CUDA_CHECK(cudaMemcpyAsync(copy, a + b * m * n, sizeof(T) * m * n, cudaMemcpyDeviceToDevice,
+                                   stream_of(ctx)));  // gesvdj destroys its input
+    check_cusolver(pick(api.gesvdj, T())(handle, CUSOLVER_EIG_MODE_VECTOR, 1, n, m, copy, n, s + b * k,
+                                         vh + b * k * n, n, u_transposed + b * m * k, m, work, lwork,
+                                         info + b, params),
+                   "cusolverDn<t>gesvdj");
+  }
+  transpose<T>(ctx, u_transposed, u, batch, k, m);
+  linalg::check_converged(infos_on_host(ctx, info, batch, "svd"), "svd", "gesvdj");
+}
+
 #define PMX_LINALG_FLOAT_SWITCH(dtype, T, ...)                                                  \
   switch (dtype) {                                                                              \
     PMX_GPU_CASE_(kFloat32, float, T, __VA_ARGS__)                                              \
@@ -382,6 +481,24 @@ void eigh_compute(const OpContext& ctx, const std::vector<TBlob>& in, const std:
   });
 }
 
+void svd_compute(const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
+  const linalg::MatrixStack s = linalg::matrix_stack(in[0].shape, "svd");
+  if (s.batch == 0 || s.rows == 0 || s.cols == 0) return;
+  PMX_LINALG_FLOAT_SWITCH(in[0].dtype, T, {
+    svd_gpu<T>(ctx, in[0].data<T>(), out[0].data<T>(), out[1].data<T>(), out[2].data<T>(), s.batch,
+               static_cast<int>(s.rows), static_cast<int>(s.cols));
+  });
+}
+
+void qr_compute(const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
+  const linalg::MatrixStack s = linalg::matrix_stack(in[0].shape, "qr");
+  if (s.batch == 0 || s.rows == 0 || s.cols == 0) return;
+  PMX_LINALG_FLOAT_SWITCH(in[0].dtype, T, {
+    qr_gpu<T>(ctx, in[0].data<T>(), out[0].data<T>(), out[1].data<T>(), s.batch,
+              static_cast<int>(s.rows), static_cast<int>(s.cols));
+  });
+}
+
 void tril_half_compute(const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
   const linalg::MatrixStack s = linalg::square_stack(in[0].shape, "_linalg_tril_half");
   const bool lower = ctx.attrs->get_bool("lower", true);
@@ -408,6 +525,8 @@ const bool registered = [] {
   op_registry::get_or_create("linalg_solve").set_gpu(solve_compute);
   op_registry::get_or_create("linalg_cholesky").set_gpu(cholesky_compute);
   op_registry::get_or_create("linalg_eigh").set_gpu(eigh_compute);
+  op_registry::get_or_create("linalg_svd").set_gpu(svd_compute);
+  op_registry::get_or_create("linalg_qr").set_gpu(qr_compute);
   op_registry::get_or_create("_linalg_tril_half").set_gpu(tril_half_compute);
   op_registry::get_or_create("_linalg_gap_inverse").set_gpu(gap_inverse_compute);
   return true;
