@@ -1,10 +1,13 @@
 """pymx.np.linalg: NumPy's linear algebra over pymx operators, differentiable and asynchronous.
 
-inv, det, slogdet, solve, cholesky, eigh, eigvalsh, svd and qr are native operators (LAPACK on
-the CPU, batched over leading axes); pinv, matrix_rank and lstsq are built on svd, and
-matrix_power, multi_dot, tensorinv and tensorsolve on matmul, inv and solve. Every function takes
-stacks of matrices (..., M, N) where NumPy does, float32 or float64 (integer and bool input is
-computed in float32, pymx's default float dtype); results stay on the input's device.
+inv, det, slogdet, solve, cholesky, eigh, eigvalsh, svd and qr are native operators, batched
+over leading axes: LAPACK on the CPU (the matrices of a batch spread over the intra-op threads),
+cuSOLVER on the GPU (one call per matrix, on the worker's stream; inv, solve, cholesky, eigh and
+svd read cuSOLVER's status back to the host to raise LinAlgError, a wait on that stream).
+pinv, matrix_rank and lstsq are built on svd, and matrix_power, multi_dot, tensorinv and
+tensorsolve on matmul, inv and solve. Every function takes stacks of matrices (..., M, N) where
+NumPy does, float32 or float64 (integer and bool input is computed in float32, pymx's default
+float dtype); results stay on the input's device.
 
 A singular matrix (inv, solve), one that is not positive definite (cholesky) or an iteration
 that does not converge (eigh, svd) raises LinAlgError (a ValueError, and a

@@ -3,12 +3,14 @@ empty shapes in float64 (and float32 with its own tolerance), gradients against 
 differences, LinAlgError for singular / non-positive-definite input (naming the matrix of the
 batch and LAPACK's info), bad shapes, hybridized against imperative results, and the threaded
 engine against the naive one."""
+import os
+
 import numpy as onp
 import pytest
 from conftest import run_python
 
-import pymx
 from pymx import autograd, gluon, np
+from pymx._op import invoke
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
 
 RTOL = {"float32": 1e-4, "float64": 1e-10}
@@ -348,6 +350,20 @@ def test_non_square_input_is_rejected_naming_the_shape(fn):
         fn(np.ones(3))
 
 
+@pytest.mark.parametrize("op", ["linalg_inv", "linalg_det", "linalg_slogdet", "linalg_cholesky",
+                                "linalg_eigh"])
+def test_operators_reject_non_square_and_non_float_input(op):
+    name = op[len("linalg_"):]
+    with pytest.raises(ValueError, match=rf"{name}: the last 2 dimensions of the array must be "
+                                         r"square, got shape \(2, 2, 3\)"):
+        invoke(op, [np.ones((2, 2, 3))])
+    with pytest.raises(ValueError, match=rf"{name}: expected an array of at least 2 dimensions "
+                                         r"\(\.\.\., M, N\), got shape \(3,\)"):
+        invoke(op, [np.ones(3)])
+    with pytest.raises(TypeError, match=rf"{name}: expected float32 or float64 input, got int32"):
+        invoke(op, [np.ones((2, 2), dtype="int32")])
+
+
 def test_bad_arguments_are_rejected():
     with pytest.raises(ValueError, match=r"solve: b of shape \(2, 4, 1\) does not match a of "
                                          r"shape \(2, 3, 3\)"):
@@ -394,7 +410,6 @@ print(hashlib.sha256(b"".join(o.asnumpy().tobytes() for o in outs)).hexdigest())
 
 
 def test_threaded_engine_equals_naive_engine():
-    import os
     digests = []
     for engine in ("threaded", "naive"):
         result = run_python(ENGINE_SCRIPT, env={**os.environ, "PYMX_ENGINE": engine})
