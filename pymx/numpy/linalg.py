@@ -64,19 +64,67 @@ def _matrix_transpose(a):
     return _np.swapaxes(a, -1, -2)
 
 
-def norm(x, ord=None, axis=None, keepdims=False):
-    """Vector 2-norm / Frobenius norm (ord None, 2 for vectors, 'fro'), 1-norm (ord=1) and
-    max-norm (ord=inf) along `axis` (None: the whole array)."""
-    x = _np._to_array(x)
-    if ord in (None, "fro", 2) and (ord != 2 or axis is None or isinstance(axis, numbers.Integral)
-                                    or x.ndim == 1):
+def _vector_norm(x, ord, axis, keepdims):
+    if ord is None or ord == 2:
         return _np.sqrt(_np.sum(_np.square(x), axis=axis, keepdims=keepdims))
-    if ord == 1 and (axis is not None or x.ndim == 1):
-        return _np.sum(_np.abs(x), axis=axis, keepdims=keepdims)
-    if ord == float("inf") and (axis is not None or x.ndim == 1):
+    if ord == float("inf"):
         return _np.max(_np.abs(x), axis=axis, keepdims=keepdims)
-    raise ValueError(f"norm: pymx supports ord None/'fro'/2 (vector), 1 and inf along an axis; "
-                     f"got ord={ord!r}, axis={axis!r} for an array of dimension {x.ndim}")
+    if ord == -float("inf"):
+        return _np.min(_np.abs(x), axis=axis, keepdims=keepdims)
+    if ord == 0:
+        return _np.sum(_np.not_equal(x, 0).astype(x.dtype), axis=axis, keepdims=keepdims)
+    if ord == 1:
+        return _np.sum(_np.abs(x), axis=axis, keepdims=keepdims)
+    if isinstance(ord, str):
+        raise ValueError(f"norm: invalid norm order {ord!r} for vectors")
+    return _np.power(_np.sum(_np.power(_np.abs(x), float(ord)), axis=axis, keepdims=keepdims),
+                     1.0 / float(ord))
+
+
+def _matrix_norm(x, ord, axes, keepdims):
+    row, col = axes
+    if ord in (None, "fro"):
+        result = _np.sqrt(_np.sum(_np.square(x), axis=axes, keepdims=True))
+    elif ord in (2, -2, "nuc"):
+        s = svd(_np.moveaxis(x, (row, col), (-2, -1)), compute_uv=False)
+        reduced = _np.sum(s, axis=-1) if ord == "nuc" else \
+            (_np.max(s, axis=-1) if ord == 2 else _np.min(s, axis=-1))
+        result = _np.expand_dims(_np.expand_dims(reduced, -1), -1)
+        result = _np.moveaxis(result, (-2, -1), (row, col))
+    elif ord in (1, -1, float("inf"), -float("inf")):
+        # 1: the largest column sum of |x|; inf: the largest row sum.
+        summed_axis, kept_axis = (row, col) if ord in (1, -1) else (col, row)
+        sums = _np.sum(_np.abs(x), axis=summed_axis, keepdims=True)
+        reduce = _np.max if ord in (1, float("inf")) else _np.min
+        result = reduce(sums, axis=kept_axis, keepdims=True)
+    else:
+        raise ValueError(f"norm: invalid norm order {ord!r} for matrices")
+    return result if keepdims else _np.squeeze(result, axis=axes)
+
+
+def norm(x, ord=None, axis=None, keepdims=False):
+    """NumPy's vector and matrix norms. With `axis` an int (or None on a 1-D array): the vector
+    norms (ord None/2, inf, -inf, 0, 1 and any p). With `axis` a pair (or None on a 2-D array):
+    the matrix norms (ord None/'fro', 'nuc', 2, -2 through svd, 1, -1, inf, -inf). With axis None
+    and ord None: the 2-norm of the flattened array, whatever its dimension."""
+    x = _float_array(x)
+    if axis is None:
+        if ord is None:
+            result = _np.sqrt(_np.sum(_np.square(x)))
+            return _np.reshape(result, (1,) * x.ndim) if keepdims else result
+        if x.ndim not in (1, 2):
+            raise ValueError(f"norm: ord {ord!r} without axis needs a 1-D or 2-D array, got "
+                             f"{x.ndim} dimensions")
+        axis = tuple(range(x.ndim))
+    axes = _np._axis_tuple(axis)
+    axes = tuple(a % x.ndim if -x.ndim <= a < x.ndim else a for a in axes)
+    if any(not 0 <= a < x.ndim for a in axes) or len(set(axes)) != len(axes):
+        raise ValueError(f"norm: invalid axis {axis!r} for an array of dimension {x.ndim}")
+    if len(axes) == 1:
+        return _vector_norm(x, ord, axes[0], keepdims)
+    if len(axes) == 2:
+        return _matrix_norm(x, ord, axes, keepdims)
+    raise ValueError(f"norm: axis must be an int or a pair of ints, got {axis!r}")
 
 
 # ---------------------------------------------------------------------------------------------

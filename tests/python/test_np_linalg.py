@@ -194,6 +194,34 @@ def test_matrix_power_multi_dot_tensorinv_tensorsolve():
           onp.linalg.tensorsolve(t4, b2, axes=(1,)))
 
 
+@pytest.mark.parametrize("ord,axis,shape", [
+    (None, None, (2, 3, 4)), (None, None, (5,)), (2, None, (5,)), (1, None, (5,)), (0, None, (5,)),
+    (3, -1, (2, 5)), (0.5, 0, (4, 3)), (onp.inf, 1, (2, 5)), (-onp.inf, None, (5,)),
+    (None, (1, 2), (2, 3, 4)), ("fro", None, (3, 4)), ("nuc", (0, 2), (3, 2, 4)), (2, None, (3, 4)),
+    (-2, (2, 0), (3, 2, 4)), (1, None, (3, 4)), (-1, (0, 1), (3, 4)), (onp.inf, None, (3, 4)),
+    (-onp.inf, (-1, -2), (2, 3, 4))])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_norm(ord, axis, shape, keepdims):
+    x = onp.random.uniform(-1, 1, shape)
+    x[0] = 0  # for ord 0
+    want = onp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
+    check(np.linalg.norm(np.array(x), ord=ord, axis=axis, keepdims=keepdims).asnumpy(), want)
+
+
+def test_norm_gradients_and_errors():
+    x = onp.random.uniform(-1, 1, (3, 4))
+    for ord, axis in [(None, None), (3, 1), ("nuc", None), (2, None), (onp.inf, (0, 1))]:
+        check_numeric_gradient(lambda v: np.linalg.norm(v, ord=ord, axis=axis), [x])
+    with pytest.raises(ValueError, match="invalid norm order 'fro' for vectors"):
+        np.linalg.norm(np.ones(3), ord="fro")
+    with pytest.raises(ValueError, match="invalid norm order 3 for matrices"):
+        np.linalg.norm(np.ones((3, 3)), ord=3)
+    with pytest.raises(ValueError, match="ord 2 without axis needs a 1-D or 2-D array, got 3"):
+        np.linalg.norm(np.ones((2, 3, 3)), ord=2)
+    with pytest.raises(ValueError, match=r"invalid axis \(0, 3\) for an array of dimension 2"):
+        np.linalg.norm(np.ones((3, 3)), axis=(0, 3))
+
+
 def test_integer_input_is_computed_in_float32():
     got = np.linalg.inv(np.array([[2, 0], [0, 4]], dtype="int32"))
     assert got.dtype == onp.float32
