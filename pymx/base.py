@@ -24,12 +24,19 @@ class PymxTypeError(PymxError, TypeError):
     """A bad or unsupported dtype or argument type (C status TYPE)."""
 
 
+class PymxLinAlgError(PymxValueError, _onp.linalg.LinAlgError):
+    """A linear-algebra routine failed on its input: a singular matrix, a matrix that is not
+    positive definite, or an eigen/singular value iteration that did not converge (C status
+    LINALG). It is also a numpy.linalg.LinAlgError, so NumPy-style handlers catch it."""
+
+
 # C status (enum PmxStatus) -> exception class; statuses not listed raise PymxError.
 STATUS_ERRORS = {
     1: PymxValueError,
     2: PymxMemoryError,
     7: PymxIndexError,
     8: PymxTypeError,
+    9: PymxLinAlgError,
 }
 
 # NumPy has no bfloat16, so pymx spells it as MXNet does (python/mxnet/ndarray/ndarray.py): a

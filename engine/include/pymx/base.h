@@ -29,6 +29,7 @@ enum class Status : int {
   kInternal = 6,    // -> PymxError
   kIndex = 7,       // -> IndexError
   kType = 8,        // -> TypeError
+  kLinAlg = 9,      // -> np.linalg.LinAlgError (a ValueError): singular or non-convergent input
 };
 
 class Error : public std::runtime_error {

@@ -27,7 +27,7 @@ extern "C" {
 
 #define PMX_API __attribute__((visibility("default")))
 #define PMX_API_VERSION_MAJOR 0
-#define PMX_API_VERSION_MINOR 5
+#define PMX_API_VERSION_MINOR 6
 
 /* Values equal pymx::Status. */
 enum PmxStatus {
@@ -39,7 +39,8 @@ enum PmxStatus {
   PMX_ERR_ASYNC = 5,       /* an asynchronous op failed; surfaced at a wait */
   PMX_ERR_INTERNAL = 6,    /* a pymx bug */
   PMX_ERR_INDEX = 7,       /* IndexError */
-  PMX_ERR_TYPE = 8         /* TypeError */
+  PMX_ERR_TYPE = 8,        /* TypeError */
+  PMX_ERR_LINALG = 9       /* np.linalg.LinAlgError: singular or non-convergent input */
 };
 
 /* Values equal pymx::DeviceType (MXNet's Context::DeviceType). */
