@@ -15,8 +15,11 @@ from pymx._op import invoke as _invoke
 
 
 def _index_rows(indices, op):
-    if not _onp.issubdtype(indices.dtype, _onp.integer):
-        raise TypeError(f"{op}: indices must be an integer array, got dtype {indices.dtype}")
+    # Float indices are accepted, as in MXNet (pymx arrays are float32 by default).
+    if not (_onp.issubdtype(indices.dtype, _onp.integer)
+            or _onp.issubdtype(indices.dtype, _onp.floating)):
+        raise TypeError(f"{op}: indices must be an integer or float array, got dtype "
+                        f"{indices.dtype}")
     if indices.ndim == 0:
         raise ValueError(f"{op}: indices must have at least one dimension, got a scalar")
     return indices.astype("int64")
