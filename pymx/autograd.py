@@ -232,6 +232,9 @@ def _function_backward(function, input_shapes, output_grads):
     grads = function.backward(*output_grads)
     if isinstance(grads, _NDArrayBase) or grads is None:
         grads = [grads]
+    elif not isinstance(grads, (list, tuple)):
+        raise TypeError(f"{name}.backward must return an ndarray, None or a tuple/list of "
+                        f"them, got {type(grads).__name__}")
     grads = list(grads)
     if len(grads) != len(input_shapes):
         raise ValueError(f"{name}.backward returned {len(grads)} gradients for "
