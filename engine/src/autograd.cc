@@ -8,7 +8,9 @@
 // result), so recording costs one branch per input for ops on plain arrays. Backward walks the
 // nodes reachable from the heads, in reverse topological order, calling each OpDef::gradient.
 // Gradient functions call invoke(), so gradients are pushed to the engine like any other op and
-// run asynchronously on the heads' devices; backward itself never waits.
+// run asynchronously on the heads' devices; backward itself never waits. A node recorded by
+// record_function (autograd.Function) computes its gradient with Node::function_gradient, a
+// callback into the user's code, which backward calls on its own thread like any gradient.
 #include "autograd.h"
 
 #include <array>
