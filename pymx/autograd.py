@@ -13,11 +13,18 @@ Example::
         y = (x * x).sum()
     y.backward()
     x.grad  # [2., 4.]
+
+``Function`` defines an operation by its forward and backward written with pymx arrays (see its
+docstring). Differences from MXNet's ``Function``: ``backward`` may return None for an input that
+gets no gradient; a Function cannot run inside a hybridized block (it raises instead of being
+traced as its forward ops, whose gradient would not be the user's backward); the outputs returned
+are new array objects over the forward's results (MXNet records on the forward's own objects).
 """
 from pymx._c import autograd as _c
+from pymx._c.core import NDArrayBase as _NDArrayBase
 
 __all__ = ["record", "pause", "train_mode", "predict_mode", "is_recording", "is_training",
-           "set_recording", "set_training", "mark_variables", "backward", "grad"]
+           "set_recording", "set_training", "mark_variables", "backward", "grad", "Function"]
 
 # MXNet's OpReqType values.
 _GRAD_REQS = {"null": 0, "write": 1, "add": 3}
@@ -139,6 +146,109 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph=Fals
     grads = _c.grad(heads, _as_list(variables), _head_grads(heads, head_grads), retain_graph,
                     train_mode, create_graph)
     return grads[0] if single else grads
+
+
+class Function:
+    """An operation with a hand-written gradient. Subclass it, define ``forward(self, *inputs)``
+    and ``backward(self, *output_grads)`` with pymx arrays, and call an instance on arrays::
+
+        class Sigmoid(autograd.Function):
+            def forward(self, x):
+                y = 1 / (1 + np.exp(-x))
+                self.save_for_backward(y)
+                return y
+
+            def backward(self, dy):
+                y, = self.saved_tensors
+                return dy * y * (1 - y)
+
+        with autograd.record():
+            y = Sigmoid()(x)
+
+    ``forward`` runs with recording paused and returns one array or a tuple/list of arrays.
+    Under ``record()`` the call is one node of the tape: ``backward`` receives one gradient per
+    output (zeros for an output no gradient reached) and returns one gradient per input, shaped
+    like that input (a single array for a single input; None for no gradient). It runs on the
+    thread that calls ``backward()``/``grad()``, with recording on only for ``create_graph``;
+    an exception it raises propagates from that call, and the graph stays usable. Each instance
+    may be called once (it holds the tensors saved for its backward).
+    """
+
+    def __init__(self):
+        self._used = False
+        self.saved_tensors = ()
+
+    def save_for_backward(self, *args):
+        """Keeps `args` for backward, as ``self.saved_tensors``."""
+        self.saved_tensors = args
+
+    def forward(self, *inputs):
+        """The outputs from the inputs; override it."""
+        raise NotImplementedError(f"{type(self).__name__} must define forward")
+
+    def backward(self, *output_grads):
+        """The gradients of the inputs from those of the outputs; override it."""
+        raise NotImplementedError(f"{type(self).__name__} must define backward")
+
+    def __call__(self, *inputs):
+        name = type(self).__name__
+        if self._used:
+            raise RuntimeError(f"{name}: each Function instance can be called only once; "
+                               "create another instance")
+        for i, x in enumerate(inputs):
+            if not isinstance(x, _NDArrayBase):
+                raise TypeError(f"{name}: input {i} must be a pymx ndarray, got "
+                                f"{type(x).__name__}")
+        if _c.is_tracing():
+            raise RuntimeError(f"{name}: an autograd.Function cannot run inside a hybridized "
+                               "block (the traced graph would not call its backward); call it "
+                               "from a block that is not hybridized")
+        self._used = True
+        was_recording = set_recording(False)
+        try:
+            outputs = self.forward(*inputs)
+        finally:
+            set_recording(was_recording)
+        single = isinstance(outputs, _NDArrayBase)
+        output_list = [outputs] if single else outputs
+        if not isinstance(output_list, (list, tuple)) or not output_list or not all(
+                isinstance(y, _NDArrayBase) for y in output_list):
+            raise TypeError(f"{name}.forward must return an ndarray or a non-empty tuple/list "
+                            f"of ndarrays, got {outputs!r}")
+        if not was_recording:
+            return outputs
+        input_shapes = [x.shape for x in inputs]
+        _, recorded = _c.record_function(
+            list(inputs), list(output_list),
+            lambda output_grads: _function_backward(self, input_shapes, output_grads))
+        if single:
+            return recorded[0]
+        return recorded if isinstance(outputs, list) else tuple(recorded)
+
+
+def _function_backward(function, input_shapes, output_grads):
+    """Runs ``function.backward`` and checks its result: one gradient (or None) per input."""
+    name = type(function).__name__
+    grads = function.backward(*output_grads)
+    if isinstance(grads, _NDArrayBase) or grads is None:
+        grads = [grads]
+    elif not isinstance(grads, (list, tuple)):
+        raise TypeError(f"{name}.backward must return an ndarray, None or a tuple/list of "
+                        f"them, got {type(grads).__name__}")
+    grads = list(grads)
+    if len(grads) != len(input_shapes):
+        raise ValueError(f"{name}.backward returned {len(grads)} gradients for "
+                         f"{len(input_shapes)} inputs")
+    for i, (g, shape) in enumerate(zip(grads, input_shapes)):
+        if g is None:
+            continue
+        if not isinstance(g, _NDArrayBase):
+            raise TypeError(f"{name}.backward: gradient {i} must be a pymx ndarray or None, got "
+                            f"{type(g).__name__}")
+        if g.shape != shape:
+            raise ValueError(f"{name}.backward returned a gradient of shape {g.shape} for input "
+                             f"{i} of shape {shape}")
+    return grads
 
 
 def _get_grad(array):

@@ -8,7 +8,9 @@
 // result), so recording costs one branch per input for ops on plain arrays. Backward walks the
 // nodes reachable from the heads, in reverse topological order, calling each OpDef::gradient.
 // Gradient functions call invoke(), so gradients are pushed to the engine like any other op and
-// run asynchronously on the heads' devices; backward itself never waits.
+// run asynchronously on the heads' devices; backward itself never waits. A node recorded by
+// record_function (autograd.Function) computes its gradient with Node::function_gradient, a
+// callback into the user's code, which backward calls on its own thread like any gradient.
 #include "autograd.h"
 
 #include <array>
@@ -16,6 +18,8 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+
+#include "pymx/graph.h"
 
 namespace pymx {
 namespace autograd {
@@ -158,6 +162,34 @@ std::unordered_set<const Node*> written_in_place(const std::vector<std::shared_p
   return result;
 }
 
+// The op of record_function's nodes: never invoked, only named in messages.
+const OpDef& function_op() {
+  static const OpDef op = [] {
+    OpDef def;
+    def.name = "autograd.Function";
+    def.num_inputs = -1;
+    return def;
+  }();
+  return op;
+}
+
+// A Function's backward returns one gradient per input, each shaped like its input and on its
+// device (or none).
+void check_function_gradients(const Node& node, const std::vector<NDArray>& igrads) {
+  PMX_CHECK(igrads.size() == node.inputs.size(), "autograd.Function: backward returned ",
+            igrads.size(), " gradients for ", node.inputs.size(), " inputs");
+  for (size_t k = 0; k < igrads.size(); ++k) {
+    if (igrads[k].is_none()) continue;
+    const SavedArray& in = node.inputs[k];
+    PMX_CHECK(igrads[k].shape() == in.shape(), "autograd.Function: backward returned a gradient ",
+              "of shape ", shape_str(igrads[k].shape()), " for input ", k, " of shape ",
+              shape_str(in.shape()));
+    PMX_CHECK(igrads[k].device() == in.device(), "autograd.Function: backward returned a ",
+              "gradient on ", igrads[k].device().str(), " for input ", k, " on ",
+              in.device().str());
+  }
+}
+
 // Runs the backward pass and returns the total gradient reaching each variable node (keyed by
 // node). Frees the tape unless retain_graph. `write_grads`: the gradients are for the variables'
 // .grad buffers (backward(), not grad()).
@@ -219,11 +251,22 @@ std::unordered_map<Node*, NDArray> run_backward(const std::vector<NDArray>& head
       variable_grads[&node] = ograds[0];
       continue;
     }
-    PMX_CHECK(node.op->gradient, "operator '", node.op->name,
+    PMX_CHECK(node.op->gradient || node.function_gradient, "operator '", node.op->name,
               "' is not differentiable, but a gradient was requested through it");
     for (size_t k = 0; k < ograds.size(); ++k) {
       const SavedArray& out = node.outputs[k];
       if (ograds[k].is_none()) ograds[k] = filled("zeros", out.shape(), out.dtype(), out.device());
+    }
+    if (node.function_gradient) {
+      set_training(node.is_train);
+      const std::vector<NDArray> igrads = node.function_gradient(ograds);
+      set_training(is_train);
+      check_function_gradients(node, igrads);
+      for (size_t k = 0; k < igrads.size(); ++k) {
+        const AutogradEntry& entry = node.inputs[k].entry();
+        if (entry.node && !igrads[k].is_none()) send(*entry.node, entry.index, igrads[k]);
+      }
+      continue;
     }
 
     // The gradient ops run in the mode the op ran in (batch_norm recorded in predict mode
@@ -274,6 +317,7 @@ std::unordered_map<Node*, NDArray> run_backward(const std::vector<NDArray>& head
       if (node->is_variable()) continue;
       node->inputs.clear();
       node->outputs.clear();
+      node->function_gradient = nullptr;
       node->freed = true;
     }
   }
@@ -447,6 +491,33 @@ void record_op(const OpDef& op, const Attrs& attrs, const NDArray* const* inputs
   const uint32_t last = static_cast<uint32_t>(outputs->size() - 1);
   for (uint32_t i = 0; i < last; ++i) (*outputs)[i].autograd_entry() = AutogradEntry{node, i};
   (*outputs)[last].autograd_entry() = AutogradEntry{std::move(node), last};
+}
+
+bool record_function(const std::vector<NDArray>& inputs, std::vector<NDArray>* outputs,
+                     FunctionGradient gradient) {
+  PMX_CHECK(!graph::is_tracing(), "autograd.Function cannot run inside a hybridized block: the "
+            "traced graph would replay its forward ops but not call its backward (call it from "
+            "a Block that is not hybridized)");
+  PMX_CHECK(gradient, "record_function: no gradient function given");
+  PMX_CHECK(!outputs->empty(), "autograd.Function: forward returned no outputs");
+  if (!t_recording) return false;
+  bool needs_grad = false;
+  for (const NDArray& in : inputs) needs_grad |= in.autograd_entry().node != nullptr;
+  bool any_float_output = false;
+  for (const NDArray& out : *outputs) any_float_output |= is_float(out.dtype());
+  if (!needs_grad || !any_float_output) return false;
+
+  auto node = std::make_shared<Node>();
+  node->op = &function_op();
+  node->is_train = t_training;
+  // The user's backward reads what it saved itself: the node keeps no values.
+  const std::optional<std::vector<int>> none_kept = std::vector<int>();
+  node->inputs.assign(inputs, none_kept, /*keep_entries=*/true);
+  node->outputs.assign(*outputs, none_kept, /*keep_entries=*/false);
+  node->function_gradient = std::move(gradient);
+  for (uint32_t i = 0; i < outputs->size(); ++i)
+    (*outputs)[i].autograd_entry() = AutogradEntry{node, i};
+  return true;
 }
 
 void backward(const std::vector<NDArray>& heads, const std::vector<NDArray>& head_grads,

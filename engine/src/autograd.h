@@ -1,6 +1,7 @@
 // The tape's node type, shared by autograd.cc and graph.cc.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -75,6 +76,11 @@ class NodeArrays {
   size_t size_ = 0;
 };
 
+// The gradient of a node recorded by record_function (autograd.Function): one gradient per
+// input (a none array: no gradient for it) from one gradient per output. Runs on the thread that
+// calls backward, never on an engine worker.
+using FunctionGradient = std::function<std::vector<NDArray>(const std::vector<NDArray>& out_grads)>;
+
 // One recorded op, or (op == nullptr) a variable marked with attach_grad.
 //
 // Ownership: an array's AutogradEntry holds its producing node; a node holds its inputs (whose
@@ -88,6 +94,9 @@ struct Node {
   bool is_train = false;  // the train mode the op ran in, and its gradient runs in
   // Set by a backward without retain_graph: the saved arrays are gone.
   bool freed = false;
+  // Nodes of record_function only (op is then the placeholder OpDef "autograd.Function"):
+  // replaces op->gradient. Reset when the tape is freed, which releases what it holds.
+  FunctionGradient function_gradient;
 
   // Variables only.
   NDArray grad;
@@ -97,6 +106,14 @@ struct Node {
   bool is_variable() const { return op == nullptr; }
   ~Node();
 };
+
+// Records `outputs` as computed from `inputs` by one node whose gradient is `gradient` (the user's
+// backward of an autograd.Function), setting the outputs' autograd entries. Records nothing and
+// returns false when recording is off, no input needs a gradient or no output is floating-point
+// (as record_op). Throws Error(kInvalidArg) while this thread traces a graph: a replayed graph
+// cannot call the function's backward.
+bool record_function(const std::vector<NDArray>& inputs, std::vector<NDArray>* outputs,
+                     FunctionGradient gradient);
 
 }  // namespace autograd
 }  // namespace pymx

@@ -14,6 +14,7 @@ struct PmxGraph {
 
 using pymx::NDArray;
 using pymx::c_api::array_of;
+using pymx::c_api::new_handle;
 
 namespace {
 
@@ -39,6 +40,13 @@ std::vector<NDArray> head_grads_of(int num_heads, PmxArray* const* head_grads) {
 const pymx::graph::Graph& graph_of(const PmxGraph* handle) {
   PMX_CHECK(handle != nullptr && handle->graph, "expected a graph handle, got NULL");
   return *handle->graph;
+}
+
+// A status a callback returned, as the exception it becomes (an unknown value: internal).
+pymx::Status status_of(int status) {
+  return status >= PMX_ERR_INVALID_ARG && status <= PMX_ERR_TYPE
+             ? static_cast<pymx::Status>(status)
+             : pymx::Status::kInternal;
 }
 
 void set_flag(int* out, bool value) {
@@ -115,7 +123,7 @@ int pmx_autograd_grad(int num_heads, PmxArray* const* heads, PmxArray* const* he
 int pmx_autograd_get_grad(const PmxArray* variable, PmxArray** out_grad) {
   PMX_API_BEGIN();
   NDArray grad = pymx::autograd::get_grad(array_of(variable));
-  *out_grad = grad.is_none() ? nullptr : pymx::c_api::new_handle(std::move(grad));
+  *out_grad = grad.is_none() ? nullptr : new_handle(std::move(grad));
   PMX_API_END();
 }
 
@@ -123,7 +131,60 @@ int pmx_autograd_detach(const PmxArray* array, PmxArray** out_array) {
   PMX_API_BEGIN();
   NDArray detached = array_of(array);
   detached.autograd_entry() = pymx::AutogradEntry();
-  *out_array = pymx::c_api::new_handle(std::move(detached));
+  *out_array = new_handle(std::move(detached));
+  PMX_API_END();
+}
+
+int pmx_autograd_record_function(int num_inputs, PmxArray* const* inputs, int num_outputs,
+                                 PmxArray* const* outputs, PmxFunctionGradientFn gradient,
+                                 void* user_data, PmxUserDataFree user_data_free,
+                                 int* out_recorded, PmxArray*** out_outputs) {
+  PMX_API_BEGIN();
+  // Owns user_data from here on: freed with the node's gradient function, or on return when no
+  // node keeps it (also when a check below throws; shared_ptr frees it if it cannot allocate).
+  std::shared_ptr<void> owned_user_data(user_data, [user_data_free](void* data) {
+    if (user_data_free) user_data_free(data);
+  });
+  PMX_CHECK(gradient != nullptr, "pmx_autograd_record_function: gradient is NULL");
+  PMX_CHECK(out_recorded != nullptr && out_outputs != nullptr,
+            "pmx_autograd_record_function: out_recorded or out_outputs is NULL");
+  const std::vector<NDArray> input_arrays = arrays_of(num_inputs, inputs, "autograd.Function");
+  std::vector<NDArray> output_arrays = arrays_of(num_outputs, outputs, "autograd.Function");
+  auto function_gradient = [gradient, owned_user_data,
+                            num_inputs](const std::vector<NDArray>& out_grads) {
+    std::vector<PmxArray*> out_grad_handles;
+    out_grad_handles.reserve(out_grads.size());
+    for (const NDArray& grad : out_grads) out_grad_handles.push_back(new_handle(grad));
+    std::vector<PmxArray*> in_grad_handles(num_inputs, nullptr);
+    const int status = gradient(owned_user_data.get(), static_cast<int>(out_grad_handles.size()),
+                                out_grad_handles.data(), num_inputs, in_grad_handles.data());
+    std::vector<NDArray> in_grads(num_inputs);
+    for (int i = 0; i < num_inputs; ++i) {
+      if (in_grad_handles[i] == nullptr) continue;
+      in_grads[i] = std::move(in_grad_handles[i]->array);
+      delete in_grad_handles[i];
+    }
+    if (status != PMX_OK) throw pymx::Error(status_of(status), pmx_last_error());
+    return in_grads;
+  };
+  const bool recorded = pymx::autograd::record_function(input_arrays, &output_arrays,
+                                                        std::move(function_gradient));
+  *out_recorded = recorded ? 1 : 0;
+  pymx::c_api::return_arrays(std::move(output_arrays), &num_outputs, out_outputs);
+  PMX_API_END();
+}
+
+int pmx_autograd_share(const PmxArray* array, PmxArray** out_array) {
+  PMX_API_BEGIN();
+  PMX_CHECK(out_array != nullptr, "pmx_autograd_share: out_array is NULL");
+  *out_array = new_handle(array_of(array));
+  PMX_API_END();
+}
+
+int pmx_graph_is_tracing(int* out_tracing) {
+  PMX_API_BEGIN();
+  PMX_CHECK(out_tracing != nullptr, "pmx_graph_is_tracing: out_tracing is NULL");
+  set_flag(out_tracing, pymx::graph::is_tracing());
   PMX_API_END();
 }
 

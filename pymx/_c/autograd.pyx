@@ -5,6 +5,9 @@ pymx.autograd (and gluon's hybridize), not this module.
 Backward and graph runs only push work to the engine, but they release the GIL anyway: with the
 naive engine the ops run inline, and data-parallel threads may backward on other devices.
 """
+import threading
+
+from cpython.ref cimport Py_DECREF, Py_INCREF
 from libcpp.vector cimport vector
 
 from pymx._c.c_api cimport *
@@ -95,6 +98,75 @@ cdef int _head_grads(list heads, object head_grads, vector[PmxArray*]* out) exce
     return 0
 
 
+# ---------------------------------------------------------------------------------------------
+# autograd.Function: a tape node whose gradient calls back into Python
+# ---------------------------------------------------------------------------------------------
+
+cdef extern from "Python.h":
+    int Py_IsInitialized() nogil
+
+# The exception a Function's backward raised on this thread; the backward() or grad() call that
+# ran it re-raises it (the callback itself can only return a status through the C API).
+_function_errors = threading.local()
+
+
+cdef int _function_gradient(void* user_data, int num_out_grads, PmxArray** out_grads,
+                            int num_in_grads, PmxArray** in_grads) noexcept with gil:
+    # Called by pymx's backward on the thread that runs it, which released the GIL.
+    cdef PmxArray* shared = NULL
+    cdef int i
+    try:
+        grads = (<object>user_data)(_wrap_list(num_out_grads, out_grads))
+        for i in range(num_in_grads):
+            if grads[i] is not None:
+                check(pmx_autograd_share(handle_of(grads[i], f"gradient {i}"), &shared))
+                in_grads[i] = shared
+        return PMX_OK
+    except BaseException as error:
+        _function_errors.error = error
+        message = f"autograd.Function backward raised {type(error).__name__}: {error}"
+        return pmx_error_set(PMX_ERR_INVALID_ARG, message.encode("utf-8", "replace"))
+
+
+cdef void _release_function(void* user_data) noexcept nogil:
+    # Runs on whichever thread frees the node; nothing is left to release once Python is gone.
+    if Py_IsInitialized():
+        with gil:
+            Py_DECREF(<object>user_data)
+
+
+def record_function(list inputs, list outputs, gradient):
+    """Records `outputs` as computed from `inputs` by one node whose gradient is
+    `gradient(list_of_output_grads) -> list (one array or None per input)`; returns
+    (recorded, outputs with that history as new arrays)."""
+    cdef vector[PmxArray*] ins, outs
+    cdef int recorded = 0
+    cdef PmxArray** out = NULL
+    _handles(inputs, "inputs", &ins)
+    _handles(outputs, "outputs", &outs)
+    Py_INCREF(gradient)  # released by _release_function, which pymx calls exactly once
+    check(pmx_autograd_record_function(<int>ins.size(), ins.data(), <int>outs.size(), outs.data(),
+                                       _function_gradient, <void*>gradient, _release_function,
+                                       &recorded, &out))
+    return bool(recorded), _wrap_list(<int>outs.size(), out)
+
+
+def is_tracing():
+    """Whether this thread is tracing a graph (hybridize)."""
+    cdef int on = 0
+    check(pmx_graph_is_tracing(&on))
+    return bool(on)
+
+
+cdef int _check_backward(int rc) except -1:
+    # A Function's backward that raised fails the call with its own exception.
+    error = getattr(_function_errors, "error", None)
+    _function_errors.error = None
+    if rc != 0 and error is not None:
+        raise error
+    return check(rc)
+
+
 def backward(list heads, head_grads, bint retain_graph, bint train_mode):
     """head_grads: None, or a list (same length as heads) of arrays or None (ones)."""
     cdef vector[PmxArray*] hs, hgs
@@ -104,7 +176,7 @@ def backward(list heads, head_grads, bint retain_graph, bint train_mode):
     cdef PmxArray* const* hg_ptr = hgs.data() if hgs.size() else NULL
     with nogil:
         rc = pmx_autograd_backward(<int>hs.size(), hs.data(), hg_ptr, retain_graph, train_mode)
-    check(rc)
+    _check_backward(rc)
 
 
 def grad(list heads, list variables, head_grads, bint retain_graph, bint train_mode,
@@ -119,7 +191,7 @@ def grad(list heads, list variables, head_grads, bint retain_graph, bint train_m
     with nogil:
         rc = pmx_autograd_grad(<int>hs.size(), hs.data(), hg_ptr, <int>vs.size(), vs.data(),
                                retain_graph, train_mode, create_graph, &num, &out)
-    check(rc)
+    _check_backward(rc)
     return _wrap_list(num, out)
 
 

@@ -126,6 +126,15 @@ cdef extern from "pymx/c_api.h" nogil:
                           PmxArray*** out_grads)
     int pmx_autograd_get_grad(const PmxArray* variable, PmxArray** out_grad)
     int pmx_autograd_detach(const PmxArray* array, PmxArray** out_array)
+    ctypedef int (*PmxFunctionGradientFn)(void* user_data, int num_out_grads,
+                                          PmxArray** out_grads, int num_in_grads,
+                                          PmxArray** in_grads) noexcept nogil
+    int pmx_autograd_record_function(int num_inputs, PmxArray* const* inputs, int num_outputs,
+                                     PmxArray* const* outputs, PmxFunctionGradientFn gradient,
+                                     void* user_data, PmxUserDataFree user_data_free,
+                                     int* out_recorded, PmxArray*** out_outputs)
+    int pmx_autograd_share(const PmxArray* array, PmxArray** out_array)
+    int pmx_graph_is_tracing(int* out_tracing)
     int pmx_autograd_get_fresh_grad(const PmxArray* variable, int* out_fresh)
     int pmx_autograd_set_fresh_grad(PmxArray* variable, int fresh)
     int pmx_graph_trace_begin(int num_inputs, PmxArray* const* inputs)

@@ -1,7 +1,9 @@
 """pymx.npx: MXNet's NumPy extension namespace (neural-network operators, device helpers, flags).
 
-Every operator here is one call to a C++ operator through `pymx._op.invoke`; the C++ files
-(engine/src/ops/nn_*.cc) document the attributes and the gradient of each.
+The operators defined here are one call each to a C++ operator through `pymx._op.invoke`; the
+C++ files (engine/src/ops/nn_*.cc) document the attributes and the gradient of each. Those
+imported from the private modules are composed from pymx operators; each module's docstring
+says how, and lists its differences from MXNet.
 """
 from pymx._c import core as _core
 from pymx._op import invoke, waitall
@@ -9,6 +11,14 @@ from pymx.device import (Device, cpu, cpu_pinned, current_device, gpu, gpu_memor
                          num_gpus)
 from pymx.numpy_extension import image, random
 from pymx.numpy_extension._deconvolution import deconvolution
+from pymx.numpy_extension._batch_dot import batch_dot
+from pymx.numpy_extension._elementwise import BlockGrad, cast, smooth_l1, stop_gradient
+from pymx.numpy_extension._gather_scatter import gather_nd, index_add, index_update, scatter_nd
+from pymx.numpy_extension._normalization import l2_normalization
+from pymx.numpy_extension._sequence import sequence_last, sequence_reverse
+from pymx.numpy_extension._shape import arange_like, broadcast_like, reshape, slice, slice_like
+from pymx.numpy_extension._softmax import (log_softmax, masked_log_softmax, masked_softmax,
+                                           softmax)
 
 __all__ = ["relu", "sigmoid", "activation", "leaky_relu", "softmax", "log_softmax", "pick",
            "one_hot", "topk", "batch_flatten", "fully_connected", "convolution", "deconvolution",
@@ -17,7 +27,11 @@ __all__ = ["relu", "sigmoid", "activation", "leaky_relu", "softmax", "log_softma
            "set_np", "reset_np", "is_np_array", "is_np_shape", "use_np", "use_np_array",
            "use_np_shape", "image", "random", "cpu", "gpu", "cpu_pinned", "num_gpus",
            "gpu_memory_info", "current_device", "Device", "waitall", "set_deterministic",
-           "is_deterministic"]
+           "is_deterministic",
+           "batch_dot", "gather_nd", "scatter_nd", "index_add", "index_update", "reshape",
+           "slice", "slice_like", "broadcast_like", "arange_like", "sequence_last",
+           "sequence_reverse", "masked_softmax", "masked_log_softmax", "smooth_l1",
+           "stop_gradient", "BlockGrad", "l2_normalization", "cast"]
 
 
 # -------------------------------------------------------------------------------------------
@@ -91,21 +105,6 @@ def activation(data, act_type="relu"):
 def leaky_relu(data, act_type="leaky", slope=0.25):
     """act_type 'leaky': x > 0 ? x : slope*x; 'elu': x > 0 ? x : slope*(exp(x)-1)."""
     return invoke("leaky_relu", [data], {"act_type": act_type, "slope": slope})[0]
-
-
-def _softmax_family(name, data, axis, temperature, dtype):
-    out = invoke(name, [data], {"axis": axis, "temperature": temperature})[0]
-    return out if dtype is None else out.astype(dtype)
-
-
-def softmax(data, axis=-1, temperature=None, dtype=None):
-    """exp(x/t) / sum(exp(x/t)) along `axis` (t = temperature, default 1)."""
-    return _softmax_family("softmax", data, axis, temperature, dtype)
-
-
-def log_softmax(data, axis=-1, temperature=None, dtype=None):
-    """log(softmax(data)) along `axis`, computed stably."""
-    return _softmax_family("log_softmax", data, axis, temperature, dtype)
 
 
 # -------------------------------------------------------------------------------------------

@@ -275,6 +275,32 @@ PMX_API int pmx_autograd_get_grad(const PmxArray* variable, PmxArray** out_grad)
 /* A new handle to the same memory without autograd history (not a variable, no recorded op). */
 PMX_API int pmx_autograd_detach(const PmxArray* array, PmxArray** out_array);
 
+/* autograd.Function: computes the gradients of one node recorded by
+ * pmx_autograd_record_function, on the thread that runs backward (never an engine worker).
+ * `out_grads`: one gradient per output of the function, as new handles the callback owns (it
+ * frees each one, also when it fails). It stores in `in_grads[i]` a new handle (see
+ * pmx_autograd_share) to the gradient of input i, or leaves it NULL for no gradient; pymx takes
+ * over the handles it stored, also when it fails. Returns PMX_OK, or fails the backward with
+ * `return pmx_error_set(status, msg);`. */
+typedef int (*PmxFunctionGradientFn)(void* user_data, int num_out_grads, PmxArray** out_grads,
+                                     int num_in_grads, PmxArray** in_grads);
+/* Records `outputs` as computed from `inputs` by one node of the tape whose gradient is
+ * `gradient(user_data, ...)`, when recording is on, an input needs a gradient and an output is
+ * floating-point; *out_recorded says whether it did. `out_outputs` (num_outputs new handles, a
+ * thread-local list) are the outputs with that history. `user_data_free(user_data)` runs exactly
+ * once: when the node is freed (a backward without retain_graph, or the last array computed
+ * from it dropped; on the thread that frees it), or before this returns when nothing was
+ * recorded or the call failed. PMX_ERR_INVALID_ARG while this thread traces a graph. */
+PMX_API int pmx_autograd_record_function(int num_inputs, PmxArray* const* inputs,
+                                         int num_outputs, PmxArray* const* outputs,
+                                         PmxFunctionGradientFn gradient, void* user_data,
+                                         PmxUserDataFree user_data_free, int* out_recorded,
+                                         PmxArray*** out_outputs);
+/* A new handle to the same array with its autograd history (a detach that keeps it). */
+PMX_API int pmx_autograd_share(const PmxArray* array, PmxArray** out_array);
+/* *out_tracing = 1 while this thread traces a graph (pmx_graph_trace_begin), else 0. */
+PMX_API int pmx_graph_is_tracing(int* out_tracing);
+
 /* Starts tracing the ops this thread invokes; `inputs` become the graph's inputs. */
 PMX_API int pmx_graph_trace_begin(int num_inputs, PmxArray* const* inputs);
 /* Ends the trace; the graph computes `outputs`. */
