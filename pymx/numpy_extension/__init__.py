@@ -19,6 +19,10 @@ __all__ = ["relu", "sigmoid", "activation", "leaky_relu", "softmax", "log_softma
            "gpu_memory_info", "current_device", "Device", "waitall", "set_deterministic",
            "is_deterministic"]
 
+# Array files (.npy, .npz, MXNet's legacy list): npx.save, npx.savez, npx.load
+from pymx.numpy_extension._files import load, save, savez  # noqa: E402
+__all__ += ["save", "savez", "load"]
+
 
 # -------------------------------------------------------------------------------------------
 # NumPy-semantics flags. pymx always has NumPy semantics; these exist so MXNet code runs as is.
