@@ -465,6 +465,14 @@ def unpack_img(s, iscolor=-1):
         raise ValueError(f"unpack_img: iscolor must be -1 (unchanged), 0 (grayscale) or 1 "
                          f"(colour), got {iscolor!r}")
     header, payload = unpack(s)
+    return header, _decode(payload, iscolor,
+                           f"unpack_img: the record's payload ({len(payload)} bytes, id "
+                           f"{header.id})")
+
+
+def _decode(payload, iscolor, what):
+    """The uint8 array of the encoded image `payload` as unpack_img describes; `what` starts
+    the message of the ValueError raised when it cannot be decoded."""
     try:
         with Image.open(io.BytesIO(payload)) as image:
             if iscolor == 0:
@@ -482,8 +490,7 @@ def unpack_img(s, iscolor=-1):
                 mode = "RGB" if iscolor == 1 else "L"
             array = onp.asarray(image.convert(mode), dtype=onp.uint8)
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
-        raise ValueError(f"unpack_img: the record's payload ({len(payload)} bytes, id "
-                         f"{header.id}) is not a decodable image: {err}") from err
+        raise ValueError(f"{what} is not a decodable image: {err}") from err
     if array.ndim == 3:  # OpenCV's order: BGR / BGRA
         array = array[:, :, [2, 1, 0, 3][:array.shape[2]]]
-    return header, array
+    return array

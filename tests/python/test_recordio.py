@@ -480,3 +480,75 @@ def test_pack_img_and_unpack_img_errors():
 
 def re_shape(shape):
     return str(shape).replace("(", r"\(").replace(")", r"\)")
+
+
+# -------------------------------------------------------------------------------------------
+# python -m pymx.tools.im2rec
+# -------------------------------------------------------------------------------------------
+@pytest.fixture
+def image_tree(tmp_path):
+    """root/{cat,dog}/<n>.png (RGB pixels kept for the checks) and root/top.png."""
+    root = tmp_path / "root"
+    rng = onp.random.default_rng(3)
+    pixels = {}
+    for name in ("cat/0.png", "cat/1.png", "dog/0.PNG", "top.png"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        pixels[name] = rng.integers(0, 256, (6, 10, 3), dtype=onp.uint8)
+        Image.fromarray(pixels[name]).save(root / name)
+    (root / "dog" / "notes.txt").write_text("not an image")
+    return root, pixels
+
+
+def test_im2rec_lists(image_tree, tmp_path, capsys):
+    from pymx.tools import im2rec
+    root, _ = image_tree
+    assert im2rec.main(["--list", "--recursive", "--no-shuffle", str(tmp_path / "all"),
+                        str(root)]) == 0
+    # a label per folder holding images, in walk order (root first), printed
+    assert (tmp_path / "all.lst").read_text() == (
+        "0\t0.000000\ttop.png\n1\t1.000000\tcat/0.png\n2\t1.000000\tcat/1.png\n"
+        "3\t2.000000\tdog/0.PNG\n")
+    assert ". 0\ncat 1\ndog 2\n" in capsys.readouterr().out
+    assert im2rec.main(["--list", str(tmp_path / "flat"), str(root)]) == 0
+    assert (tmp_path / "flat.lst").read_text() == "0\t0.000000\ttop.png\n"
+    im2rec.main(["--list", "--recursive", "--train-ratio", "0.5", "--test-ratio", "0.25",
+                 str(tmp_path / "split"), str(root)])
+    lines = {part: (tmp_path / f"split_{part}.lst").read_text().splitlines()
+             for part in ("train", "val", "test")}
+    assert [len(lines[p]) for p in ("train", "val", "test")] == [2, 1, 1]
+    assert sorted(line.split("\t")[0] for p in lines for line in lines[p]) == list("0123")
+
+
+@pytest.mark.parametrize("num_thread", [1, 2])
+def test_im2rec_packs_the_listed_images(image_tree, tmp_path, num_thread):
+    from pymx.tools import im2rec
+    root, pixels = image_tree
+    prefix = str(tmp_path / "data")
+    (tmp_path / "data.lst").write_text("7\t1.000000\tcat/1.png\n3\t2.000000\ttop.png\n"
+                                       "bad line\n")
+    assert im2rec.main([prefix, str(root), "--encoding", ".png",
+                        "--num-thread", str(num_thread)]) == 0
+    dataset = ImageRecordDataset(prefix + ".rec")
+    assert dataset._record.keys == [7, 3]
+    for i, (name, label) in enumerate((("cat/1.png", 1.0), ("top.png", 2.0))):
+        image, got_label = dataset[i]
+        onp.testing.assert_array_equal(image.asnumpy(), pixels[name])
+        assert got_label == label
+
+
+def test_im2rec_options(image_tree, tmp_path, capsys):
+    from pymx.tools import im2rec
+    root, _ = image_tree
+    prefix = str(tmp_path / "o")
+    (tmp_path / "o.lst").write_text("0\t1.000000\t5.000000\tcat/0.png\n")
+    im2rec.main([prefix, str(root), "--pass-through", "--pack-label"])
+    header, payload = recordio.unpack(RecordFileDataset(prefix + ".rec")[0])
+    assert payload == (root / "cat" / "0.png").read_bytes()
+    onp.testing.assert_array_equal(header.label, [1.0, 5.0])
+    im2rec.main([prefix, str(root), "--center-crop", "--resize", "4", "--color", "0"])
+    header, image = recordio.unpack_img(RecordFileDataset(prefix + ".rec")[0])
+    assert image.shape == (4, 4) and header.label == 1.0  # a JPEG of the 6x6 centre, resized
+    (tmp_path / "o.lst").write_text("0\t1.000000\tmissing.png\n")
+    assert im2rec.main([prefix, str(root)]) == 1
+    assert "skipping " + str(root / "missing.png") in capsys.readouterr().err
+    assert im2rec.main([str(tmp_path / "none"), str(root)]) == 1
