@@ -80,18 +80,23 @@ def load(file):
         blob = f.read()
     if blob.startswith(_NPY_MAGIC):
         try:
-            return _to_pymx(_read_npy(blob))
+            values = _read_npy(blob)
         except (ValueError, SyntaxError, EOFError) as err:
             raise ValueError(f"npx.load: '{filename}' is a corrupt or truncated .npy file: "
                              f"{err}") from err
+        return _to_pymx(values, filename, "its array")
     if blob[:4] in _ZIP_MAGICS:
-        return {name: _to_pymx(values) for name, values in _load_npz(filename).items()}
+        return {name: _to_pymx(values, filename, f"array {name!r}")
+                for name, values in _load_npz(filename).items()}
     arrays, names = _LegacyReader(filename, blob).read_arrays()
-    arrays = [_to_pymx(values) for values in arrays]
+    arrays = [_to_pymx(values, filename, f"array {i}") for i, values in enumerate(arrays)]
     if names:
         return dict(zip(names, arrays))
     return arrays[0] if len(arrays) == 1 else arrays
 
 
-def _to_pymx(values):
-    return from_numpy(values, device=cpu())
+def _to_pymx(values, filename, what):
+    try:
+        return from_numpy(values, device=cpu())
+    except TypeError as err:  # a dtype pymx lacks (complex, strings...)
+        raise TypeError(f"npx.load: {what} in '{filename}': {err}") from err

@@ -173,6 +173,10 @@ def test_load_errors_name_the_file(tmp_path):
     (tmp_path / "t.npz").write_bytes(blob[:len(blob) // 2])
     with pytest.raises(ValueError, match=r"'.*t\.npz' is a corrupt or truncated \.npz"):
         npx.load(str(tmp_path / "t.npz"))
+    onp.savez(str(tmp_path / "c.npz"), z=onp.ones(2, onp.complex64))
+    with pytest.raises(TypeError, match=r"npx.load: array 'z' in '.*c\.npz': pymx does not "
+                                        r"support dtype complex64"):
+        npx.load(str(tmp_path / "c.npz"))
     (tmp_path / "junk").write_bytes(b"\x01" * 40)
     with pytest.raises(ValueError, match=r"'.*junk' has magic 0x101010101010101"):
         npx.load(str(tmp_path / "junk"))

@@ -397,7 +397,8 @@ def test_misuse_of_open_and_closed_files(tmp_path):
     (part(0, b"ok") + part(1, b"abcd"), "record at byte 12, part at byte 24",
      "ends 0 bytes into a part header"),
     (part(0, b"ok") + b"\x01\x02\x03\x04" + part(0, b"x")[4:],
-     "record at byte 12, part at byte 12", "found 0x04030201 where the magic word 0xced7230a should be"),
+     "record at byte 12, part at byte 12",
+     "found 0x04030201 where the magic word 0xced7230a should be"),
     (part(2, b"ab"), "part at byte 0", "continuation flag 2, expected 0 or 1"),
     (part(1, b"ab") + part(0, b"cd"), "part at byte 12", "continuation flag 0, expected 2 or 3"),
 ])
