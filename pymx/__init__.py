@@ -24,6 +24,7 @@ from pymx import autograd
 from pymx import gluon
 from pymx import initializer, kvstore, lr_scheduler, optimizer, profiler
 from pymx import amp
+from pymx import recordio
 
 init = initializer  # MXNet's `mx.init` spelling
 

@@ -22,7 +22,7 @@ import numpy as _onp
 
 from ..base import bfloat16
 
-__all__ = ['save_npz', 'load_params_file', 'load_into']
+__all__ = ['save_npz', 'save_npy', 'load_params_file', 'load_into']
 
 _ZIP_MAGICS = (b'PK\x03\x04', b'PK\x05\x06')
 _LIST_MAGIC = 0x112
@@ -38,13 +38,24 @@ _BFLOAT16_DESCR = '<b2'  # MXNet's src/serialization/cnpy.cc
 def save_npz(filename, arrays):
     """Writes {name: numpy array} as an uncompressed .npz, atomically (temp file + os.replace).
     Arrays of `bfloat16` bits are written with the descr '<b2'."""
+    _write_atomically(filename, lambda f: _write_npz(f, arrays))
+
+
+def save_npy(filename, values):
+    """Writes one numpy array as a .npy file, atomically, as save_npz writes its members."""
+    _write_atomically(filename, lambda f: _write_npy(f, values))
+
+
+def _write_atomically(filename, write):
+    """Calls write(binary file) on a temporary file beside `filename`, then renames it over
+    `filename`; on any failure the temporary file is removed and `filename` is untouched."""
     filename = os.fspath(filename)
     directory = os.path.dirname(os.path.abspath(filename))
     fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(filename) + '.', suffix='.tmp',
                                dir=directory)
     try:
         with os.fdopen(fd, 'wb') as f:
-            _write_npz(f, arrays)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, filename)
@@ -61,14 +72,16 @@ def _write_npz(f, arrays):
     with zipfile.ZipFile(f, 'w', zipfile.ZIP_STORED, allowZip64=True) as archive:
         for name, values in arrays.items():
             with archive.open(name + '.npy', 'w', force_zip64=True) as member:
-                if values.dtype == bfloat16:
-                    header = {'descr': _BFLOAT16_DESCR, 'fortran_order': False,
-                              'shape': values.shape}
-                    _onp.lib.format.write_array_header_1_0(member, header)
-                    member.write(_onp.ascontiguousarray(values).view('<u2').tobytes())
-                else:
-                    _onp.lib.format.write_array(member, _onp.asanyarray(values),
-                                                allow_pickle=False)
+                _write_npy(member, values)
+
+
+def _write_npy(f, values):
+    if values.dtype == bfloat16:
+        header = {'descr': _BFLOAT16_DESCR, 'fortran_order': False, 'shape': values.shape}
+        _onp.lib.format.write_array_header_1_0(f, header)
+        f.write(_onp.ascontiguousarray(values).view('<u2').tobytes())
+    else:
+        _onp.lib.format.write_array(f, _onp.asanyarray(values), allow_pickle=False)
 
 
 def load_params_file(filename):
@@ -135,6 +148,13 @@ class _LegacyReader:
         return struct.unpack('<' + fmt, self.take(struct.calcsize('<' + fmt), what))
 
     def read_list(self):
+        arrays, names = self.read_arrays()
+        if not names:
+            names = [f'arr_{i}' for i in range(len(arrays))]
+        return dict(zip(names, arrays))
+
+    def read_arrays(self):
+        """(list of arrays, list of their names: empty when the file has none)."""
         if len(self.blob) < 16:
             self._fail("is too short to be a parameter file")
         magic, _reserved = self.unpack('QQ', 'header')
@@ -155,9 +175,7 @@ class _LegacyReader:
                 names.append(raw.decode('utf-8'))
             except UnicodeDecodeError:
                 self._fail(f"has a name that is not UTF-8: {raw[:40]!r}")
-        if not names:
-            names = [f'arr_{i}' for i in range(count)]
-        return dict(zip(names, arrays))
+        return arrays, names
 
     def read_shape(self, what, dim_format='q'):
         (ndim,) = self.unpack('i', f'{what} ndim')

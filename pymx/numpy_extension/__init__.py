@@ -33,6 +33,10 @@ __all__ = ["relu", "sigmoid", "activation", "leaky_relu", "softmax", "log_softma
            "sequence_reverse", "masked_softmax", "masked_log_softmax", "smooth_l1",
            "stop_gradient", "BlockGrad", "l2_normalization", "cast"]
 
+# Array files (.npy, .npz, MXNet's legacy list): npx.save, npx.savez, npx.load
+from pymx.numpy_extension._files import load, save, savez  # noqa: E402
+__all__ += ["save", "savez", "load"]
+
 
 # -------------------------------------------------------------------------------------------
 # NumPy-semantics flags. pymx always has NumPy semantics; these exist so MXNet code runs as is.

@@ -1,8 +1,11 @@
 """Dataset containers (MXNet python/mxnet/gluon/data/dataset.py)."""
+import os
+
+from ... import recordio
 from ...ndarray import ndarray
 from .sampler import FilterSampler, Sampler, SequentialSampler
 
-__all__ = ["Dataset", "SimpleDataset", "ArrayDataset"]
+__all__ = ["Dataset", "SimpleDataset", "ArrayDataset", "RecordFileDataset"]
 
 
 class Dataset:
@@ -137,3 +140,21 @@ class ArrayDataset(Dataset):
 
     def __len__(self):
         return self._length
+
+
+class RecordFileDataset(Dataset):
+    """The records of a RecordIO file, in the order of its index file: the .idx file next to
+    `filename` with the same stem (`data.rec` -> `data.idx`). A sample is the raw bytes of a
+    record. It works in DataLoader worker processes: each reopens the file (see
+    recordio.MXRecordIO on fork safety)."""
+
+    def __init__(self, filename):
+        self.filename = os.fspath(filename)
+        self.idx_file = os.path.splitext(self.filename)[0] + ".idx"
+        self._record = recordio.MXIndexedRecordIO(self.idx_file, self.filename, "r")
+
+    def __getitem__(self, idx):
+        return self._record.read_idx(self._record.keys[idx])
+
+    def __len__(self):
+        return len(self._record.keys)

@@ -1,5 +1,7 @@
 """Vision datasets and transforms."""
 from . import transforms
-from .datasets import CIFAR10, CIFAR100, MNIST, FashionMNIST, ImageFolderDataset
+from .datasets import (CIFAR10, CIFAR100, MNIST, FashionMNIST, ImageFolderDataset,
+                       ImageRecordDataset)
 
-__all__ = ["ImageFolderDataset", "MNIST", "FashionMNIST", "CIFAR10", "CIFAR100", "transforms"]
+__all__ = ["ImageFolderDataset", "ImageRecordDataset", "MNIST", "FashionMNIST", "CIFAR10",
+           "CIFAR100", "transforms"]

@@ -1,5 +1,6 @@
-"""Image datasets (MXNet python/mxnet/gluon/data/vision/datasets.py): ImageFolderDataset, and
-MNIST, FashionMNIST, CIFAR10 and CIFAR100 read from their standard distribution files.
+"""Image datasets (MXNet python/mxnet/gluon/data/vision/datasets.py): ImageFolderDataset,
+ImageRecordDataset, and MNIST, FashionMNIST, CIFAR10 and CIFAR100 read from their standard
+distribution files.
 
 MNIST, FashionMNIST, CIFAR10 and CIFAR100 differ from MXNet 2.x in these deliberate ways:
 - Nothing is downloaded: the files must be in `root`, else FileNotFoundError names the missing
@@ -20,10 +21,12 @@ import numpy as onp
 from PIL import Image, UnidentifiedImageError
 
 from .... import numpy as _np
+from .... import recordio
 from ....device import cpu as _cpu
-from ..dataset import Dataset
+from ..dataset import Dataset, RecordFileDataset
 
-__all__ = ["ImageFolderDataset", "MNIST", "FashionMNIST", "CIFAR10", "CIFAR100", "imread"]
+__all__ = ["ImageFolderDataset", "ImageRecordDataset", "MNIST", "FashionMNIST", "CIFAR10",
+           "CIFAR100", "imread"]
 
 
 def imread(filename, flag=1):
@@ -88,6 +91,35 @@ class ImageFolderDataset(Dataset):
 
     def __len__(self):
         return len(self.items)
+
+
+class ImageRecordDataset(RecordFileDataset):
+    """The images of a RecordIO file made by recordio.pack_img (or MXNet's im2rec), in the
+    order of its index file (`data.rec` -> `data.idx`).
+
+    A sample is (image, label): the image a pymx uint8 array on the cpu, (H, W, 3) RGB for
+    flag=1 or (H, W, 1) grayscale for flag=0; the label the record's header label, a float or
+    a float32 NumPy array (see recordio.unpack). With `transform`, a sample is
+    ``transform(image, label)``. Works with DataLoader worker processes.
+    """
+
+    def __init__(self, filename, flag=1, transform=None):
+        if flag not in (0, 1):
+            raise ValueError(f"ImageRecordDataset: flag must be 0 (grayscale) or 1 (colour), "
+                             f"got {flag!r}")
+        super().__init__(filename)
+        self._flag = flag
+        self._transform = transform
+
+    def __getitem__(self, idx):
+        header, image = recordio.unpack_img(super().__getitem__(idx), self._flag)
+        # unpack_img gives OpenCV's (H, W) grayscale and BGR; MXNet's imdecode gives these
+        image = image[:, :, ::-1] if self._flag else image[:, :, None]
+        # decoded on the CPU whatever the caller's device scope, as ImageFolderDataset does
+        image = _np.array(image, dtype=onp.uint8, device=_cpu())
+        if self._transform is not None:
+            return self._transform(image, header.label)
+        return image, header.label
 
 
 _DATASETS_ROOT = os.path.join("~", ".mxnet", "datasets")  # MXNet's default ($MXNET_HOME unset)
