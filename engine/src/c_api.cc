@@ -455,12 +455,11 @@ int pmx_engine_push(PmxEngineFn fn, void* user_data, PmxUserDataFree user_data_f
                                         rc.device.id, rc.stream);
         callback->release();
         if (status == PMX_OK) return;
-        const bool known = status > PMX_OK && status <= PMX_ERR_TYPE;
         std::string message = last_error.empty()
                                   ? str_cat("engine callback '", callback->name,
                                             "' failed with status ", status)
                                   : last_error;
-        throw Error(known ? static_cast<Status>(status) : Status::kInternal, message);
+        throw Error(c_api::status_of_callback(status), message);
       },
       device, std::move(read_vars), std::move(write_vars), FnProperty::kNormal, 0,
       callback->name.c_str());

@@ -42,13 +42,6 @@ const pymx::graph::Graph& graph_of(const PmxGraph* handle) {
   return *handle->graph;
 }
 
-// A status a callback returned, as the exception it becomes (an unknown value: internal).
-pymx::Status status_of(int status) {
-  return status >= PMX_ERR_INVALID_ARG && status <= PMX_ERR_TYPE
-             ? static_cast<pymx::Status>(status)
-             : pymx::Status::kInternal;
-}
-
 void set_flag(int* out, bool value) {
   if (out) *out = value ? 1 : 0;
 }
@@ -164,7 +157,8 @@ int pmx_autograd_record_function(int num_inputs, PmxArray* const* inputs, int nu
       in_grads[i] = std::move(in_grad_handles[i]->array);
       delete in_grad_handles[i];
     }
-    if (status != PMX_OK) throw pymx::Error(status_of(status), pmx_last_error());
+    if (status != PMX_OK)
+      throw pymx::Error(pymx::c_api::status_of_callback(status), pmx_last_error());
     return in_grads;
   };
   const bool recorded = pymx::autograd::record_function(input_arrays, &output_arrays,

@@ -36,6 +36,12 @@ inline NDArray& array_of(PmxArray* handle) {
 
 inline PmxArray* new_handle(NDArray array) { return new PmxArray{std::move(array)}; }
 
+// The error a status returned by a caller's callback becomes (an unknown value: internal).
+inline Status status_of_callback(int status) {
+  return status > PMX_OK && status <= PMX_ERR_LINALG ? static_cast<Status>(status)
+                                                     : Status::kInternal;
+}
+
 // Hands `arrays` to the caller as new handles in a thread-local list (valid until the next call
 // that uses it on this thread).
 void return_arrays(std::vector<NDArray>&& arrays, int* out_num, PmxArray*** out_arrays);
