@@ -348,11 +348,23 @@ _SCALAR = {
 for _fn, _names in _SCALAR.items():
     _op(*_names)(lambda inputs, attrs, fn=_fn: [fn(inputs[0], _scalar(inputs[0], attrs))])
 
+# Elementwise functions MXNet names as NumPy does; MXNet 2.x prefixes them with _npi_.
+_NUMPY_UNARY = ('exp', 'log', 'log1p', 'expm1', 'log2', 'log10', 'sqrt', 'cbrt', 'sin', 'cos',
+                'tan', 'arcsin', 'arccos', 'arctan', 'sinh', 'cosh', 'tanh', 'arcsinh',
+                'arccosh', 'arctanh', 'negative', 'square', 'reciprocal', 'sign', 'floor', 'ceil',
+                'rint', 'trunc')
+for _name in _NUMPY_UNARY:
+    _op(_name, '_npi_' + _name)(lambda inputs, attrs, fn=getattr(np, _name): [fn(inputs[0])])
+# Comparisons as MXNet's numpy mode writes them: boolean results, as pymx's.
+_COMPARISONS = {'equal': lambda a, b: a == b, 'not_equal': lambda a, b: a != b,
+                'greater': lambda a, b: a > b, 'greater_equal': lambda a, b: a >= b,
+                'less': lambda a, b: a < b, 'less_equal': lambda a, b: a <= b}
+for _name, _fn in _COMPARISONS.items():
+    _op('_npi_' + _name)(lambda inputs, attrs, fn=_fn: [fn(inputs[0], inputs[1])])
+    _op('_npi_' + _name + '_scalar')(
+        lambda inputs, attrs, fn=_fn: [fn(inputs[0], _scalar(inputs[0], attrs))])
 _UNARY = {
-    np.tanh: ('tanh', '_npi_tanh'), np.exp: ('exp', '_npi_exp'), np.log: ('log', '_npi_log'),
-    np.sqrt: ('sqrt', '_npi_sqrt'), np.square: ('square', '_npi_square'),
-    np.abs: ('abs', '_npi_absolute'), np.negative: ('negative', '_npi_negative'),
-    np.reciprocal: ('reciprocal', '_npi_reciprocal'),
+    np.abs: ('abs', '_npi_absolute'),
     (lambda x: 1 / np.sqrt(x)): ('rsqrt',),
     (lambda x: x.copy()): ('_copy', 'identity', '_np_copy', '_npi_copy'),
 }
@@ -570,6 +582,44 @@ def _slice_axis(inputs, attrs):
     axis = attrs.int('axis') % data.ndim
     index = (slice(None),) * axis + (slice(attrs.int('begin'), attrs.int('end', None)),)
     return [data[index]]
+
+
+@_op('_npi_split')
+def _np_split(inputs, attrs):
+    data = inputs[0]
+    axis = attrs.int('axis', 0)
+    sections = attrs.int('sections', 0)
+    # 'indices' lists the start of every part, the first (0) included.
+    parts = np.split(data, sections if sections > 0 else list(attrs.tuple('indices'))[1:],
+                     axis=axis)
+    if attrs.bool('squeeze_axis', False):
+        parts = [np.squeeze(part, axis=axis) for part in parts]
+    return list(parts)
+
+
+@_op('SwapAxis', 'swapaxes', '_npi_swapaxes')
+def _swap_axis(inputs, attrs):
+    if 'axis1' in attrs.strings:
+        return [np.swapaxes(inputs[0], attrs.int('axis1'), attrs.int('axis2'))]
+    return [np.swapaxes(inputs[0], attrs.int('dim1', 0), attrs.int('dim2', 0))]
+
+
+_op('_npi_where')(lambda inputs, attrs: [np.where(*inputs)])
+
+
+# ---- creation ---------------------------------------------------------------------------------
+
+def _filled(fill):
+    def run(inputs, attrs):
+        # Runs on the current device, which SymbolBlock sets to its inputs' device.
+        return [fill(attrs.tuple('shape'), attrs.str('dtype', 'float32') or 'float32', attrs)]
+    return run
+
+
+_op('_zeros', '_npi_zeros')(_filled(lambda shape, dtype, attrs: np.zeros(shape, dtype=dtype)))
+_op('_ones', '_npi_ones')(_filled(lambda shape, dtype, attrs: np.ones(shape, dtype=dtype)))
+_op('_full', '_npi_full')(_filled(
+    lambda shape, dtype, attrs: np.full(shape, attrs.float('value'), dtype=dtype)))
 
 
 # ---- reductions -------------------------------------------------------------------------------

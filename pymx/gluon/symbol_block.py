@@ -182,6 +182,11 @@ class SymbolBlock(HybridBlock):
                              f"{self._input_names}, got {len(flat)}")
         graph = self._graph
         device = flat[0].device if flat else current_device()
+        with device:  # where nodes without inputs (zeros, ones, ...) create their arrays
+            outputs = self._walk(graph, flat, param_value, device)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _walk(self, graph, flat, param_value, device):
         values = {}
         for index, node in enumerate(graph.nodes):
             if node.op == 'null':
@@ -201,9 +206,8 @@ class SymbolBlock(HybridBlock):
             for source, _ in node.inputs:
                 if self._last_use.get(source) == index:
                     values.pop(source, None)
-        outputs = [self._output(values, source, output) if values.get(source) is not None else
-                   self._variable_params[source].data(device) for source, output in graph.heads]
-        return outputs[0] if len(outputs) == 1 else outputs
+        return [self._output(values, source, output) if values.get(source) is not None else
+                self._variable_params[source].data(device) for source, output in graph.heads]
 
     def _output(self, values, source, output):
         produced = values[source]
