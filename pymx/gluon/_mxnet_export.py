@@ -2,15 +2,17 @@
 
 `to_mxnet(symbol, variables)` takes the graph JSON of a traced forward pass (pymx operator
 names, see Graph::to_json in engine/src/graph.cc) with its variables already named, and
-returns MXNet's form of it: each node becomes the MXNet 1.9 operator of the same meaning
-(`convolution` -> `Convolution`, `add` -> `broadcast_add`, `subtract_scalar` with reverse=True
--> `_rminus_scalar`, ...), with only the attributes that operator declares; operators MXNet 1.x
-lacks a classic name for use MXNet's numpy-mode (`_npi_`) names, which MXNet 1.9 and 2.x both
-have. Variables carry MXNet's `__shape__` and `__dtype__` annotations.
+returns MXNet's form of it, written as MXNet's numpy mode (MXNet 2.x, or 1.9 after
+`npx.set_np()`) writes an exported model: the layers under their classic names
+(`convolution` -> `Convolution`, `batch_norm` -> `BatchNorm`, ...) and the NumPy-semantics
+operations, whose type promotion and axis conventions the classic operators lack, under the
+numpy-mode names (`add` -> `_npi_add`, `subtract_scalar` with reverse=True ->
+`_npi_rsubtract_scalar`, `sum` -> `_np_sum`, `reshape` -> `_np_reshape`, ...), each with only
+the attributes that operator declares. Variables carry MXNet's `__shape__` and `__dtype__`
+annotations. Every name written is an operator of MXNet 1.9.1.
 
-A graph with a node MXNet cannot express (a view, a fused convolution + activation, a reshape
-to a zero-size dimension, ...) raises NoMxnetEquivalent naming it; the caller then keeps
-pymx's own format.
+A graph with a node MXNet cannot express (a view, a convolution fused with its activation,
+...) raises NoMxnetEquivalent naming it; the caller then keeps pymx's own format.
 """
 __all__ = ['to_mxnet', 'NoMxnetEquivalent']
 
@@ -55,60 +57,58 @@ _TRANSLATIONS = {
     'softmax': _copy('softmax', 'axis', 'temperature'),
     'log_softmax': _copy('log_softmax', 'axis', 'temperature'),
     'cast': _copy('Cast', 'dtype'),
-    'copy': _copy('_copy'),
-    'transpose': _copy('transpose', 'axes'),
+    'copy': _copy('_np_copy'),
+    'transpose': _copy('_np_transpose', 'axes'),
     'swapaxes': lambda a, n: ('SwapAxis', {'dim1': a['axis1'], 'dim2': a['axis2']}),
-    'squeeze': _copy('squeeze', 'axis'),
+    'squeeze': _copy('_np_squeeze', 'axis'),
+    'reshape': lambda a, n: ('_np_reshape', {'newshape': a['newshape']}),
     'slice': _copy('slice', 'begin', 'end', 'step'),
     'where': _copy('_npi_where'),
     'matmul': _copy('_npi_matmul'),
-    'zeros': _copy('_zeros', 'shape', 'dtype'),
-    'ones': _copy('_ones', 'shape', 'dtype'),
-    'full': _copy('_full', 'shape', 'dtype', 'value'),
-    'concatenate': lambda a, n: ('Concat', {'dim': a.get('axis', '0'), 'num_args': str(n)}),
-    'stack': lambda a, n: ('stack', {'axis': a.get('axis', '0'), 'num_args': str(n)}),
+    'zeros': _copy('_npi_zeros', 'shape', 'dtype'),
+    'ones': _copy('_npi_ones', 'shape', 'dtype'),
+    'full': _copy('_npi_full', 'shape', 'dtype', 'value'),
+    'concatenate': lambda a, n: ('_npi_concatenate', {'axis': a.get('axis', '0'),
+                                                      'num_args': str(n)}),
+    'stack': lambda a, n: ('_npi_stack', {'axis': a.get('axis', '0'), 'num_args': str(n)}),
+    'abs': _copy('_npi_absolute'),
 }
-for _name in ('add', 'subtract', 'multiply', 'divide', 'maximum', 'minimum', 'power'):
-    _mx = {'subtract': 'sub', 'multiply': 'mul', 'divide': 'div'}.get(_name, _name)
-    _TRANSLATIONS[_name] = _copy('broadcast_' + _mx)
-# MXNet's classic comparisons return the input's dtype; the numpy-mode ones return bool, as
-# pymx's do. A comparison with the scalar on the left is the mirrored one with it on the right.
+for _name in ('add', 'subtract', 'multiply', 'maximum', 'minimum', 'power'):
+    _TRANSLATIONS[_name] = _copy('_npi_' + _name)
+_TRANSLATIONS['divide'] = _copy('_npi_true_divide')
+# A comparison with the scalar on the left is the mirrored one with the scalar on the right.
 _MIRRORED = {'equal': 'equal', 'not_equal': 'not_equal', 'greater': 'less',
              'greater_equal': 'less_equal', 'less': 'greater', 'less_equal': 'greater_equal'}
 for _name, _mirror in _MIRRORED.items():
     _TRANSLATIONS[_name] = _copy('_npi_' + _name)
     _TRANSLATIONS[_name + '_scalar'] = lambda a, n, name=_name, mirror=_mirror: (
-        f"_npi_{mirror if a.get('reverse') == 'True' else name}_scalar", {'scalar': a['scalar']})
+        f"_npi_{mirror if a.get('reverse') == 'True' else name}_scalar", _scalar_attrs(a))
 for _name in ('exp', 'log', 'log1p', 'expm1', 'log2', 'log10', 'sqrt', 'cbrt', 'sin', 'cos',
               'tan', 'arcsin', 'arccos', 'arctan', 'sinh', 'cosh', 'tanh', 'arcsinh', 'arccosh',
-              'arctanh', 'abs', 'negative', 'square', 'reciprocal', 'sign', 'floor', 'ceil',
-              'rint', 'trunc'):
-    _TRANSLATIONS[_name] = _copy(_name)
+              'arctanh', 'negative', 'square', 'reciprocal', 'sign', 'floor', 'ceil', 'rint',
+              'trunc'):
+    _TRANSLATIONS[_name] = _copy('_npi_' + _name)
 
 # pymx scalar op -> (MXNet op, MXNet op with the scalar on the left).
-_SCALAR_OPS = {'add_scalar': ('_plus_scalar', '_plus_scalar'),
-               'subtract_scalar': ('_minus_scalar', '_rminus_scalar'),
-               'multiply_scalar': ('_mul_scalar', '_mul_scalar'),
-               'divide_scalar': ('_div_scalar', '_rdiv_scalar'),
-               'power_scalar': ('_power_scalar', '_rpower_scalar'),
+_SCALAR_OPS = {'add_scalar': ('_npi_add_scalar', '_npi_add_scalar'),
+               'subtract_scalar': ('_npi_subtract_scalar', '_npi_rsubtract_scalar'),
+               'multiply_scalar': ('_npi_multiply_scalar', '_npi_multiply_scalar'),
+               'divide_scalar': ('_npi_true_divide_scalar', '_npi_rtrue_divide_scalar'),
+               'power_scalar': ('_npi_power_scalar', '_npi_rpower_scalar'),
                'maximum_scalar': ('_maximum_scalar', '_maximum_scalar'),
                'minimum_scalar': ('_minimum_scalar', '_minimum_scalar')}
 
 
-def _scalar(attrs, num_inputs, names):
-    return names[attrs.get('reverse') == 'True'], {'scalar': attrs['scalar']}
+def _scalar_attrs(attrs):
+    # is_int tells MXNet 2.x the scalar is a Python int (an int array stays int).
+    text = attrs['scalar']
+    is_int = text.lstrip('-').isdigit()
+    return {'scalar': text, 'is_int': str(is_int)}
 
 
 for _name, _names in _SCALAR_OPS.items():
-    _TRANSLATIONS[_name] = lambda a, n, names=_names: _scalar(a, n, names)
-
-
-def _reshape(attrs, num_inputs):
-    shape = attrs['newshape']
-    dims = [d.strip() for d in shape.strip('()[]').split(',') if d.strip()]
-    if '0' in dims:  # MXNet's Reshape reads 0 as "keep this dimension"
-        raise NoMxnetEquivalent(f"a reshape to {shape}, which has a zero-size dimension")
-    return 'Reshape', {'shape': shape}
+    _TRANSLATIONS[_name] = lambda a, n, names=_names: (names[a.get('reverse') == 'True'],
+                                                       _scalar_attrs(a))
 
 
 def _expand_dims(attrs, num_inputs):
@@ -116,17 +116,6 @@ def _expand_dims(attrs, num_inputs):
     if len(axes) != 1:
         raise NoMxnetEquivalent(f"expand_dims over several axes {attrs['axis']}")
     return 'expand_dims', {'axis': axes[0]}
-
-
-def _reduction(name):
-    def translate(attrs, num_inputs):
-        if attrs.get('dtype', 'None') != 'None':
-            raise NoMxnetEquivalent(f"{name} with dtype={attrs['dtype']}")
-        if attrs.get('axis', 'None').replace(' ', '') in ('()', '[]'):
-            # MXNet 1.x reads an empty axis tuple as "every axis"; here it means none.
-            raise NoMxnetEquivalent(f"{name} over an empty axis tuple")
-        return _copy(name, 'axis', 'keepdims')(attrs, num_inputs)
-    return translate
 
 
 def _convolution(attrs, num_inputs):
@@ -151,9 +140,12 @@ def _split(attrs, num_inputs):
     return '_npi_split', {'indices': '(' + ', '.join(['0'] + cuts) + ')', 'axis': attrs['axis']}
 
 
-_TRANSLATIONS.update(reshape=_reshape, expand_dims=_expand_dims, convolution=_convolution,
-                     clip=_clip, split=_split,
-                     **{name: _reduction(name) for name in ('sum', 'mean', 'max', 'min', 'prod')})
+_TRANSLATIONS.update(expand_dims=_expand_dims, convolution=_convolution, clip=_clip, split=_split,
+                     sum=_copy('_np_sum', 'axis', 'keepdims', 'dtype'),
+                     mean=_copy('_npi_mean', 'axis', 'keepdims', 'dtype'),
+                     prod=_copy('_np_prod', 'axis', 'keepdims', 'dtype'),
+                     max=_copy('_np_max', 'axis', 'keepdims'),
+                     min=_copy('_np_min', 'axis', 'keepdims'))
 
 
 def to_mxnet(symbol, variables):

@@ -327,8 +327,11 @@ for _fn, _names in _BINARY.items():
 
 def _scalar(data, attrs):
     value = attrs.float('scalar')
-    # An integral scalar keeps an integer array's dtype, as MXNet's is_int does.
-    if value.is_integer() and _onp.issubdtype(data.dtype, _onp.integer):
+    is_int = attrs.bool('is_int', None)
+    # MXNet 2.x's is_int says the scalar was a Python int; in older files an integral scalar
+    # keeps an integer array's dtype.
+    if is_int or (is_int is None and value.is_integer() and
+                  _onp.issubdtype(data.dtype, _onp.integer)):
         return int(value)
     return value
 

@@ -8,14 +8,17 @@ records for autograd, and can be hybridized like any other block.
 
 Its parameters are the graph's variables that are not inputs, named as in the file (the
 parameter file's 'arg:' / 'aux:' prefixes are stripped on loading). Variables an operator
-updates as state (BatchNorm's running mean and variance) get grad_req 'null', so training
-changes them only through the operator itself, never through the optimizer. Parameters the
+updates as state (BatchNorm's running mean and variance) and those the parameter file saves
+under 'aux:' get grad_req 'null', so training changes them only through the operator itself,
+never through the optimizer. Parameters the
 file does not provide can be initialised with `initialize()`: their shapes come from the
 file's `__shape__` annotations or, at the first forward pass, from their layer's input.
 
 Deliberate differences from MXNet 2.x:
 - the constructor takes a symbol graph (a parsed symbol file or its JSON text) and input names
   instead of Symbol objects, as pymx has no Symbol class;
+- a parameter the parameter file saves under an 'aux:' key gets grad_req 'null' (in MXNet's
+  files these are the operators' state anyway; in pymx's, frozen parameters and constants);
 - the label variables of MXNet's training heads (SoftmaxOutput's 'softmax_label', ...) are
   neither inputs nor parameters unless named in `input_names`: inference never reads them;
 - in _mxnet_symbol's docstring: the training heads' gradients, LeakyReLU's rrelu and gelu,
@@ -26,6 +29,7 @@ from collections import Counter
 from .. import autograd
 from ..device import current_device
 from . import _mxnet_symbol, _pymx_symbol
+from ._params_file import load_into, load_params_file
 from ._symbol_json import SymbolGraph, load_symbol_file, parse_symbol_json
 from ._symbol_shapes import PARAM_SHAPES
 from .block import HybridBlock, _flatten
@@ -160,9 +164,15 @@ class SymbolBlock(HybridBlock):
             device = ctx
         block = SymbolBlock(load_symbol_file(symbol_file), input_names)
         if param_file is not None:
-            block.load_parameters(param_file, device=device, allow_missing=allow_missing,
-                                  ignore_extra=ignore_extra, cast_dtype=True,
-                                  dtype_source='saved')
+            loaded = load_params_file(param_file)
+            load_into(block.collect_params(), loaded, param_file, device, allow_missing,
+                      ignore_extra, cast_dtype=True, dtype_source='saved')
+            # What the file keeps as state stays untrained: MXNet's running statistics, and
+            # the frozen parameters and captured constants of pymx's exports.
+            for key in loaded:
+                param = block.params.get(key[4:]) if key.startswith('aux:') else None
+                if param is not None:
+                    param.grad_req = 'null'
         return block
 
     # ---- running ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ MXNet's symbol files are written here as MXNet writes them (nnvm JSON, in its `a
 in the older `param`/`attr` layout), with parameter files saved through NumPy; outputs are
 checked against float64 NumPy. pymx's own exports are checked by round trip."""
 import json
+import warnings
 
 import numpy as onp
 import pytest
@@ -437,6 +438,89 @@ def test_save_load_and_export_again(tmp_path):
     third = SymbolBlock.imports(str(tmp_path / 'again-symbol.json'), ['data'],
                                 str(tmp_path / 'again-0003.params'), ctx=cpu())
     assert_almost_equal(third(x), expected, rtol=0, atol=0)
+
+
+class _ManyOps(gluon.HybridBlock):
+    """Operations beyond the layers: scalar arithmetic on either side, comparisons, creation,
+    split, where, reductions, layout."""
+
+    def forward(self, x):
+        first, rest = np.split(x, [1], axis=1)
+        filled = np.zeros((2, 3)) + np.full((2, 3), 2.5) * np.ones((2, 3))
+        y = np.where(x > 0.1, x, filled) + (0.2 < x).astype('float32')
+        y = y - 2.0 / (np.abs(x) + 1.0)
+        y = np.clip(np.maximum(y, -0.5), None, 1.5) ** 2
+        z = np.concatenate([np.swapaxes(np.expand_dims(y, 0), 1, 2).reshape(2, 3), rest.T], 1)
+        return (np.stack([y, np.exp(-y)]).mean(axis=0, keepdims=True),
+                npx.leaky_relu(np.matmul(y, x.T), slope=0.2).sum(axis=1),
+                npx.softmax(z, axis=0), first[:, 0].astype('float16'), np.tanh(rest) - 1.0)
+
+
+def test_export_writes_mxnet_symbol_json(tmp_path):
+    _, block, (x,) = _exported(tmp_path, _conv_bn_net, cpu())
+    symbol = json.loads((tmp_path / 'model-symbol.json').read_text())
+    assert symbol['attrs'] == {'mxnet_version': ['int', 10901]}
+    ops = [node['op'] for node in symbol['nodes'] if node['op'] != 'null']
+    assert ops == ['Convolution', 'BatchNorm', 'Activation', 'Pooling', 'Flatten',
+                   'FullyConnected']
+    weight = next(n for n in symbol['nodes'] if n['name'] == '0.weight')
+    assert weight['attrs'] == {'__shape__': '(4, 3, 3, 3)', '__dtype__': '0'}
+
+
+@pytest.mark.parametrize('hybridize', [False, True])
+def test_export_of_many_operations_round_trips(tmp_path, device, hybridize):
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # every operation has an MXNet equivalent
+        net, block, (x,) = _exported(tmp_path, lambda: (_ManyOps(), [(2, 3)]), device)
+    block.hybridize(hybridize)
+    for got, expected in zip(_outputs(block(x)), _outputs(net(x))):
+        assert got.dtype == expected.dtype
+        assert_almost_equal(got, expected, rtol=0, atol=0)
+
+
+class _FusedConv(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.weight = gluon.Parameter('weight', shape=(2, 1, 3, 3))
+
+    def forward(self, x):
+        return npx.convolution(x, self.weight.data(x.device), no_bias=True, act_type='relu')
+
+
+def test_export_without_mxnet_equivalent_keeps_pymx_format(tmp_path):
+    with pytest.warns(UserWarning, match="node 'convolution0' is a convolution fused with "
+                                         "act_type=relu; .* in pymx's own graph format"):
+        net, block, (x,) = _exported(tmp_path, lambda: (_FusedConv(), [(1, 1, 5, 5)]), cpu())
+    symbol = json.loads((tmp_path / 'model-symbol.json').read_text())
+    assert 'trace_device' in symbol['attrs']
+    assert_almost_equal(block(x), net(x), rtol=0, atol=0)
+
+
+class _WithState(gluon.HybridBlock):
+    """A frozen layer and a captured (non-parameter) array."""
+
+    def __init__(self):
+        super().__init__()
+        self.frozen = gluon.nn.Dense(3, in_units=2)
+        self.trained = gluon.nn.Dense(3, in_units=3)
+        self.offset = np.array([1.0, -2.0, 0.5])
+
+    def forward(self, x):
+        return self.trained(self.frozen(x) + self.offset)
+
+
+def test_frozen_parameters_and_captured_constants(tmp_path):
+    def make():
+        net = _WithState()
+        net.frozen.collect_params().setattr('grad_req', 'null')
+        return net, [(4, 2)]
+
+    net, block, (x,) = _exported(tmp_path, make, cpu())
+    assert_almost_equal(block(x), net(x), rtol=0, atol=0)
+    grad_reqs = {k: p.grad_req for k, p in block.collect_params().items()}
+    assert grad_reqs == {'const0': 'null', 'frozen.weight': 'null', 'frozen.bias': 'null',
+                         'trained.weight': 'write', 'trained.bias': 'write'}
+    assert_almost_equal(block.collect_params()['const0'].data(), net.offset)
 
 
 # ---- errors ----------------------------------------------------------------------------------
