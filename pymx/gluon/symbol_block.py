@@ -67,6 +67,9 @@ class SymbolBlock(HybridBlock):
         self._dialect = _pymx_symbol if graph.dialect == 'pymx' else _mxnet_symbol
         self._input_names = [input_names] if isinstance(input_names, str) else list(input_names)
         self._check_ops()
+        # Each node's attribute reader, made once: forward runs every node on every call.
+        self._attrs = [_mxnet_symbol.Attrs(node.attrs, node.name, node.op, graph.filename)
+                       for node in graph.nodes]
         self._input_slots = self._find_inputs()
         self._variable_params = self._create_params(dict(params) if params else {})
         self._last_use = self._find_last_uses()
@@ -212,7 +215,7 @@ class SymbolBlock(HybridBlock):
                                   param_value(param, node, inputs, slot, device))
                 else:
                     inputs.append(self._output(values, source, output))
-            values[index] = self._run_node(node, inputs, device)
+            values[index] = self._run_node(index, node, inputs, device)
             for source, _ in node.inputs:
                 if self._last_use.get(source) == index:
                     values.pop(source, None)
@@ -227,11 +230,10 @@ class SymbolBlock(HybridBlock):
                              f"node '{node.name}' (op {node.op}), which has {len(produced)}")
         return produced[output]
 
-    def _run_node(self, node, inputs, device):
+    def _run_node(self, index, node, inputs, device):
         if self._dialect is _pymx_symbol:
             return _pymx_symbol.run_node(node, inputs, device)
-        attrs = _mxnet_symbol.Attrs(node.attrs, node.name, node.op, self._graph.filename)
-        return _mxnet_symbol.OPS[node.op](inputs, attrs)
+        return _mxnet_symbol.OPS[node.op](inputs, self._attrs[index])
 
     # ---- deferred initialisation --------------------------------------------------------------
 

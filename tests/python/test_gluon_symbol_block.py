@@ -496,6 +496,46 @@ def test_export_without_mxnet_equivalent_keeps_pymx_format(tmp_path):
     assert_almost_equal(block(x), net(x), rtol=0, atol=0)
 
 
+class _Views(gluon.HybridBlock):
+    """Reads part of a layer's output through views, which the graph records as such."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(6, in_units=3)
+
+    def forward(self, x):
+        y = self.dense(x)
+        window = y._reshape_view((y.size,))._slice_view(2, 8)
+        return np.tanh(window).reshape(2, 3) * 2.0
+
+
+def test_views_of_a_pymx_export_run_and_train(tmp_path):
+    """The imported graph re-creates views with differentiable operations."""
+    with pytest.warns(UserWarning, match="runs pymx operator '_view'"):
+        net, block, (x,) = _exported(tmp_path, lambda: (_Views(), [(2, 3)]), cpu())
+    for hybridize in (False, True):
+        block.hybridize(hybridize)
+        assert_almost_equal(block(x), net(x), rtol=0, atol=0)
+    with autograd.record():  # the same computation through operations
+        expected = np.tanh(net.dense(x).reshape(-1)[2:8]).reshape(2, 3) * 2.0
+    expected.backward()
+    with autograd.record():
+        out = block(x)
+    out.backward()
+    for name, param in block.collect_params().items():
+        assert_almost_equal(param.grad(), net.collect_params()[name].grad(), rtol=1e-6)
+
+
+def test_shared_parameters(tmp_path):
+    symbol, params, _ = _conv_net(legacy=False)
+    symbol_file, param_file = _write(tmp_path, symbol, params)
+    first = SymbolBlock.imports(symbol_file, ['data'], param_file)
+    second = SymbolBlock(symbol, ['data'], params=first.collect_params())
+    assert all(second.collect_params()[k] is p for k, p in first.collect_params().items())
+    x = np.array(_rand(2, 2, 4, 4), dtype='float32')
+    assert_almost_equal(second(x), first(x), rtol=0, atol=0)
+
+
 class _WithState(gluon.HybridBlock):
     """A frozen layer and a captured (non-parameter) array."""
 
