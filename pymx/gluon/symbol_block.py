@@ -10,9 +10,9 @@ Its parameters are the graph's variables that are not inputs, named as in the fi
 parameter file's 'arg:' / 'aux:' prefixes are stripped on loading). Variables an operator
 updates as state (BatchNorm's running mean and variance) and those the parameter file saves
 under 'aux:' get grad_req 'null', so training changes them only through the operator itself,
-never through the optimizer. Parameters the
-file does not provide can be initialised with `initialize()`: their shapes come from the
-file's `__shape__` annotations or, at the first forward pass, from their layer's input.
+never through the optimizer. Parameters the file does not provide can be initialised with
+`initialize()`: their shapes come from the symbol file's `__shape__` annotations or, at the
+first forward pass, from their layer's input.
 
 Deliberate differences from MXNet 2.x:
 - the constructor takes a symbol graph (a parsed symbol file or its JSON text) and input names
@@ -113,6 +113,8 @@ class SymbolBlock(HybridBlock):
                 if slot in aux_slots:
                     aux.add(source)
                 (label_uses if slot in label_slots else other_uses)[source] += 1
+        for source, _ in graph.heads:
+            other_uses[source] += 1
         labels = {i for i in label_uses if not other_uses[i]}
         return aux, labels
 
@@ -247,11 +249,12 @@ class SymbolBlock(HybridBlock):
     def _initialised_param_value(self, param, node, inputs, slot, device):
         if param._deferred_init and (param.shape is None or any(d <= 0 for d in param.shape)):
             rule = PARAM_SHAPES.get(node.op)
-            if rule is None or not inputs:
+            attrs = _mxnet_symbol.Attrs(node.attrs, node.name, node.op, self._graph.filename)
+            shape = rule(inputs[0].shape, attrs).get(slot) if rule and inputs else None
+            if shape is None:
                 raise ValueError(f"The shape of parameter '{param.name}' (input {slot} of node "
                                  f"'{node.name}', op {node.op}) is not in the symbol file and "
                                  f"cannot be inferred; load it from a parameter file")
-            attrs = _mxnet_symbol.Attrs(node.attrs, node.name, node.op, self._graph.filename)
-            param.shape = rule(inputs[0].shape, attrs)[slot]
+            param.shape = shape
         param._finish_deferred_init()
         return param.data(device)

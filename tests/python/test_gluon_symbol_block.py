@@ -647,6 +647,16 @@ def test_missing_and_extra_parameters(tmp_path):
     assert net(np.ones((2, 2, 4, 4))).shape == (2, 3)
 
 
+def test_uninferable_parameter_shape_is_named():
+    symbol = _mxnet_symbol([_var('x'), _var('offset'), ('broadcast_add', 'add', {},
+                                                        ['x', 'offset'])], ['add'])
+    net = SymbolBlock(symbol, ['x'])
+    net.initialize()
+    with pytest.raises(ValueError, match="shape of parameter 'offset' \\(input 1 of node 'add', "
+                                         "op broadcast_add\\) is not in the symbol file"):
+        net(np.ones((2, 3)))
+
+
 def test_device_and_ctx_are_exclusive(tmp_path):
     symbol_file, _ = _write(tmp_path, _conv_net(legacy=False)[0])
     with pytest.raises(ValueError, match='either device or its alias ctx'):
