@@ -16,8 +16,12 @@ Deliberate differences from MXNet:
   MAERegressionOutput) compute their forward output only; their gradient is that output's own
   gradient, not MXNet's built-in `output - label` loss gradient;
 - LeakyReLU act_type='rrelu' uses the mean slope (lower_bound + upper_bound) / 2 in training
-  too (MXNet samples a slope per element while training); act_type='gelu' is not supported;
-- elemwise_* ops broadcast like their broadcast_* twins instead of requiring equal shapes.
+  too (MXNet samples a slope per element while training);
+- erf (and so LeakyReLU act_type='gelu') is computed as Abramowitz and Stegun's 7.1.26
+  approximation, within 1.5e-7 of the exact value (float32's resolution);
+- elemwise_* ops broadcast like their broadcast_* twins instead of requiring equal shapes;
+- not supported, with an error naming the node: Activation's 'log_sigmoid' and 'mish',
+  softmax's use_length, dot of inputs other than 2-D, broadcast_like with axes.
 """
 import ast
 
@@ -248,6 +252,8 @@ def _leaky_relu(inputs, attrs):
     if act_type == 'rrelu':
         slope = (attrs.float('lower_bound', 0.125) + attrs.float('upper_bound', 0.334)) / 2
         return [npx.leaky_relu(data, act_type='leaky', slope=slope)]
+    if act_type == 'gelu':
+        return [0.5 * data * (1.0 + _erf(data * _SQRT_HALF))]
     if act_type == 'prelu':
         gamma = inputs[1]
         # A per-channel slope along axis 1; a single slope applies everywhere.
@@ -255,7 +261,25 @@ def _leaky_relu(inputs, attrs):
             gamma = np.reshape(gamma, (1, -1) + (1,) * (data.ndim - 2))
         return [np.maximum(data, 0) + gamma * np.minimum(data, 0)]
     raise ValueError(f"LeakyReLU act_type={act_type!r} of {attrs.where} is not supported; "
-                     f"supported: leaky, elu, selu, prelu, rrelu")
+                     f"supported: leaky, elu, selu, gelu, prelu, rrelu")
+
+
+_SQRT_HALF = 0.7071067811865476
+# Abramowitz and Stegun 7.1.26: |error| <= 1.5e-7.
+_ERF_P = 0.3275911
+_ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def _erf(x):
+    magnitude = np.abs(x)
+    t = 1.0 / (1.0 + _ERF_P * magnitude)
+    poly = _ERF_A[-1]
+    for a in reversed(_ERF_A[:-1]):
+        poly = poly * t + a
+    return np.sign(x) * (1.0 - poly * t * np.exp(-magnitude * magnitude))
+
+
+_op('erf', '_npi_erf')(lambda inputs, attrs: [_erf(inputs[0])])
 
 
 _op('relu', '_npx_relu')(lambda inputs, attrs: [npx.relu(inputs[0])])
@@ -623,6 +647,57 @@ _op('_zeros', '_npi_zeros')(_filled(lambda shape, dtype, attrs: np.zeros(shape, 
 _op('_ones', '_npi_ones')(_filled(lambda shape, dtype, attrs: np.ones(shape, dtype=dtype)))
 _op('_full', '_npi_full')(_filled(
     lambda shape, dtype, attrs: np.full(shape, attrs.float('value'), dtype=dtype)))
+
+
+@_op('broadcast_to')
+def _broadcast_to(inputs, attrs):
+    data = inputs[0]
+    shape = attrs.tuple('shape')
+    # A 0 keeps the input's extent (MXNet's convention).
+    offset = len(shape) - data.ndim
+    shape = tuple(data.shape[i - offset] if d == 0 and i >= offset else d
+                  for i, d in enumerate(shape))
+    return [np.broadcast_to(data, shape)]
+
+
+@_op('broadcast_like')
+def _broadcast_like(inputs, attrs):
+    if attrs.tuple('lhs_axes', None) or attrs.tuple('rhs_axes', None):
+        raise ValueError(f"broadcast_like with lhs_axes/rhs_axes of {attrs.where} is not "
+                         f"supported")
+    return [np.broadcast_to(inputs[0], inputs[1].shape)]
+
+
+_op('zeros_like', '_npi_zeros_like')(lambda inputs, attrs: [np.zeros_like(inputs[0])])
+_op('ones_like', '_npi_ones_like')(lambda inputs, attrs: [np.ones_like(inputs[0])])
+
+
+@_op('take', '_npi_take')
+def _take(inputs, attrs):
+    data, indices = inputs
+    mode = attrs.str('mode', 'clip')
+    return [np.take(data, indices.astype('int64'), axis=attrs.int('axis', 0), mode=mode)]
+
+
+@_op('one_hot', '_npx_one_hot')
+def _one_hot(inputs, attrs):
+    return [npx.one_hot(inputs[0], attrs.int('depth'), on_value=attrs.float('on_value', 1.0),
+                        off_value=attrs.float('off_value', 0.0),
+                        dtype=attrs.str('dtype', 'float32'))]
+
+
+@_op('SequenceMask', '_npx_sequence_mask')
+def _sequence_mask(inputs, attrs):
+    use_length = attrs.bool('use_sequence_length', False)
+    return [npx.sequence_mask(inputs[0], inputs[1] if use_length else None,
+                              use_sequence_length=use_length,
+                              value=attrs.float('value', 0.0), axis=attrs.int('axis', 0))]
+
+
+@_op('_contrib_div_sqrt_dim')
+def _div_sqrt_dim(inputs, attrs):
+    data = inputs[0]
+    return [data / float(_onp.sqrt(data.shape[-1]))]
 
 
 # ---- reductions -------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ MXNet's symbol files are written here as MXNet writes them (nnvm JSON, in its `a
 in the older `param`/`attr` layout), with parameter files saved through NumPy; outputs are
 checked against float64 NumPy. pymx's own exports are checked by round trip."""
 import json
+import math
 import warnings
 
 import numpy as onp
@@ -150,6 +151,9 @@ def _deconv1d(x, w, stride):
     return out
 
 
+_erf = onp.vectorize(math.erf)
+
+
 def _layer_norm(x, g, b):
     mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
     return (x - mean) / onp.sqrt(var + 1e-5) * g + b
@@ -239,6 +243,19 @@ _OP_CASES = [
      .reshape(1, 1, 2, 2, 2, 2).max(axis=(3, 5))),
     ('batch_dot', {'transpose_b': 'True'}, [(2, 3, 4), (2, 5, 4)], [],
      lambda a, b: a @ b.transpose(0, 2, 1)),
+    ('erf', {}, [(3, 4)], [], _erf),
+    ('LeakyReLU', {'act_type': 'gelu'}, [(3, 4)], [],
+     lambda x: 0.5 * x * (1 + _erf(x / onp.sqrt(2)))),
+    ('_contrib_div_sqrt_dim', {}, [(2, 4)], [], lambda x: x / 2),
+    ('broadcast_to', {'shape': '(2, 0)'}, [(1, 3)], [], lambda x: onp.broadcast_to(x, (2, 3))),
+    ('broadcast_like', {}, [(1, 3), (2, 3)], [], lambda a, b: onp.broadcast_to(a, b.shape)),
+    ('zeros_like', {}, [(2, 3)], [], onp.zeros_like),
+    ('take', {'axis': '1'}, [(2, 4), onp.array([[0, 5], [3, -1]])], [],
+     lambda a, i: onp.take(a, i.astype(int), axis=1, mode='clip')),
+    ('one_hot', {'depth': '4'}, [onp.array([0, 3, 1])], [], lambda i: onp.eye(4)[i.astype(int)]),
+    ('SequenceMask', {'use_sequence_length': 'True', 'value': '-1'},
+     [(3, 2, 2), onp.array([1, 3])], [],
+     lambda x, n: onp.where(onp.arange(3)[:, None, None] < n[None, :, None], x, -1)),
 ]
 
 
@@ -250,7 +267,9 @@ def _case_id(case):
 @pytest.mark.parametrize('case', _OP_CASES, ids=[_case_id(c) for c in _OP_CASES])
 def test_mxnet_op(tmp_path, device, case):
     op, attrs, data_shapes, param_shapes, reference = case
-    data = [_rand(*s) if op != '_rdiv_scalar' else onp.random.uniform(0.5, 2, s)
+    # A shape gives random data; an array is used as it is (indices, lengths).
+    data = [s.astype(onp.float64) if isinstance(s, onp.ndarray) else
+            onp.random.uniform(0.5, 2, s) if op == '_rdiv_scalar' else _rand(*s)
             for s in data_shapes]
     params = {f'p{i}': _rand(*s) for i, s in enumerate(param_shapes)}
     names = [f'd{i}' for i in range(len(data))] + list(params)
