@@ -6,4 +6,5 @@ from .symbol_block import SymbolBlock
 from .trainer import Trainer
 
 __all__ = ['Block', 'HybridBlock', 'SymbolBlock', 'Parameter', 'Constant',
-           'DeferredInitializationError', 'Trainer', 'nn', 'rnn', 'loss', 'metric', 'utils', 'data', 'model_zoo']
+           'DeferredInitializationError', 'Trainer', 'nn', 'rnn', 'loss', 'metric', 'utils',
+           'data', 'model_zoo']
