@@ -12,8 +12,10 @@ from collections import OrderedDict
 
 from .. import autograd
 from .. import initializer as _init
+from ..base import dtype_name
 from .._c import autograd as _c_graph
 from ..ndarray import ndarray
+from ._mxnet_export import NoMxnetEquivalent, to_mxnet
 from ._params_file import load_into, load_params_file, save_npz
 from .parameter import Parameter, ParameterDict
 
@@ -516,7 +518,14 @@ class HybridBlock(Block):
 
     def export(self, path, epoch=0):
         """Writes `path-symbol.json` (the traced graph) and `path-%04d.params` (arg:/aux:
-        prefixed parameters). Needs a hybridized block that has run forward once."""
+        prefixed parameters). Needs a hybridized block that has run forward once.
+
+        The graph is written as MXNet symbol JSON (MXNet 1.9's operator names and attributes,
+        see _mxnet_export), which MXNet and gluon.SymbolBlock.imports both load; a graph with
+        an operation MXNet cannot express is written in pymx's own graph format instead, with
+        a warning, and only SymbolBlock.imports loads it. Arrays the trace read without
+        computing them (captured constants) are saved as 'aux:const<i>'. The parameter file is
+        an .npz, as MXNet 2.x writes."""
         if not self._cached_graphs:
             raise RuntimeError("Please first call block.hybridize() and then run forward with "
                                "this block at least once before calling export.")
@@ -525,16 +534,32 @@ class HybridBlock(Block):
         input_names = ['data'] if cached.num_data == 1 else \
             [f'data{i}' for i in range(cached.num_data)]
         param_names = [names[id(p)] for p in cached.params]
+        constants = cached.graph.constants
+        constant_names = [f'const{i}' for i in range(len(constants))]
+        clashes = sorted(set(constant_names) & set(param_names))
+        if clashes:
+            raise ValueError(f"export names the graph's captured constants {clashes}, which are "
+                             f"also parameter names; rename those parameters")
         # The native JSON names graph input i 'data<i>'; give inputs MXNet's names.
         symbol = json.loads(cached.graph.to_json())
         renames = {f'data{i}': name for i, name in enumerate(input_names + param_names)}
         for node in symbol['nodes']:
             if node['op'] == 'null' and node['name'] in renames:
                 node['name'] = renames[node['name']]
-        with open(f'{path}-symbol.json', 'w') as f:
-            json.dump(symbol, f, indent=2)
         arrays = {}
         for name, p in zip(param_names, cached.params):
             prefix = 'aux:' if p.grad_req == 'null' else 'arg:'
             arrays[prefix + name] = p._reduce()._host_values()
+        for name, constant in zip(constant_names, constants):
+            arrays['aux:' + name] = constant.asnumpy()
+        variables = {key[4:]: (value.shape, dtype_name(value.dtype))
+                     for key, value in arrays.items()}
+        try:
+            symbol = to_mxnet(symbol, variables)
+        except NoMxnetEquivalent as err:
+            warnings.warn(f"HybridBlock.export: {err}; '{path}-symbol.json' is written in pymx's "
+                          f"own graph format, which gluon.SymbolBlock.imports reads and MXNet "
+                          f"does not", stacklevel=2)
+        with open(f'{path}-symbol.json', 'w') as f:
+            json.dump(symbol, f, indent=2)
         save_npz(f'{path}-{epoch:04d}.params', arrays)

@@ -1,0 +1,705 @@
+"""gluon.SymbolBlock.imports: models exported by pymx and by MXNet.
+
+MXNet's symbol files are written here as MXNet writes them (nnvm JSON, in its `attrs` layout and
+in the older `param`/`attr` layout), with parameter files saved through NumPy; outputs are
+checked against float64 NumPy. pymx's own exports are checked by round trip."""
+import json
+import math
+import warnings
+
+import numpy as onp
+import pytest
+from conftest import requires_gpu
+
+from pymx import autograd, gluon, np, npx
+from pymx.device import cpu, gpu
+from pymx.test_utils import assert_almost_equal
+
+SymbolBlock = gluon.SymbolBlock
+
+
+# ---- writing MXNet files ---------------------------------------------------------------------
+
+def _mxnet_symbol(nodes, heads, legacy=False):
+    """MXNet symbol JSON. nodes: (op, name, attrs, inputs); an input is a node name or (name,
+    output index); heads likewise. legacy=True writes MXNet 0.x's layout: op attributes under
+    'param', annotations under 'attr', two-element entries, no version."""
+    index = {name: i for i, (_, name, _, _) in enumerate(nodes)}
+
+    def entry(ref):
+        name, output = (ref, 0) if isinstance(ref, str) else ref
+        return [index[name], output] if legacy else [index[name], output, 0]
+
+    items = []
+    for op, name, attrs, inputs in nodes:
+        item = {'op': op, 'name': name, 'inputs': [entry(r) for r in inputs]}
+        strings = {k: str(v) for k, v in attrs.items()}
+        if legacy:
+            item['param'] = {k: v for k, v in strings.items() if not k.startswith('__')}
+            item['attr'] = {k: v for k, v in strings.items() if k.startswith('__')}
+        elif strings:
+            item['attrs'] = strings
+        items.append(item)
+    document = {'nodes': items, 'arg_nodes': [i for i, n in enumerate(nodes) if n[0] == 'null'],
+                'heads': [entry(h) for h in heads]}
+    if not legacy:
+        document['attrs'] = {'mxnet_version': ['int', 10901]}
+    return json.dumps(document)
+
+
+def _write(tmp_path, symbol, params=None, aux=()):
+    """Writes net-symbol.json and (with params) net-0000.params, keys prefixed arg:/aux:."""
+    symbol_file = tmp_path / 'net-symbol.json'
+    symbol_file.write_text(symbol)
+    if params is None:
+        return str(symbol_file), None
+    param_file = tmp_path / 'net-0000.params'
+    with open(param_file, 'wb') as f:
+        onp.savez(f, **{('aux:' if k in aux else 'arg:') + k: v.astype(onp.float32)
+                        for k, v in params.items()})
+    return str(symbol_file), str(param_file)
+
+
+def _var(name, **annotations):
+    return ('null', name, annotations, [])
+
+
+def _rand(*shape):
+    return onp.random.uniform(-1, 1, shape)
+
+
+# ---- float64 references ----------------------------------------------------------------------
+
+def _conv2d(x, w, b, pad):
+    x = onp.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    windows = onp.lib.stride_tricks.sliding_window_view(x, w.shape[2:], axis=(2, 3))
+    return onp.einsum('nchwij,ocij->nohw', windows, w) + b[None, :, None, None]
+
+
+def _softmax(x, axis):
+    e = onp.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _conv_net(legacy):
+    """Convolution -> BatchNorm -> relu -> max pool -> FullyConnected -> SoftmaxOutput, the
+    layer pattern of MXNet's model zoo, with its parameters and a float64 reference."""
+    nodes = [_var('data'), _var('c_weight', __shape__='(4, 0, 3, 3)'), _var('c_bias'),
+             ('Convolution', 'c', {'kernel': '(3, 3)', 'pad': '(1, 1)', 'num_filter': 4,
+                                   'stride': '(1, 1)', 'no_bias': 'False'},
+              ['data', 'c_weight', 'c_bias']),
+             _var('bn_gamma'), _var('bn_beta'), _var('bn_running_mean'), _var('bn_running_var'),
+             ('BatchNorm', 'bn', {'eps': '1e-05', 'fix_gamma': 'False'},
+              ['c', 'bn_gamma', 'bn_beta', 'bn_running_mean', 'bn_running_var']),
+             ('Activation', 'relu', {'act_type': 'relu'}, ['bn']),
+             ('Pooling', 'pool', {'kernel': '(2, 2)', 'stride': '(2, 2)', 'pool_type': 'max'},
+              ['relu']),
+             _var('fc_weight'), _var('fc_bias'),
+             ('FullyConnected', 'fc', {'num_hidden': 3}, ['pool', 'fc_weight', 'fc_bias']),
+             _var('softmax_label'),
+             ('SoftmaxOutput', 'softmax', {}, ['fc', 'softmax_label'])]
+    params = {'c_weight': _rand(4, 2, 3, 3), 'c_bias': _rand(4), 'bn_gamma': _rand(4),
+              'bn_beta': _rand(4), 'bn_running_mean': _rand(4) * 0.2,
+              'bn_running_var': onp.random.uniform(0.5, 1.5, 4), 'fc_weight': _rand(3, 16),
+              'fc_bias': _rand(3)}
+
+    def reference(x, p):
+        y = _conv2d(x, p['c_weight'], p['c_bias'], pad=1)
+        y = (y - p['bn_running_mean'][None, :, None, None]) / \
+            onp.sqrt(p['bn_running_var'][None, :, None, None] + 1e-5)
+        y = onp.maximum(y * p['bn_gamma'][None, :, None, None] +
+                        p['bn_beta'][None, :, None, None], 0)
+        y = y.reshape(2, 4, 2, 2, 2, 2).max(axis=(3, 5))
+        return _softmax(y.reshape(2, -1) @ p['fc_weight'].T + p['fc_bias'], axis=1)
+
+    return _mxnet_symbol(nodes, ['softmax'], legacy), params, reference
+
+
+@pytest.mark.parametrize('legacy', [False, True], ids=['attrs', 'param_attr'])
+@pytest.mark.parametrize('hybridize', [False, True])
+def test_mxnet_conv_net(tmp_path, device, legacy, hybridize):
+    symbol, params, reference = _conv_net(legacy)
+    symbol_file, param_file = _write(tmp_path, symbol, params,
+                                     aux=('bn_running_mean', 'bn_running_var'))
+    net = SymbolBlock.imports(symbol_file, ['data'], param_file, device=device)
+    assert sorted(net.collect_params()) == sorted(params)  # the label is not a parameter
+    x = _rand(2, 2, 4, 4)
+    net.hybridize(hybridize)
+    out = net(np.array(x, dtype='float32', device=device))
+    stored = {k: v.astype(onp.float32).astype(onp.float64) for k, v in params.items()}
+    assert_almost_equal(out, reference(x.astype(onp.float32), stored), rtol=1e-5, atol=1e-6)
+    grad_reqs = {k: p.grad_req for k, p in net.collect_params().items()}
+    assert grad_reqs['bn_running_mean'] == grad_reqs['bn_running_var'] == 'null'
+    assert grad_reqs['c_weight'] == grad_reqs['bn_gamma'] == 'write'
+
+
+# ---- one MXNet operator at a time ------------------------------------------------------------
+
+def _leaky(x, slope):
+    return onp.where(x > 0, x, slope * x)
+
+
+def _elu(x, alpha):
+    return onp.where(x > 0, x, alpha * (onp.exp(x) - 1))
+
+
+def _deconv1d(x, w, stride):
+    n, _, length = x.shape
+    out = onp.zeros((n, w.shape[1], (length - 1) * stride + w.shape[2]))
+    for i in range(length):
+        out[:, :, i * stride:i * stride + w.shape[2]] += onp.einsum('nc,cok->nok', x[:, :, i], w)
+    return out
+
+
+_erf = onp.vectorize(math.erf)
+
+
+def _layer_norm(x, g, b):
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mean) / onp.sqrt(var + 1e-5) * g + b
+
+
+# (op, attrs, data shapes, parameter shapes, float64 reference(*data, *params)); data are named
+# d0, d1, ... and parameters p0, p1, ... in the node's input order: data first.
+_OP_CASES = [
+    ('Activation', {'act_type': 'tanh'}, [(2, 3)], [], onp.tanh),
+    ('Activation', {'act_type': 'softrelu'}, [(2, 3)], [], lambda x: onp.log1p(onp.exp(x))),
+    ('LeakyReLU', {'slope': '0.1'}, [(2, 3)], [], lambda x: _leaky(x, 0.1)),
+    ('LeakyReLU', {'act_type': 'elu', 'slope': '0.5'}, [(2, 3)], [], lambda x: _elu(x, 0.5)),
+    ('LeakyReLU', {'act_type': 'selu'}, [(2, 3)], [],
+     lambda x: 1.0507009873554805 * _elu(x, 1.6732632423543772)),
+    ('LeakyReLU', {'act_type': 'prelu'}, [(2, 3, 2)], [(3,)],
+     lambda x, g: _leaky(x, g[None, :, None])),
+    ('LeakyReLU', {'act_type': 'rrelu', 'lower_bound': '0.1', 'upper_bound': '0.3'}, [(4,)], [],
+     lambda x: _leaky(x, 0.2)),
+    ('broadcast_add', {}, [(2, 3), (1, 3)], [], onp.add),
+    ('_Plus', {}, [(2, 3), (2, 3)], [], onp.add),
+    ('elemwise_sub', {}, [(2, 3), (2, 3)], [], onp.subtract),
+    ('_npi_multiply', {}, [(2, 3), (3,)], [], onp.multiply),
+    ('broadcast_div', {}, [(2, 3), (2, 1)], [], onp.divide),
+    ('broadcast_maximum', {}, [(2, 3), (2, 3)], [], onp.maximum),
+    ('ElementWiseSum', {'num_args': 3}, [(2, 3)] * 3, [], lambda a, b, c: a + b + c),
+    ('_plus_scalar', {'scalar': '0.5'}, [(2, 3)], [], lambda x: x + 0.5),
+    ('_rminus_scalar', {'scalar': '2'}, [(2, 3)], [], lambda x: 2 - x),
+    ('_MulScalar', {'scalar': '-3.0'}, [(2, 3)], [], lambda x: -3 * x),
+    ('_rdiv_scalar', {'scalar': '1.5'}, [(2, 3)], [], lambda x: 1.5 / x),
+    ('_npi_true_divide_scalar', {'scalar': '4.0', 'is_int': 'False'}, [(2, 3)], [],
+     lambda x: x / 4),
+    ('_npi_power_scalar', {'scalar': '2.0', 'is_int': 'False'}, [(2, 3)], [], onp.square),
+    ('_maximum_scalar', {'scalar': '0.1'}, [(2, 3)], [], lambda x: onp.maximum(x, 0.1)),
+    ('clip', {'a_min': '-0.5', 'a_max': '0.5'}, [(2, 3)], [], lambda x: onp.clip(x, -.5, .5)),
+    ('_copy', {}, [(2, 3)], [], lambda x: x),
+    ('identity', {}, [(2, 3)], [], lambda x: x),
+    ('Flatten', {}, [(2, 3, 2)], [], lambda x: x.reshape(2, 6)),
+    ('Dropout', {'p': '0.5'}, [(2, 3)], [], lambda x: x),  # predict mode: the identity
+    ('Cast', {'dtype': 'float16'}, [(2, 3)], [], lambda x: x.astype(onp.float16)),
+    ('Reshape', {'shape': '(0, -1)'}, [(2, 3, 4)], [], lambda x: x.reshape(2, 12)),
+    ('Reshape', {'shape': '(-3, -2)'}, [(2, 3, 4)], [], lambda x: x.reshape(6, 4)),
+    ('Reshape', {'shape': '(0, -4, -1, 2, 0)'}, [(2, 4, 3)], [], lambda x: x.reshape(2, 2, 2, 3)),
+    ('Reshape', {'shape': '(-1, 0)', 'reverse': 'True'}, [(2, 3, 4)], [],
+     lambda x: x.reshape(6, 4)),
+    ('reshape', {'target_shape': '(0, 6)'}, [(2, 3, 2)], [], lambda x: x.reshape(2, 6)),
+    ('_npx_reshape', {'newshape': '(-2, -5)'}, [(2, 3, 4)], [], lambda x: x.reshape(2, 12)),
+    ('_npx_reshape', {'newshape': '(-2, -3, -6, 2, -1)'}, [(2, 1, 4)], [],
+     lambda x: x.reshape(2, 2, 2)),
+    ('_np_reshape', {'newshape': '(3, -1)'}, [(2, 3)], [], lambda x: x.reshape(3, 2)),
+    ('transpose', {}, [(2, 3, 4)], [], onp.transpose),
+    ('_npi_transpose', {'axes': '(1, 0, 2)'}, [(2, 3, 4)], [],
+     lambda x: x.transpose(1, 0, 2)),
+    ('expand_dims', {'axis': '1'}, [(2, 3)], [], lambda x: x[:, None]),
+    ('squeeze', {'axis': '(1,)'}, [(2, 1, 3)], [], lambda x: x[:, 0]),
+    ('Concat', {'dim': '1', 'num_args': '2'}, [(2, 3), (2, 2)], [],
+     lambda a, b: onp.concatenate([a, b], 1)),
+    ('_npi_concatenate', {'axis': '0', 'num_args': '2'}, [(2, 3), (1, 3)], [],
+     lambda a, b: onp.concatenate([a, b], 0)),
+    ('slice', {'begin': '(None, 1)', 'end': '(None, 3)', 'step': '()'}, [(2, 4)], [],
+     lambda x: x[:, 1:3]),
+    ('slice', {'begin': '[None, 0, None]', 'end': '[None, 1, None]', 'step': '[None, 1, None]'},
+     [(2, 3, 4)], [], lambda x: x[:, 0:1]),
+    ('slice_axis', {'axis': '-1', 'begin': '1', 'end': 'None'}, [(2, 4)], [],
+     lambda x: x[:, 1:]),
+    ('mean', {'axis': '(1,)', 'keepdims': 'True'}, [(2, 3, 4)], [],
+     lambda x: x.mean(1, keepdims=True)),
+    ('sum', {'axis': '(1,)', 'exclude': 'True'}, [(2, 3, 4)], [], lambda x: x.sum((0, 2))),
+    ('sum', {'axis': '()'}, [(2, 3)], [], onp.sum),
+    ('_npi_mean', {'axis': '(0, 2)'}, [(2, 3, 4)], [], lambda x: x.mean((0, 2))),
+    ('_np_sum', {'axis': 'None'}, [(2, 3)], [], onp.sum),
+    ('softmax', {'axis': '1'}, [(2, 3, 2)], [], lambda x: _softmax(x, 1)),
+    ('log_softmax', {}, [(2, 3)], [], lambda x: onp.log(_softmax(x, -1))),
+    ('SoftmaxActivation', {'mode': 'channel'}, [(2, 3, 2)], [], lambda x: _softmax(x, 1)),
+    ('SoftmaxActivation', {}, [(2, 3, 2)], [],
+     lambda x: _softmax(x.reshape(2, 6), 1).reshape(2, 3, 2)),
+    ('SoftmaxOutput', {'multi_output': 'True'}, [(2, 3, 2)], [], lambda x: _softmax(x, 1)),
+    ('FullyConnected', {'num_hidden': '4', 'no_bias': 'True', 'flatten': 'False'},
+     [(2, 3, 5)], [(4, 5)], lambda x, w: x @ w.T),
+    ('LayerNorm', {'eps': '1e-5'}, [(2, 5)], [(5,), (5,)], _layer_norm),
+    ('Deconvolution', {'kernel': '(3,)', 'stride': '(2,)', 'num_filter': '2'}, [(2, 3, 4)],
+     [(3, 2, 3)], lambda x, w: _deconv1d(x, w, 2)),
+    ('Pooling', {'kernel': '(1, 1)', 'global_pool': 'True', 'pool_type': 'avg'},
+     [(2, 3, 4, 5)], [], lambda x: x.mean((2, 3), keepdims=True)),
+    ('Pooling', {'kernel': '(2, 2)', 'stride': '(2, 2)', 'pooling_convention': 'full'},
+     [(1, 1, 3, 3)], [],
+     lambda x: onp.pad(x, ((0, 0), (0, 0), (0, 1), (0, 1)), constant_values=-onp.inf)
+     .reshape(1, 1, 2, 2, 2, 2).max(axis=(3, 5))),
+    ('batch_dot', {'transpose_b': 'True'}, [(2, 3, 4), (2, 5, 4)], [],
+     lambda a, b: a @ b.transpose(0, 2, 1)),
+    ('erf', {}, [(3, 4)], [], _erf),
+    ('LeakyReLU', {'act_type': 'gelu'}, [(3, 4)], [],
+     lambda x: 0.5 * x * (1 + _erf(x / onp.sqrt(2)))),
+    ('_contrib_div_sqrt_dim', {}, [(2, 4)], [], lambda x: x / 2),
+    ('broadcast_to', {'shape': '(2, 0)'}, [(1, 3)], [], lambda x: onp.broadcast_to(x, (2, 3))),
+    ('broadcast_like', {}, [(1, 3), (2, 3)], [], lambda a, b: onp.broadcast_to(a, b.shape)),
+    ('zeros_like', {}, [(2, 3)], [], onp.zeros_like),
+    ('take', {'axis': '1'}, [(2, 4), onp.array([[0, 5], [3, -1]])], [],
+     lambda a, i: onp.take(a, i.astype(int), axis=1, mode='clip')),
+    ('one_hot', {'depth': '4'}, [onp.array([0, 3, 1])], [], lambda i: onp.eye(4)[i.astype(int)]),
+    ('SequenceMask', {'use_sequence_length': 'True', 'value': '-1'},
+     [(3, 2, 2), onp.array([1, 3])], [],
+     lambda x, n: onp.where(onp.arange(3)[:, None, None] < n[None, :, None], x, -1)),
+]
+
+
+def _case_id(case):
+    op, attrs = case[0], case[1]
+    return op + ''.join(f'-{k}={v}' for k, v in attrs.items())
+
+
+@pytest.mark.parametrize('case', _OP_CASES, ids=[_case_id(c) for c in _OP_CASES])
+def test_mxnet_op(tmp_path, device, case):
+    op, attrs, data_shapes, param_shapes, reference = case
+    # A shape gives random data; an array is used as it is (indices, lengths).
+    data = [s.astype(onp.float64) if isinstance(s, onp.ndarray) else
+            onp.random.uniform(0.5, 2, s) if op == '_rdiv_scalar' else _rand(*s)
+            for s in data_shapes]
+    params = {f'p{i}': _rand(*s) for i, s in enumerate(param_shapes)}
+    names = [f'd{i}' for i in range(len(data))] + list(params)
+    symbol = _mxnet_symbol([_var(n) for n in names] + [(op, 'node', attrs, names)], ['node'])
+    symbol_file, param_file = _write(tmp_path, symbol, params if params else None)
+    net = SymbolBlock.imports(symbol_file, names[:len(data)], param_file, device=device)
+    data32 = [d.astype(onp.float32) for d in data]
+    out = net(*[np.array(d, device=device) for d in data32])
+    expected = reference(*data32, *[p.astype(onp.float32) for p in params.values()])
+    assert out.dtype == (onp.float16 if op == 'Cast' else onp.float32)
+    assert_almost_equal(out, expected, rtol=1e-3 if op == 'Cast' else 1e-5, atol=1e-6)
+
+
+def test_mxnet_multi_output_op_and_aux_outputs(tmp_path):
+    """SliceChannel's outputs are read by index; heads may name several outputs."""
+    symbol = _mxnet_symbol(
+        [_var('x'), ('SliceChannel', 'split', {'num_outputs': '2', 'axis': '1'}, ['x']),
+         ('elemwise_mul', 'mul', {}, [('split', 1), ('split', 0)])],
+        [('split', 0), 'mul'])
+    net = SymbolBlock(symbol, 'x')
+    x = _rand(2, 4)
+    first, product = net(np.array(x))
+    assert_almost_equal(first, x[:, :2].astype(onp.float32))
+    assert_almost_equal(product, (x[:, 2:] * x[:, :2]).astype(onp.float32), rtol=1e-6)
+
+
+def test_mxnet_embedding_network_trains_like_numpy(tmp_path):
+    """Embedding -> mean -> FullyConnected; one SGD step matches the float64 NumPy gradient."""
+    symbol = _mxnet_symbol(
+        [_var('tokens'), _var('emb_weight'),
+         ('Embedding', 'emb', {'input_dim': '5', 'output_dim': '3'}, ['tokens', 'emb_weight']),
+         ('mean', 'pool', {'axis': '1'}, ['emb']), _var('fc_weight'), _var('fc_bias'),
+         ('FullyConnected', 'fc', {'num_hidden': '2'}, ['pool', 'fc_weight', 'fc_bias'])],
+        ['fc'])
+    params = {'emb_weight': _rand(5, 3), 'fc_weight': _rand(2, 3), 'fc_bias': _rand(2)}
+    symbol_file, param_file = _write(tmp_path, symbol, params)
+    net = SymbolBlock.imports(symbol_file, ['tokens'], param_file)
+    tokens = onp.array([[0, 4, 4], [1, 2, 3]])
+    p = {k: v.astype(onp.float32).astype(onp.float64) for k, v in params.items()}
+    pooled = p['emb_weight'][tokens].mean(1)
+    # d(sum(out))/d(params)
+    grad_fc_weight = onp.ones((2, 2)).T @ pooled
+    grad_emb = onp.zeros_like(p['emb_weight'])
+    onp.add.at(grad_emb, tokens, (onp.ones((2, 2)) @ p['fc_weight'])[:, None, :] / 3)
+    trainer = gluon.Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.5})
+    with autograd.record():
+        out = net(np.array(tokens, dtype='float32'))
+    out.backward()
+    trainer.step(1)
+    assert_almost_equal(out, pooled @ p['fc_weight'].T + p['fc_bias'], rtol=1e-5, atol=1e-6)
+    weights = {k: v.data().asnumpy() for k, v in net.collect_params().items()}
+    assert_almost_equal(weights['fc_weight'], p['fc_weight'] - 0.5 * grad_fc_weight, rtol=1e-5)
+    assert_almost_equal(weights['emb_weight'], p['emb_weight'] - 0.5 * grad_emb, rtol=1e-5)
+    assert_almost_equal(weights['fc_bias'], p['fc_bias'] - 0.5 * 2, rtol=1e-5)
+
+
+def test_prelu_gradient_matches_numpy(tmp_path):
+    symbol = _mxnet_symbol([_var('x'), _var('gamma'),
+                            ('LeakyReLU', 'act', {'act_type': 'prelu'}, ['x', 'gamma'])],
+                           ['act'])
+    net = SymbolBlock(symbol, ['x'])
+    net.initialize()
+    x = onp.array([[[-1.0, 2.0], [0.5, -3.0]]], dtype=onp.float32)  # (1, 2, 2)
+    net(np.array(x))  # finishes the deferred initialisation: gamma's shape is (2,)
+    gamma = net.collect_params()['gamma']
+    assert gamma.shape == (2,)
+    gamma.set_data(np.array([0.25, -0.5]))
+    with autograd.record():
+        out = net(np.array(x))
+    out.backward()
+    assert_almost_equal(gamma.grad(), onp.minimum(x, 0).sum(axis=(0, 2)))
+
+
+def test_deferred_shapes_from_the_layer_inputs(tmp_path):
+    """Without a parameter file, initialize() gives the parameters the shapes MXNet infers;
+    a partial __shape__ annotation is completed from the input."""
+    symbol, params, _ = _conv_net(legacy=False)
+    net = SymbolBlock.imports(_write(tmp_path, symbol)[0], 'data')
+    assert net.collect_params()['c_weight'].shape == (4, -1, 3, 3)
+    net.initialize()
+    assert net(np.ones((2, 2, 4, 4))).shape == (2, 3)
+    shapes = {k: p.shape for k, p in net.collect_params().items()}
+    assert shapes == {k: v.shape for k, v in params.items()}
+    assert_almost_equal(net.collect_params()['bn_running_var'].data(), onp.ones(4))
+
+
+# ---- pymx's own exports ----------------------------------------------------------------------
+
+class _TwoHeads(gluon.HybridBlock):
+    """Two inputs, two outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.left = gluon.nn.Dense(4, activation='tanh')
+        self.right = gluon.nn.Dense(4, in_units=2)
+        self.norm = gluon.nn.LayerNorm()
+
+    def forward(self, a, b):
+        mixed = self.left(a) * self.right(b)
+        return self.norm(mixed), np.transpose(mixed.reshape(2, 2, 2), (0, 2, 1)) + 1.0
+
+
+def _conv_bn_net():
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Conv2D(4, 3, padding=1), gluon.nn.BatchNorm(), gluon.nn.Activation('relu'),
+            gluon.nn.MaxPool2D(), gluon.nn.Flatten(), gluon.nn.Dense(3))
+    return net, [(2, 3, 6, 6)]
+
+
+def _dense_net():
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(8, activation='relu'), gluon.nn.Dropout(0.5), gluon.nn.Dense(3))
+    return net, [(4, 5)]
+
+
+def _two_heads_net():
+    return _TwoHeads(), [(2, 3), (2, 2)]
+
+
+def _exported(tmp_path, make, device):
+    """(original net, imported block, inputs) for a freshly initialised, exported net."""
+    net, shapes = make()
+    net.initialize(device=device)
+    inputs = [np.array(_rand(*s), dtype='float32', device=device) for s in shapes]
+    with autograd.record():  # BatchNorm's running statistics move away from 0 and 1
+        net(*inputs)
+    net.hybridize()
+    net(*inputs)
+    net.export(str(tmp_path / 'model'))
+    names = ['data'] if len(shapes) == 1 else [f'data{i}' for i in range(len(shapes))]
+    block = SymbolBlock.imports(str(tmp_path / 'model-symbol.json'), names,
+                                str(tmp_path / 'model-0000.params'), device=device)
+    return net, block, inputs
+
+
+def _outputs(value):
+    return [o.asnumpy() for o in value] if isinstance(value, list) else [value.asnumpy()]
+
+
+@pytest.mark.parametrize('make', [_conv_bn_net, _dense_net, _two_heads_net],
+                         ids=['conv_bn', 'dense', 'two_inputs_two_outputs'])
+@pytest.mark.parametrize('hybridize', [False, True])
+def test_pymx_export_round_trip(tmp_path, device, make, hybridize):
+    net, block, inputs = _exported(tmp_path, make, device)
+    assert sorted(block.collect_params()) == sorted(net.collect_params())
+    block.hybridize(hybridize)
+    for got, expected in zip(_outputs(block(*inputs)), _outputs(net(*inputs))):
+        assert_almost_equal(got, expected, rtol=0, atol=0)
+
+
+def test_fine_tuning_follows_the_original_net(tmp_path, device):
+    """Training the imported block moves its parameters exactly as training the original net;
+    the running statistics change only through BatchNorm itself (grad_req 'null')."""
+    net, block, (x,) = _exported(tmp_path, _conv_bn_net, device)
+    block.hybridize()
+    start = {k: p.data().asnumpy() for k, p in block.collect_params().items()}
+    for model in (net, block):
+        trainer = gluon.Trainer(model.collect_params(), 'sgd',
+                                {'learning_rate': 0.1, 'momentum': 0.9})
+        for _ in range(3):
+            with autograd.record():
+                loss = (model(x) ** 2).sum()
+            loss.backward()
+            trainer.step(2)
+    params = net.collect_params()
+    for name, param in block.collect_params().items():
+        assert_almost_equal(param.data(), params[name].data(), rtol=1e-5, atol=1e-6)
+        if name.endswith(('running_mean', 'running_var')):
+            assert param.grad_req == 'null'
+        else:
+            assert param.grad_req == 'write'
+            assert not onp.array_equal(param.data().asnumpy(), start[name]), name
+
+
+def test_save_load_and_export_again(tmp_path):
+    net, block, (x,) = _exported(tmp_path, _conv_bn_net, cpu())
+    expected = net(x).asnumpy()
+    block.save_parameters(str(tmp_path / 'block.params'))
+    again = SymbolBlock.imports(str(tmp_path / 'model-symbol.json'), ['data'])
+    again.load_parameters(str(tmp_path / 'block.params'))
+    assert_almost_equal(again(x), expected, rtol=0, atol=0)
+    again.hybridize()
+    again(x)
+    again.export(str(tmp_path / 'again'), epoch=3)
+    third = SymbolBlock.imports(str(tmp_path / 'again-symbol.json'), ['data'],
+                                str(tmp_path / 'again-0003.params'), ctx=cpu())
+    assert_almost_equal(third(x), expected, rtol=0, atol=0)
+
+
+class _ManyOps(gluon.HybridBlock):
+    """Operations beyond the layers: scalar arithmetic on either side, comparisons, creation,
+    split, where, reductions, layout."""
+
+    def forward(self, x):
+        first, rest = np.split(x, [1], axis=1)
+        filled = np.zeros((2, 3)) + np.full((2, 3), 2.5) * np.ones((2, 3))
+        y = np.where(x > 0.1, x, filled) + (0.2 < x).astype('float32')
+        y = y - 2.0 / (np.abs(x) + 1.0)
+        y = np.clip(np.maximum(y, -0.5), None, 1.5) ** 2
+        z = np.concatenate([np.swapaxes(np.expand_dims(y, 0), 1, 2).reshape(2, 3), rest.T], 1)
+        return (np.stack([y, np.exp(-y)]).mean(axis=0, keepdims=True),
+                npx.leaky_relu(np.matmul(y, x.T), slope=0.2).sum(axis=1),
+                npx.softmax(z, axis=0), first[:, 0].astype('float16'), np.tanh(rest) - 1.0)
+
+
+def test_export_writes_mxnet_symbol_json(tmp_path):
+    _, block, (x,) = _exported(tmp_path, _conv_bn_net, cpu())
+    symbol = json.loads((tmp_path / 'model-symbol.json').read_text())
+    assert symbol['attrs'] == {'mxnet_version': ['int', 10901]}
+    ops = [node['op'] for node in symbol['nodes'] if node['op'] != 'null']
+    assert ops == ['Convolution', 'BatchNorm', 'Activation', 'Pooling', 'Flatten',
+                   'FullyConnected']
+    weight = next(n for n in symbol['nodes'] if n['name'] == '0.weight')
+    assert weight['attrs'] == {'__shape__': '(4, 3, 3, 3)', '__dtype__': '0'}
+
+
+@pytest.mark.parametrize('hybridize', [False, True])
+def test_export_of_many_operations_round_trips(tmp_path, device, hybridize):
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # every operation has an MXNet equivalent
+        net, block, (x,) = _exported(tmp_path, lambda: (_ManyOps(), [(2, 3)]), device)
+    block.hybridize(hybridize)
+    for got, expected in zip(_outputs(block(x)), _outputs(net(x))):
+        assert got.dtype == expected.dtype
+        assert_almost_equal(got, expected, rtol=0, atol=0)
+
+
+class _FusedConv(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.weight = gluon.Parameter('weight', shape=(2, 1, 3, 3))
+
+    def forward(self, x):
+        return npx.convolution(x, self.weight.data(x.device), no_bias=True, act_type='relu')
+
+
+def test_export_without_mxnet_equivalent_keeps_pymx_format(tmp_path):
+    with pytest.warns(UserWarning, match="node 'convolution0' is a convolution fused with "
+                                         "act_type=relu; .* in pymx's own graph format"):
+        net, block, (x,) = _exported(tmp_path, lambda: (_FusedConv(), [(1, 1, 5, 5)]), cpu())
+    symbol = json.loads((tmp_path / 'model-symbol.json').read_text())
+    assert 'trace_device' in symbol['attrs']
+    assert_almost_equal(block(x), net(x), rtol=0, atol=0)
+
+
+class _Views(gluon.HybridBlock):
+    """Reads part of a layer's output through views, which the graph records as such."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(6, in_units=3)
+
+    def forward(self, x):
+        y = self.dense(x)
+        window = y._reshape_view((y.size,))._slice_view(2, 8)
+        return np.tanh(window).reshape(2, 3) * 2.0
+
+
+def test_views_of_a_pymx_export_run_and_train(tmp_path):
+    """The imported graph re-creates views with differentiable operations."""
+    with pytest.warns(UserWarning, match="runs pymx operator '_view'"):
+        net, block, (x,) = _exported(tmp_path, lambda: (_Views(), [(2, 3)]), cpu())
+    for hybridize in (False, True):
+        block.hybridize(hybridize)
+        assert_almost_equal(block(x), net(x), rtol=0, atol=0)
+    with autograd.record():  # the same computation through operations
+        expected = np.tanh(net.dense(x).reshape(-1)[2:8]).reshape(2, 3) * 2.0
+    expected.backward()
+    with autograd.record():
+        out = block(x)
+    out.backward()
+    for name, param in block.collect_params().items():
+        assert_almost_equal(param.grad(), net.collect_params()[name].grad(), rtol=1e-6)
+
+
+def test_shared_parameters(tmp_path):
+    symbol, params, _ = _conv_net(legacy=False)
+    symbol_file, param_file = _write(tmp_path, symbol, params)
+    first = SymbolBlock.imports(symbol_file, ['data'], param_file)
+    second = SymbolBlock(symbol, ['data'], params=first.collect_params())
+    assert all(second.collect_params()[k] is p for k, p in first.collect_params().items())
+    x = np.array(_rand(2, 2, 4, 4), dtype='float32')
+    assert_almost_equal(second(x), first(x), rtol=0, atol=0)
+
+
+class _WithState(gluon.HybridBlock):
+    """A frozen layer and a captured (non-parameter) array."""
+
+    def __init__(self):
+        super().__init__()
+        self.frozen = gluon.nn.Dense(3, in_units=2)
+        self.trained = gluon.nn.Dense(3, in_units=3)
+        self.offset = np.array([1.0, -2.0, 0.5])
+
+    def forward(self, x):
+        return self.trained(self.frozen(x) + self.offset)
+
+
+def test_frozen_parameters_and_captured_constants(tmp_path):
+    def make():
+        net = _WithState()
+        net.frozen.collect_params().setattr('grad_req', 'null')
+        return net, [(4, 2)]
+
+    net, block, (x,) = _exported(tmp_path, make, cpu())
+    assert_almost_equal(block(x), net(x), rtol=0, atol=0)
+    grad_reqs = {k: p.grad_req for k, p in block.collect_params().items()}
+    assert grad_reqs == {'const0': 'null', 'frozen.weight': 'null', 'frozen.bias': 'null',
+                         'trained.weight': 'write', 'trained.bias': 'write'}
+    assert_almost_equal(block.collect_params()['const0'].data(), net.offset)
+
+
+# ---- errors ----------------------------------------------------------------------------------
+
+def test_missing_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match='nowhere-symbol.json'):
+        SymbolBlock.imports(str(tmp_path / 'nowhere-symbol.json'), ['data'])
+    symbol, _, _ = _conv_net(legacy=False)
+    symbol_file, _ = _write(tmp_path, symbol)
+    with pytest.raises(FileNotFoundError, match='nowhere.params'):
+        SymbolBlock.imports(symbol_file, ['data'], str(tmp_path / 'nowhere.params'))
+
+
+@pytest.mark.parametrize('text, message', [
+    ('{"nodes": [', 'is not valid JSON'),
+    ('[1, 2]', "needs 'nodes' and 'heads'"),
+    ('{"nodes": [{"op": "null", "name": "x", "inputs": []}], "heads": []}', 'has no outputs'),
+    ('{"nodes": [{"op": "relu", "name": "r", "inputs": [[0, 0, 0]]}], "heads": [[0, 0, 0]]}',
+     "node 0 \\('r'\\) refers to output 0 of node 0"),
+    ('{"nodes": [{"op": "null", "name": "x"}], "heads": [["x", 0]]}', 'malformed entry'),
+    ('{"nodes": [{"name": "x"}], "heads": [[0, 0]]}', "node 0 needs string 'op' and 'name'"),
+])
+def test_corrupt_symbol_file(tmp_path, text, message):
+    path = tmp_path / 'bad-symbol.json'
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message) as info:
+        SymbolBlock.imports(str(path), ['x'])
+    assert 'bad-symbol.json' in str(info.value)
+
+
+def test_unknown_operator_names_op_node_and_file(tmp_path):
+    symbol = _mxnet_symbol([_var('x'), ('FancyOp', 'fancy0', {}, ['x'])], ['fancy0'])
+    symbol_file, _ = _write(tmp_path, symbol)
+    with pytest.raises(ValueError, match=r"Operator 'FancyOp' of node 'fancy0' in symbol file "
+                                         r"'.*net-symbol.json' is not supported"):
+        SymbolBlock.imports(symbol_file, ['x'])
+    pymx_symbol = json.dumps({'nodes': [{'op': 'null', 'name': 'x', 'inputs': []},
+                                        {'op': 'fancy_op', 'name': 'f', 'inputs': [[0, 0, 0]]}],
+                              'heads': [[1, 0, 0]], 'attrs': {'trace_device': 'cpu(0)'}})
+    with pytest.raises(ValueError, match="Operator 'fancy_op' of node 'f' .* not a pymx"):
+        SymbolBlock(pymx_symbol, ['x'])
+
+
+def test_unsupported_attribute_values_are_named(tmp_path):
+    symbol = _mxnet_symbol([_var('x'), ('Activation', 'act', {'act_type': 'mish'}, ['x'])],
+                           ['act'])
+    with pytest.raises(ValueError, match="act_type='mish' of node 'act' \\(op Activation\\)"):
+        SymbolBlock(symbol, ['x'])(np.ones((2,)))
+    symbol = _mxnet_symbol([_var('x'), ('_plus_scalar', 'add', {'scalar': 'lots'}, ['x'])],
+                           ['add'])
+    with pytest.raises(ValueError, match="scalar='lots' of node 'add' .* is not a number"):
+        SymbolBlock(symbol, ['x'])(np.ones((2,)))
+    symbol = _mxnet_symbol([_var('x'), ('Reshape', 'r', {}, ['x'])], ['r'])
+    with pytest.raises(ValueError, match="neither 'shape' nor 'target_shape'"):
+        SymbolBlock(symbol, ['x'])(np.ones((2,)))
+
+
+def test_wrong_input_names_and_counts(tmp_path):
+    symbol, params, _ = _conv_net(legacy=False)
+    symbol_file, param_file = _write(tmp_path, symbol, params)
+    with pytest.raises(ValueError, match=r"input_names \['image'\] are not variables .* "
+                                         r"whose variables are \['bn_beta'"):
+        SymbolBlock.imports(symbol_file, ['image'], param_file)
+    with pytest.raises(ValueError, match=r"repeat \['data'\]"):
+        SymbolBlock.imports(symbol_file, ['data', 'data'], param_file)
+    net = SymbolBlock.imports(symbol_file, ['data'], param_file)
+    with pytest.raises(ValueError, match=r"expects 1 input arrays \['data'\], got 2"):
+        net(np.ones((2, 2, 4, 4)), np.ones((2, 2, 4, 4)))
+
+
+def test_missing_and_extra_parameters(tmp_path):
+    symbol, params, _ = _conv_net(legacy=False)
+    partial = {k: v for k, v in params.items() if k != 'fc_bias'}
+    symbol_file, param_file = _write(tmp_path, symbol, partial)
+    with pytest.raises(ValueError, match="Parameter 'fc_bias' is missing in 'file: .*net-0000"):
+        SymbolBlock.imports(symbol_file, ['data'], param_file)
+    net = SymbolBlock.imports(symbol_file, ['data'], param_file, allow_missing=True)
+    with pytest.raises(ValueError, match="Parameter 'fc_bias' has not been initialized"):
+        net(np.ones((2, 2, 4, 4)))
+    symbol_file, param_file = _write(tmp_path, symbol, dict(params, extra=onp.ones(2)))
+    with pytest.raises(ValueError, match="Parameter 'extra' loaded from 'file: .*is not present"):
+        SymbolBlock.imports(symbol_file, ['data'], param_file)
+    net = SymbolBlock.imports(symbol_file, ['data'], param_file, ignore_extra=True)
+    assert net(np.ones((2, 2, 4, 4))).shape == (2, 3)
+
+
+def test_uninferable_parameter_shape_is_named():
+    symbol = _mxnet_symbol([_var('x'), _var('offset'), ('broadcast_add', 'add', {},
+                                                        ['x', 'offset'])], ['add'])
+    net = SymbolBlock(symbol, ['x'])
+    net.initialize()
+    with pytest.raises(ValueError, match="shape of parameter 'offset' \\(input 1 of node 'add', "
+                                         "op broadcast_add\\) is not in the symbol file"):
+        net(np.ones((2, 3)))
+
+
+def test_device_and_ctx_are_exclusive(tmp_path):
+    symbol_file, _ = _write(tmp_path, _conv_net(legacy=False)[0])
+    with pytest.raises(ValueError, match='either device or its alias ctx'):
+        SymbolBlock.imports(symbol_file, ['data'], device=cpu(), ctx=cpu())
+
+
+# ---- GPU -------------------------------------------------------------------------------------
+
+@requires_gpu
+def test_gpu_matches_cpu(tmp_path):
+    """The same MXNet file on both devices: equal outputs and gradients."""
+    symbol, params, _ = _conv_net(legacy=False)
+    symbol_file, param_file = _write(tmp_path, symbol, params,
+                                     aux=('bn_running_mean', 'bn_running_var'))
+    x = _rand(2, 2, 4, 4).astype(onp.float32)
+    results = []
+    for device in (cpu(0), gpu(0)):
+        net = SymbolBlock.imports(symbol_file, ['data'], param_file, device=device)
+        net.hybridize()
+        with autograd.record():
+            out = net(np.array(x, device=device))
+        (out * out).sum().backward()
+        results.append([out.asnumpy()] + [p.grad().asnumpy() for p in
+                                          net.collect_params().values() if p.grad_req != 'null'])
+    for on_gpu, on_cpu in zip(results[1], results[0]):
+        assert_almost_equal(on_gpu, on_cpu, rtol=1e-4, atol=1e-5)
+    npx.waitall()
