@@ -3,14 +3,15 @@
 //
 // | op                   | inputs              | outputs   | attrs                                  |
 // |----------------------|---------------------|-----------|----------------------------------------|
-// | activation           | data                | out       | act_type: relu sigmoid tanh softrelu softsign |
-// | relu sigmoid         | data                | out       |                                        |
+// | activation           | data                | out       | act_type: relu sigmoid tanh softrelu softsign log_sigmoid |
+// | relu sigmoid mish    | data                | out       |                                        |
 // | activation_backward  | out_grad, data, out | data_grad | act_type                               |
-// | leaky_relu           | data                | out       | act_type: leaky elu; slope (0.25)      |
-// | leaky_relu_backward  | out_grad, data      | data_grad | act_type, slope                        |
+// | leaky_relu           | data, [gamma]       | out       | act_type: leaky prelu elu selu gelu gelu_tanh; slope (0.25) |
+// | leaky_relu_backward  | out_grad, data, [gamma] | data_grad, [gamma_grad] | act_type, slope      |
 // | dropout              | data                | out, mask | p (0.5), mode (training / always), axes |
 // | dropout_backward     | out_grad, mask      | data_grad |                                        |
 #include "kernel_util.cuh"
+#include "ops/activation_math.h"
 #include "ops/nn_common.h"
 #include "random.cuh"
 
@@ -19,34 +20,10 @@ namespace gpu {
 namespace {
 
 using nn::Act;
+using nn::act_derivative;
+using nn::act_forward;
+using nn::Leaky;
 using nn::parse_act;
-
-template <typename A>
-__device__ __forceinline__ A act_forward(Act act, A x) {
-  switch (act) {
-    case Act::kRelu: return x > A(0) || x != x ? x : A(0);  // NaN stays NaN, as on the CPU
-    case Act::kSigmoid: return A(1) / (A(1) + exp(-x));
-    case Act::kTanh: return tanh(x);
-    case Act::kSoftRelu: return x > A(20) ? x : log1p(exp(x));
-    case Act::kSoftSign: return x / (A(1) + fabs(x));
-  }
-  return x;
-}
-
-template <typename A>
-__device__ __forceinline__ A act_derivative(Act act, A x, A y) {
-  switch (act) {
-    case Act::kRelu: return y > A(0) ? A(1) : A(0);
-    case Act::kSigmoid: return y * (A(1) - y);
-    case Act::kTanh: return A(1) - y * y;
-    case Act::kSoftRelu: return A(1) / (A(1) + exp(-x));
-    case Act::kSoftSign: {
-      const A d = A(1) + fabs(x);
-      return A(1) / (d * d);
-    }
-  }
-  return A(1);
-}
 
 template <typename T>
 __global__ void act_forward_kernel(const T* x, T* y, int64_t n, Act act) {
@@ -66,25 +43,49 @@ __global__ void act_backward_kernel(const T* dy, const T* x, const T* y, T* dx, 
   }
 }
 
+// prelu's slope for element i: gamma_c of its channel (Note [PReLU channel runs] in
+// nn_activation.cc), or the op's slope for the other act_types (gamma null).
+template <typename A, typename T>
+__device__ __forceinline__ A leaky_slope(const T* gamma, A slope, int64_t i, int64_t inner,
+                                         int64_t channels) {
+  return gamma == nullptr ? slope : convert<A>(gamma[(i / inner) % channels]);
+}
+
 template <typename T>
-__global__ void leaky_kernel(const T* x, T* y, int64_t n, bool elu, double slope) {
+__global__ void leaky_kernel(const T* x, const T* gamma, T* y, int64_t n, Leaky act,
+                             double slope, int64_t inner, int64_t channels) {
   using A = AccT<T>;
-  const A s = A(slope);
   PMX_GRID_STRIDE_LOOP(i, n) {
-    const A v = convert<A>(x[i]);
-    y[i] = convert<T>(v > A(0) ? v : (elu ? s * A(expm1(v)) : s * v));
+    const A s = leaky_slope(gamma, A(slope), i, inner, channels);
+    y[i] = convert<T>(nn::leaky_forward<A>(act, convert<A>(x[i]), s));
   }
 }
 
 template <typename T>
-__global__ void leaky_backward_kernel(const T* dy, const T* x, T* dx, int64_t n, bool elu,
-                                      double slope) {
+__global__ void leaky_backward_kernel(const T* dy, const T* x, const T* gamma, T* dx, int64_t n,
+                                      Leaky act, double slope, int64_t inner, int64_t channels) {
   using A = AccT<T>;
-  const A s = A(slope);
   PMX_GRID_STRIDE_LOOP(i, n) {
-    const A v = convert<A>(x[i]);
-    const A d = v > A(0) ? A(1) : (elu ? s * A(exp(v)) : s);
-    dx[i] = convert<T>(convert<A>(dy[i]) * d);
+    const A s = leaky_slope(gamma, A(slope), i, inner, channels);
+    dx[i] = convert<T>(convert<A>(dy[i]) * nn::leaky_derivative<A>(act, convert<A>(x[i]), s));
+  }
+}
+
+// prelu's gamma_grad_c = sum of dy * x where x <= 0 over channel c: a block per channel, each
+// thread summing a strided share of the channel's (outer, inner) elements in double.
+template <typename T>
+__global__ void prelu_gamma_grad_kernel(const T* dy, const T* x, T* gamma_grad, int64_t outer,
+                                        int64_t channels, int64_t inner) {
+  const int64_t per_channel = outer * inner;
+  for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
+    double sum = 0;
+    for (int64_t k = threadIdx.x; k < per_channel; k += kBlock) {
+      const int64_t i = ((k / inner) * channels + c) * inner + k % inner;
+      const double xi = convert<double>(x[i]);
+      if (!(xi > 0)) sum += convert<double>(dy[i]) * xi;
+    }
+    sum = group_reduce(sum, kBlock, [](double a, double b) { return a + b; });
+    if (threadIdx.x == 0) gamma_grad[c] = convert<T>(sum);
   }
 }
 
@@ -143,10 +144,14 @@ void leaky_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                    const std::vector<TBlob>& out) {
   const int64_t n = in[0].size();
   if (n == 0) return;
-  const auto [elu, slope] = nn::leaky_params(*ctx.attrs);
+  const auto [act, slope] = nn::leaky_params(*ctx.attrs);
+  const bool prelu = act == Leaky::kPrelu;
+  const nn::PreluView v = prelu ? nn::prelu_view(in[0].shape, in[1].shape, "leaky_relu")
+                                : nn::PreluView{};
   PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, {
-    leaky_kernel<T><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(in[0].data<T>(), out[0].data<T>(),
-                                                                 n, elu, slope);
+    leaky_kernel<T><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
+        in[0].data<T>(), prelu ? in[1].data<T>() : nullptr, out[0].data<T>(), n, act, slope,
+        v.inner, v.channels);
   });
   PMX_KERNEL_LAUNCH_CHECK();
 }
@@ -154,13 +159,26 @@ void leaky_compute(const OpContext& ctx, const std::vector<TBlob>& in,
 void leaky_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                             const std::vector<TBlob>& out) {
   const int64_t n = in[0].size();
-  if (n == 0) return;
-  const auto [elu, slope] = nn::leaky_params(*ctx.attrs);
+  const auto [act, slope] = nn::leaky_params(*ctx.attrs);
+  const bool prelu = act == Leaky::kPrelu;
+  const nn::PreluView v = prelu ? nn::prelu_view(in[1].shape, in[2].shape, "leaky_relu_backward")
+                                : nn::PreluView{};
+  cudaStream_t s = stream_of(ctx);
   PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, {
-    leaky_backward_kernel<T><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
-        in[0].data<T>(), in[1].data<T>(), out[0].data<T>(), n, elu, slope);
+    if (n > 0) {
+      leaky_backward_kernel<T><<<grid_for(n), kBlock, 0, s>>>(
+          in[0].data<T>(), in[1].data<T>(), prelu ? in[2].data<T>() : nullptr, out[0].data<T>(),
+          n, act, slope, v.inner, v.channels);
+      PMX_KERNEL_LAUNCH_CHECK();
+    }
+    if (prelu && v.channels > 0) {  // an empty data gives gamma_grad 0
+      prelu_gamma_grad_kernel<T><<<static_cast<unsigned>(std::min<int64_t>(v.channels, 65535)),
+                                   kBlock, 0, s>>>(in[0].data<T>(), in[1].data<T>(),
+                                                   out[1].data<T>(), n == 0 ? 0 : v.outer,
+                                                   v.channels, v.inner);
+      PMX_KERNEL_LAUNCH_CHECK();
+    }
   });
-  PMX_KERNEL_LAUNCH_CHECK();
 }
 
 void dropout_compute(const OpContext& ctx, const std::vector<TBlob>& in,
@@ -230,6 +248,10 @@ const bool registered = [] {
   op_registry::get_or_create("sigmoid").set_gpu(
       [](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
         activation_compute(Act::kSigmoid, ctx, in, out);
+      });
+  op_registry::get_or_create("mish").set_gpu(
+      [](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
+        activation_compute(Act::kMish, ctx, in, out);
       });
   op_registry::get_or_create("activation_backward").set_gpu(activation_backward_compute);
   op_registry::get_or_create("leaky_relu").set_gpu(leaky_compute);
