@@ -67,7 +67,7 @@ __global__ void leaky_backward_kernel(const T* dy, const T* x, const T* gamma, T
   using A = AccT<T>;
   PMX_GRID_STRIDE_LOOP(i, n) {
     const A s = leaky_slope(gamma, A(slope), i, inner, channels);
-    dx[i] = convert<T>(convert<A>(dy[i]) * nn::leaky_derivative<A>(act, convert<A>(x[i]), s));
+    dx[i] = convert<T>(nn::leaky_grad<A>(act, convert<A>(x[i]), convert<A>(dy[i]), s));
   }
 }
 

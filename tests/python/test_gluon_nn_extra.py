@@ -165,7 +165,9 @@ def test_parameter_names_and_shapes():
         layer(np.array(_rand(*shape), dtype='float32'))
         got = {k: p.shape for k, p in layer.collect_params().items()}
         assert got == params, layer
-    assert nn.PReLU().collect_params()['alpha'].data().asnumpy().tolist() == [0.25]
+    prelu = nn.PReLU()
+    prelu.initialize()
+    assert prelu.collect_params()['alpha'].data().asnumpy().tolist() == [0.25]  # MXNet's default
     # InstanceNorm scales by a fixed gamma unless scale=True (MXNet's default scale=False).
     assert nn.InstanceNorm().gamma.grad_req == 'null'
     assert nn.InstanceNorm(scale=True).gamma.grad_req == 'write'

@@ -38,6 +38,13 @@
 namespace pymx {
 namespace nn {
 
+constexpr double kSeluLambda = 1.0507009873554804934193349852946;
+constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
+constexpr double kSqrtHalf = 0.70710678118654752440084436210485;      // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267793994605993438;    // 1 / sqrt(2 pi)
+constexpr double kSqrt2OverPi = 0.79788456080286535587989211986876;   // sqrt(2 / pi)
+constexpr double kGeluCubic = 0.044715;
+
 // The activation op's act_type (mish runs as its own op: Note [Why mish is its own op] in
 // nn_activation.cc).
 enum class Act { kRelu, kSigmoid, kTanh, kSoftRelu, kSoftSign, kLogSigmoid, kMish };
@@ -101,19 +108,36 @@ inline PreluView prelu_view(const Shape& data, const Shape& gamma, const char* o
   return v;
 }
 
-constexpr double kSeluLambda = 1.0507009873554804934193349852946;
-constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
-constexpr double kSqrtHalf = 0.70710678118654752440084436210485;      // 1 / sqrt(2)
-constexpr double kInvSqrt2Pi = 0.39894228040143267793994605993438;    // 1 / sqrt(2 pi)
-constexpr double kSqrt2OverPi = 0.79788456080286535587989211986876;   // sqrt(2 / pi)
-constexpr double kGeluCubic = 0.044715;
-
 // log(1 + exp(x)); exact in float above 20, where exp would overflow first.
 template <typename A>
 PMX_ACT_FN A softrelu(A x) {
   using std::exp;
   using std::log1p;
   return x > A(20) ? x : log1p(exp(x));
+}
+
+// mish's tanh(softrelu(x)) from one exp: with n = exp(x), tanh(log(1 + n)) = p / (p + 2) where
+// p = n (n + 2); three libm calls (exp, log1p, tanh) made mish 5x slower. Above 20 it is 1 in
+// double (1 - t = 2 / (p + 2) < 1e-17), and p would overflow float past 44.
+template <typename A>
+PMX_ACT_FN A mish_tanh(A x, A* one_minus_t) {
+  using std::exp;
+  if (x > A(20)) {
+    *one_minus_t = A(0);
+    return A(1);
+  }
+  const A n = exp(x);
+  const A p = n * (n + A(2));
+  *one_minus_t = A(2) / (p + A(2));  // exact where t is close to 1, unlike 1 - t
+  return p / (p + A(2));
+}
+
+// gelu_tanh's (1 + tanh(u)) / 2 as sigmoid(2 u): one exp instead of tanh (4x faster on the CPU).
+template <typename A>
+PMX_ACT_FN A gelu_tanh_sigmoid(A x) {
+  using std::exp;
+  const A u = A(kSqrt2OverPi) * x * (A(1) + A(kGeluCubic) * x * x);
+  return A(1) / (A(1) + exp(A(-2) * u));
 }
 
 template <typename A>
@@ -129,7 +153,10 @@ PMX_ACT_FN A act_forward(Act act, A x) {
     case Act::kSoftRelu: return softrelu(x);
     case Act::kSoftSign: return x / (A(1) + abs(x));
     case Act::kLogSigmoid: return (x < A(0) ? x : A(0)) - log1p(exp(-abs(x)));
-    case Act::kMish: return x * tanh(softrelu(x));
+    case Act::kMish: {
+      A one_minus_t;
+      return x * mish_tanh(x, &one_minus_t);
+    }
   }
   return x;
 }
@@ -140,7 +167,6 @@ PMX_ACT_FN A act_derivative(Act act, A x, A y) {
   using std::abs;
   using std::exp;
   using std::expm1;
-  using std::tanh;
   switch (act) {
     case Act::kRelu: return y > A(0) ? A(1) : A(0);
     case Act::kSigmoid: return y * (A(1) - y);
@@ -151,12 +177,26 @@ PMX_ACT_FN A act_derivative(Act act, A x, A y) {
       return A(1) / (d * d);
     }
     case Act::kLogSigmoid: return -expm1(y);  // y alone: the backward may be given y for x
-    case Act::kMish: {
-      const A t = tanh(softrelu(x));
-      return t + x / (A(1) + exp(-x)) * (A(1) - t * t);
+    case Act::kMish: {  // t + x sigmoid(x) (1 - t^2), with 1 - t^2 = (1 - t)(2 - (1 - t))
+      A one_minus_t;
+      const A t = mish_tanh(x, &one_minus_t);
+      return t + x / (A(1) + exp(-x)) * (one_minus_t * (A(2) - one_minus_t));
     }
   }
   return A(1);
+}
+
+// Note [Leaky ReLU without a branch]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `x > 0 ? x : slope * x` (and `x * (x > 0 ? 1 : slope)`, which GCC turns back into it) compiles
+// to a branch on the data: under -ftrapping-math GCC will not execute the multiply for elements
+// that do not need it, so the loop does not vectorise, and the branch is mispredicted half the
+// time on real activations (4 ns an element, 25x relu's). `(x > 0 ? x : 0) + slope * (x > 0 ?
+// 0 : x)` multiplies every element, so it vectorises to compares, blends, a multiply and an add.
+// It equals the branchy form for every x but -0, whose result is +0 instead of -0.
+template <typename A>
+PMX_ACT_FN A leaky_select(bool positive, A value, A slope) {
+  return (positive ? value : A(0)) + slope * (positive ? A(0) : value);
 }
 
 // leaky_relu's function; `slope` is the op's slope, or gamma_c for prelu.
@@ -164,15 +204,13 @@ template <typename A>
 PMX_ACT_FN A leaky_forward(Leaky act, A x, A slope) {
   using std::erf;
   using std::expm1;
-  using std::tanh;
   switch (act) {
     case Leaky::kLeaky:
-    case Leaky::kPrelu: return x > A(0) ? x : slope * x;
+    case Leaky::kPrelu: return leaky_select(x > A(0), x, slope);
     case Leaky::kElu: return x > A(0) ? x : slope * expm1(x);
     case Leaky::kSelu: return A(kSeluLambda) * (x > A(0) ? x : A(kSeluAlpha) * expm1(x));
     case Leaky::kGelu: return A(0.5) * x * (A(1) + erf(x * A(kSqrtHalf)));
-    case Leaky::kGeluTanh:
-      return A(0.5) * x * (A(1) + tanh(A(kSqrt2OverPi) * (x + A(kGeluCubic) * x * x * x)));
+    case Leaky::kGeluTanh: return x * gelu_tanh_sigmoid(x);
   }
   return x;
 }
@@ -181,7 +219,6 @@ template <typename A>
 PMX_ACT_FN A leaky_derivative(Leaky act, A x, A slope) {
   using std::erf;
   using std::exp;
-  using std::tanh;
   switch (act) {
     case Leaky::kLeaky:
     case Leaky::kPrelu: return x > A(0) ? A(1) : slope;
@@ -190,14 +227,20 @@ PMX_ACT_FN A leaky_derivative(Leaky act, A x, A slope) {
     case Leaky::kGelu:
       return A(0.5) * (A(1) + erf(x * A(kSqrtHalf))) +
              x * A(kInvSqrt2Pi) * exp(A(-0.5) * x * x);
-    case Leaky::kGeluTanh: {
-      const A x2 = x * x;
-      const A t = tanh(A(kSqrt2OverPi) * x * (A(1) + A(kGeluCubic) * x2));
-      return A(0.5) * (A(1) + t) +
-             A(0.5) * x * (A(1) - t * t) * A(kSqrt2OverPi) * (A(1) + A(3 * kGeluCubic) * x2);
+    case Leaky::kGeluTanh: {  // s + 2 x s (1 - s) u', s = sigmoid(2 u) = (1 + tanh(u)) / 2
+      const A sig = gelu_tanh_sigmoid(x);
+      return sig + A(2) * x * sig * (A(1) - sig) * A(kSqrt2OverPi) *
+                       (A(1) + A(3 * kGeluCubic) * x * x);
     }
   }
   return A(1);
+}
+
+// dy * f'(x); the leaky and prelu cases without a branch (Note [Leaky ReLU without a branch]).
+template <typename A>
+PMX_ACT_FN A leaky_grad(Leaky act, A x, A dy, A slope) {
+  if (act == Leaky::kLeaky || act == Leaky::kPrelu) return leaky_select(x > A(0), dy, slope);
+  return dy * leaky_derivative(act, x, slope);
 }
 
 }  // namespace nn

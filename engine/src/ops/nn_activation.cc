@@ -308,8 +308,10 @@ void leaky_backward(const OpContext& ctx, const std::vector<TBlob>& in,
           double gamma_grad = 0;
           for (int64_t i = first; i < last; ++i) {
             const A xi = static_cast<A>(x[i]), g = static_cast<A>(dy[i]);
-            dx[i] = static_cast<T>(g * nn::leaky_derivative<A>(kAct, xi, s));
-            if constexpr (kAct == Leaky::kPrelu) gamma_grad += xi > A(0) ? 0.0 : double(g * xi);
+            dx[i] = static_cast<T>(nn::leaky_grad<A>(kAct, xi, g, s));
+            // A select of x, then the product (see leaky_forward): no branch on the data.
+            if constexpr (kAct == Leaky::kPrelu)
+              gamma_grad += static_cast<double>(g * (xi > A(0) ? A(0) : xi));
           }
           if constexpr (kAct == Leaky::kPrelu)
             sums[part * v.channels + (first / v.inner) % v.channels] += gamma_grad;
