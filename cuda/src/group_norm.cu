@@ -2,17 +2,20 @@
 // engine/src/ops/nn_group_norm.cc). Float dtypes; float16 and bfloat16 compute in float and
 // statistics accumulate in double, like the CPU's.
 //
-// | op                                      | inputs                           | outputs                          |
-// |-----------------------------------------|----------------------------------|----------------------------------|
-// | group_norm instance_norm                | data, gamma, beta                | out, mean, std                   |
+// | op                                         | inputs                           | outputs                          |
+// |--------------------------------------------|----------------------------------|----------------------------------|
+// | group_norm instance_norm                   | data, gamma, beta                | out, mean, std                   |
 // | group_norm_backward instance_norm_backward | out_grad, data, gamma, mean, std | data_grad, gamma_grad, beta_grad |
 //
-// A group (n, g) is one contiguous block of group_size elements (GroupNormView). The forward and
-// the data gradient run a block of threads per group, which reduces the group's sums through
-// shared memory; the backward's per-row sums run a block per row (channel of a sample).
+// A group (n, g) is one contiguous block of group_size elements and a row (n, c) one of `inner`
+// elements (GroupNormView). The sums over groups (forward) and rows (backward) are segment sums
+// spread over the whole GPU (Note [Segment sums in chunks]); small kernels with a thread per
+// group or channel turn them into statistics and coefficients, and the passes that write data
+// are elementwise.
 #include "kernel_util.cuh"
 #include "launch.h"
 #include "ops/group_norm.h"
+#include "segment_sums.cuh"
 
 namespace pymx {
 namespace gpu {
@@ -20,123 +23,113 @@ namespace {
 
 using nn::GroupNormView;
 
-__device__ __forceinline__ double block_sum(double v) {
-  return group_reduce(v, kBlock, [](double a, double b) { return a + b; });
-}
-
-// Blocks for `count` items of a block each.
-unsigned blocks_for(int64_t count) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(count, 65535)));
-}
-
-// Statistics from sums of d = x - x[0] (Note [Group-norm statistics in one pass] in
-// nn_group_norm.cc), then out = (x - mean) * (gamma_c / std) + beta_c.
+// The forward's segment term: d and d^2 with d = x - (the group's first element) (Note
+// [Group-norm statistics in one pass] in nn_group_norm.cc).
 template <typename T>
-__global__ void norm_forward_kernel(const T* x, const T* gamma, const T* beta, T* y, T* mean_out,
-                                    T* std_out, GroupNormView v, double eps) {
-  using A = AccT<T>;
-  const int64_t size = v.group_size(), per_group = v.channels_per_group();
-  for (int64_t group = blockIdx.x; group < v.num_groups_total(); group += gridDim.x) {
-    const T* xg = x + group * size;
-    T* yg = y + group * size;
-    const double shift = size > 0 ? convert<double>(xg[0]) : 0.0;
-    double sum = 0, sum_sq = 0;
-    for (int64_t i = threadIdx.x; i < size; i += kBlock) {
-      const double d = convert<double>(xg[i]) - shift;
-      sum += d;
-      sum_sq += d * d;
-    }
-    sum = block_sum(sum);
-    sum_sq = block_sum(sum_sq);
-    const double shifted_mean = sum / static_cast<double>(size);  // NaN for an empty group
-    const double var = fmax(sum_sq / static_cast<double>(size) - shifted_mean * shifted_mean, 0.0);
+struct ShiftedSquares {
+  const T* x;
+  int64_t size;
+  __device__ Sums2 operator()(int64_t group, int64_t j) const {
+    const double d = convert<double>(x[group * size + j]) - convert<double>(x[group * size]);
+    return {d, d * d};
+  }
+};
+
+// Per group: mean and std into the outputs, and (mean, 1 / std) in double into `stats`.
+template <typename T>
+__global__ void norm_stats_kernel(const T* x, const Sums2* sums, T* mean_out, T* std_out,
+                                  Sums2* stats, GroupNormView v, double eps) {
+  const int64_t size = v.group_size();
+  PMX_GRID_STRIDE_LOOP(group, v.num_groups_total()) {
+    const double shift = size > 0 ? convert<double>(x[group * size]) : 0.0;
+    const double shifted_mean = sums[group].a / static_cast<double>(size);  // NaN when empty
+    const double var =
+        fmax(sums[group].b / static_cast<double>(size) - shifted_mean * shifted_mean, 0.0);
     const double mean = shift + shifted_mean;
     const double std_dev = sqrt(var + eps);
-    if (threadIdx.x == 0) {
-      mean_out[group] = convert<T>(mean);
-      std_out[group] = convert<T>(std_dev);
-    }
-    const int64_t first_channel = (group % v.groups) * per_group;
-    const A m = A(mean);
-    for (int64_t i = threadIdx.x; i < size; i += kBlock) {
-      const int64_t c = first_channel + i / v.inner;
-      const A scale = A(convert<double>(gamma[c]) / std_dev);
-      yg[i] = convert<T>((convert<A>(xg[i]) - m) * scale + convert<A>(beta[c]));
-    }
+    mean_out[group] = convert<T>(mean);
+    std_out[group] = convert<T>(std_dev);
+    stats[group] = {mean, 1.0 / std_dev};
   }
 }
 
-// Per row r (channel of a sample): sum(dy) and sum(dy * (x - mean)) into row_sums[r] and
-// row_sums[rows + r].
+// out = (x - mean) * (gamma_c / std) + beta_c, centred first as on the CPU.
 template <typename T>
-__global__ void norm_row_sums_kernel(const T* dy, const T* x, const T* mean, double* row_sums,
-                                     GroupNormView v) {
-  const int64_t rows = v.rows(), per_group = v.channels_per_group();
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const double m =
-        convert<double>(mean[r / v.channels * v.groups + r % v.channels / per_group]);
-    double s = 0, s_dev = 0;
-    for (int64_t i = threadIdx.x; i < v.inner; i += kBlock) {
-      const double g = convert<double>(dy[r * v.inner + i]);
-      s += g;
-      s_dev += g * (convert<double>(x[r * v.inner + i]) - m);
-    }
-    s = block_sum(s);
-    s_dev = block_sum(s_dev);
-    if (threadIdx.x == 0) {
-      row_sums[r] = s;
-      row_sums[rows + r] = s_dev;
-    }
+__global__ void norm_apply_kernel(const T* x, const T* gamma, const T* beta, const Sums2* stats,
+                                  T* y, int64_t n, GroupNormView v) {
+  using A = AccT<T>;
+  const int64_t size = v.group_size();
+  PMX_GRID_STRIDE_LOOP(i, n) {
+    const int64_t group = i / size;
+    const int64_t c = (i / v.inner) % v.channels;
+    const A scale = A(convert<double>(gamma[c]) * stats[group].b);
+    y[i] = convert<T>((convert<A>(x[i]) - A(stats[group].a)) * scale + convert<A>(beta[c]));
   }
 }
 
-// data_grad = (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) / std over each group, the
-// means taken from the rows' sums.
+// The backward's segment term over row r: dy and dy * (x - mean of r's group).
+template <typename T>
+struct GradSums {
+  const T* dy;
+  const T* x;
+  const T* mean;
+  GroupNormView v;
+  __device__ Sums2 operator()(int64_t row, int64_t j) const {
+    const int64_t group = row / v.channels * v.groups + row % v.channels / v.channels_per_group();
+    const double g = convert<double>(dy[row * v.inner + j]);
+    return {g, g * (convert<double>(x[row * v.inner + j]) - convert<double>(mean[group]))};
+  }
+};
+
+// Per group, from its rows' sums: data_grad = a_c * dy + b * (x - mean) + shift with
+// a_c = gamma_c / std, b = -mean(dxhat * xhat) / std^2 and shift = -mean(dxhat) / std, where
+// dxhat = dy * gamma_c; (b, shift) go to coef[group].
+template <typename T>
+__global__ void norm_grad_coef_kernel(const T* gamma, const T* stdv, const Sums2* row_sums,
+                                      Sums2* coef, GroupNormView v) {
+  const int64_t per_group = v.channels_per_group();
+  const double size = static_cast<double>(v.group_size());
+  PMX_GRID_STRIDE_LOOP(group, v.num_groups_total()) {
+    const int64_t first_row = group / v.groups * v.channels + group % v.groups * per_group;
+    double sum_dxhat = 0, sum_dxhat_dev = 0;
+    for (int64_t k = 0; k < per_group; ++k) {
+      const double g = convert<double>(gamma[(first_row + k) % v.channels]);
+      sum_dxhat += g * row_sums[first_row + k].a;
+      sum_dxhat_dev += g * row_sums[first_row + k].b;
+    }
+    const double inv = 1.0 / convert<double>(stdv[group]);
+    const double mean_dxhat_xhat = sum_dxhat_dev * inv / size;
+    coef[group] = {-inv * inv * mean_dxhat_xhat, -inv * sum_dxhat / size};
+  }
+}
+
 template <typename T>
 __global__ void norm_data_grad_kernel(const T* dy, const T* x, const T* gamma, const T* mean,
-                                      const T* stdv, const double* row_sums, T* dx,
+                                      const T* stdv, const Sums2* coef, T* dx, int64_t n,
                                       GroupNormView v) {
   using A = AccT<T>;
-  const int64_t size = v.group_size(), per_group = v.channels_per_group(), rows = v.rows();
-  for (int64_t group = blockIdx.x; group < v.num_groups_total(); group += gridDim.x) {
-    const int64_t first_row = group / v.groups * v.channels + group % v.groups * per_group;
-    const int64_t first_channel = first_row % v.channels;
-    double sum_dxhat = 0, sum_dxhat_dev = 0;
-    for (int64_t k = threadIdx.x; k < per_group; k += kBlock) {
-      const double g = convert<double>(gamma[first_channel + k]);
-      sum_dxhat += g * row_sums[first_row + k];
-      sum_dxhat_dev += g * row_sums[rows + first_row + k];
-    }
-    sum_dxhat = block_sum(sum_dxhat);
-    sum_dxhat_dev = block_sum(sum_dxhat_dev);
-    const double m = convert<double>(mean[group]);
-    const double inv = 1.0 / convert<double>(stdv[group]);
-    const double mean_dxhat = sum_dxhat / static_cast<double>(size);
-    const double mean_dxhat_xhat = sum_dxhat_dev * inv / static_cast<double>(size);
-    const A b = A(-inv * inv * mean_dxhat_xhat);
-    const A shift = A(-inv * mean_dxhat);
-    const A center = A(m);
-    const int64_t offset = group * size;
-    for (int64_t i = threadIdx.x; i < size; i += kBlock) {
-      const A a = A(inv * convert<double>(gamma[first_channel + i / v.inner]));
-      dx[offset + i] = convert<T>(a * convert<A>(dy[offset + i]) +
-                                  b * (convert<A>(x[offset + i]) - center) + shift);
-    }
+  const int64_t size = v.group_size();
+  PMX_GRID_STRIDE_LOOP(i, n) {
+    const int64_t group = i / size;
+    const int64_t c = (i / v.inner) % v.channels;
+    const A a = A(convert<double>(gamma[c]) / convert<double>(stdv[group]));
+    const A centred = convert<A>(x[i]) - A(convert<double>(mean[group]));
+    dx[i] = convert<T>(a * convert<A>(dy[i]) + A(coef[group].a) * centred + A(coef[group].b));
   }
 }
 
 // gamma_grad_c = sum over n of row (n, c)'s sum(dy * (x - mean)) / std; beta_grad_c = the same of
 // sum(dy). A thread per channel, adding the samples in order.
 template <typename T>
-__global__ void norm_param_grad_kernel(const T* stdv, const double* row_sums, T* dgamma, T* dbeta,
+__global__ void norm_param_grad_kernel(const T* stdv, const Sums2* row_sums, T* dgamma, T* dbeta,
                                        GroupNormView v) {
-  const int64_t rows = v.rows(), per_group = v.channels_per_group();
+  const int64_t per_group = v.channels_per_group();
   PMX_GRID_STRIDE_LOOP(c, v.channels) {
     double dg = 0, db = 0;
     for (int64_t n = 0; n < v.batch; ++n) {
       const int64_t r = n * v.channels + c;
-      dg += row_sums[rows + r] / convert<double>(stdv[n * v.groups + c / per_group]);
-      db += row_sums[r];
+      dg += row_sums[r].b / convert<double>(stdv[n * v.groups + c / per_group]);
+      db += row_sums[r].a;
     }
     dgamma[c] = convert<T>(dg);
     dbeta[c] = convert<T>(db);
@@ -149,13 +142,31 @@ void norm_forward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
   const char* op = kInstance ? "instance_norm" : "group_norm";
   const GroupNormView v = nn::group_norm_view(in[0].shape, *ctx.attrs, kInstance, op);
   const double eps = nn::group_norm_eps(*ctx.attrs, kInstance);
-  if (v.num_groups_total() == 0) return;
+  const int64_t groups = v.num_groups_total(), n = in[0].size();
+  if (groups == 0) return;
+  const SegmentPlan plan = plan_segments(groups, v.group_size());
+  const size_t stats_bytes = workspace_aligned(groups * sizeof(Sums2));
+  char* ws = static_cast<char*>(ctx.workspace(2 * stats_bytes + segment_scratch_bytes(plan)));
+  auto* sums = reinterpret_cast<Sums2*>(ws);
+  auto* stats = reinterpret_cast<Sums2*>(ws + stats_bytes);
+  void* scratch = ws + 2 * stats_bytes;
+  cudaStream_t s = stream_of(ctx);
   PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, {
-    norm_forward_kernel<T><<<blocks_for(v.num_groups_total()), kBlock, 0, stream_of(ctx)>>>(
-        in[0].data<T>(), in[1].data<T>(), in[2].data<T>(), out[0].data<T>(), out[1].data<T>(),
-        out[2].data<T>(), v, eps);
+    const T* x = in[0].data<T>();
+    if (v.group_size() > 0) {
+      segment_sums(ShiftedSquares<T>{x, v.group_size()}, plan, scratch, sums, s);
+    } else {  // empty groups: zero sums, so the statistics come out 0/0 = NaN as on the CPU
+      PMX_CUDA_CHECK(cudaMemsetAsync(sums, 0, groups * sizeof(Sums2), s));
+    }
+    norm_stats_kernel<T><<<grid_for(groups), kBlock, 0, s>>>(
+        x, sums, out[1].data<T>(), out[2].data<T>(), stats, v, eps);
+    PMX_KERNEL_LAUNCH_CHECK();
+    if (n > 0) {
+      norm_apply_kernel<T><<<grid_for(n), kBlock, 0, s>>>(x, in[1].data<T>(), in[2].data<T>(),
+                                                          stats, out[0].data<T>(), n, v);
+      PMX_KERNEL_LAUNCH_CHECK();
+    }
   });
-  PMX_KERNEL_LAUNCH_CHECK();
 }
 
 template <bool kInstance>
@@ -164,22 +175,37 @@ void norm_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
   const char* op = kInstance ? "instance_norm_backward" : "group_norm_backward";
   const GroupNormView v = nn::group_norm_view(in[1].shape, *ctx.attrs, kInstance, op);
   if (v.channels == 0) return;  // no gamma/beta gradients, and data_grad is empty
+  const int64_t rows = v.rows(), groups = v.num_groups_total(), n = in[1].size();
+  const SegmentPlan plan = plan_segments(rows, v.inner);
+  const size_t row_bytes = workspace_aligned(std::max<int64_t>(rows, 1) * sizeof(Sums2));
+  const size_t coef_bytes = workspace_aligned(std::max<int64_t>(groups, 1) * sizeof(Sums2));
+  char* ws = static_cast<char*>(
+      ctx.workspace(row_bytes + coef_bytes + segment_scratch_bytes(plan)));
+  auto* row_sums = reinterpret_cast<Sums2*>(ws);
+  auto* coef = reinterpret_cast<Sums2*>(ws + row_bytes);
+  void* scratch = ws + row_bytes + coef_bytes;
   cudaStream_t s = stream_of(ctx);
-  auto* row_sums = static_cast<double*>(ctx.workspace(2 * v.rows() * sizeof(double) + 1));
   PMX_GPU_FLOAT_SWITCH(in[1].dtype, T, {
-    if (v.rows() > 0) {
-      norm_row_sums_kernel<T><<<blocks_for(v.rows()), kBlock, 0, s>>>(
-          in[0].data<T>(), in[1].data<T>(), in[3].data<T>(), row_sums, v);
+    const T* dy = in[0].data<T>();
+    const T* x = in[1].data<T>();
+    const T* gamma = in[2].data<T>();
+    const T* mean = in[3].data<T>();
+    const T* stdv = in[4].data<T>();
+    if (n > 0) {
+      segment_sums(GradSums<T>{dy, x, mean, v}, plan, scratch, row_sums, s);
+      norm_grad_coef_kernel<T><<<grid_for(groups), kBlock, 0, s>>>(gamma, stdv, row_sums, coef,
+                                                                   v);
       PMX_KERNEL_LAUNCH_CHECK();
-      norm_data_grad_kernel<T><<<blocks_for(v.num_groups_total()), kBlock, 0, s>>>(
-          in[0].data<T>(), in[1].data<T>(), in[2].data<T>(), in[3].data<T>(), in[4].data<T>(),
-          row_sums, out[0].data<T>(), v);
+      norm_data_grad_kernel<T><<<grid_for(n), kBlock, 0, s>>>(dy, x, gamma, mean, stdv, coef,
+                                                              out[0].data<T>(), n, v);
       PMX_KERNEL_LAUNCH_CHECK();
+    } else if (rows > 0) {  // rows of no positions: their sums are 0
+      PMX_CUDA_CHECK(cudaMemsetAsync(row_sums, 0, rows * sizeof(Sums2), s));
     }
     norm_param_grad_kernel<T><<<grid_for(v.channels), kBlock, 0, s>>>(
-        in[4].data<T>(), row_sums, out[1].data<T>(), out[2].data<T>(), v);
+        stdv, row_sums, out[1].data<T>(), out[2].data<T>(), v);
+    PMX_KERNEL_LAUNCH_CHECK();
   });
-  PMX_KERNEL_LAUNCH_CHECK();
 }
 
 const bool registered = [] {

@@ -14,6 +14,7 @@
 #include "ops/activation_math.h"
 #include "ops/nn_common.h"
 #include "random.cuh"
+#include "segment_sums.cuh"
 
 namespace pymx {
 namespace gpu {
@@ -71,22 +72,23 @@ __global__ void leaky_backward_kernel(const T* dy, const T* x, const T* gamma, T
   }
 }
 
-// prelu's gamma_grad_c = sum of dy * x where x <= 0 over channel c: a block per channel, each
-// thread summing a strided share of the channel's (outer, inner) elements in double.
+// prelu's gamma_grad_c = sum of dy * x where x <= 0 over channel c, whose (outer, inner)
+// elements are strided: a segment sum per channel (Note [Segment sums in chunks]).
 template <typename T>
-__global__ void prelu_gamma_grad_kernel(const T* dy, const T* x, T* gamma_grad, int64_t outer,
-                                        int64_t channels, int64_t inner) {
-  const int64_t per_channel = outer * inner;
-  for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
-    double sum = 0;
-    for (int64_t k = threadIdx.x; k < per_channel; k += kBlock) {
-      const int64_t i = ((k / inner) * channels + c) * inner + k % inner;
-      const double xi = convert<double>(x[i]);
-      if (!(xi > 0)) sum += convert<double>(dy[i]) * xi;
-    }
-    sum = group_reduce(sum, kBlock, [](double a, double b) { return a + b; });
-    if (threadIdx.x == 0) gamma_grad[c] = convert<T>(sum);
+struct PreluGammaTerms {
+  const T* dy;
+  const T* x;
+  nn::PreluView v;
+  __device__ Sums2 operator()(int64_t c, int64_t k) const {
+    const int64_t i = ((k / v.inner) * v.channels + c) * v.inner + k % v.inner;
+    const double xi = convert<double>(x[i]);
+    return {xi > 0 ? 0.0 : convert<double>(dy[i]) * xi, 0.0};
   }
+};
+
+template <typename T>
+__global__ void sums_to_blob_kernel(const Sums2* sums, T* out, int64_t n) {
+  PMX_GRID_STRIDE_LOOP(i, n) out[i] = convert<T>(sums[i].a);
 }
 
 // mask = keep / (1 - p); the draw for element i is uniform01(seed, draw_index(i)), where the
@@ -171,11 +173,19 @@ void leaky_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
           n, act, slope, v.inner, v.channels);
       PMX_KERNEL_LAUNCH_CHECK();
     }
-    if (prelu && v.channels > 0) {  // an empty data gives gamma_grad 0
-      prelu_gamma_grad_kernel<T><<<static_cast<unsigned>(std::min<int64_t>(v.channels, 65535)),
-                                   kBlock, 0, s>>>(in[0].data<T>(), in[1].data<T>(),
-                                                   out[1].data<T>(), n == 0 ? 0 : v.outer,
-                                                   v.channels, v.inner);
+    if (prelu) {
+      const SegmentPlan plan = plan_segments(v.channels, n == 0 ? 0 : v.outer * v.inner);
+      const size_t sums_bytes = workspace_aligned(v.channels * sizeof(Sums2));
+      char* ws = static_cast<char*>(ctx.workspace(sums_bytes + segment_scratch_bytes(plan)));
+      auto* sums = reinterpret_cast<Sums2*>(ws);
+      if (plan.length > 0) {
+        segment_sums(PreluGammaTerms<T>{in[0].data<T>(), in[1].data<T>(), v}, plan,
+                     ws + sums_bytes, sums, s);
+      } else {  // empty data: gamma_grad 0
+        PMX_CUDA_CHECK(cudaMemsetAsync(sums, 0, v.channels * sizeof(Sums2), s));
+      }
+      sums_to_blob_kernel<T><<<grid_for(v.channels), kBlock, 0, s>>>(sums, out[1].data<T>(),
+                                                                      v.channels);
       PMX_KERNEL_LAUNCH_CHECK();
     }
   });
