@@ -10,7 +10,7 @@ from pymx.device import (Device, cpu, cpu_pinned, current_device, gpu, gpu_memor
 from pymx.numpy_extension import image, random
 from pymx.numpy_extension._deconvolution import deconvolution
 
-__all__ = ["relu", "sigmoid", "activation", "leaky_relu", "softmax", "log_softmax", "pick",
+__all__ = ["relu", "sigmoid", "activation", "leaky_relu", "erf", "erfinv", "softmax", "log_softmax", "pick",
            "one_hot", "topk", "batch_flatten", "fully_connected", "convolution", "deconvolution",
            "pooling",
            "batch_norm", "dropout", "layer_norm", "group_norm", "instance_norm", "embedding",
@@ -105,6 +105,18 @@ def leaky_relu(data, gamma=None, act_type="leaky", slope=0.25, lower_bound=0.125
             raise ValueError("leaky_relu: act_type 'prelu' needs gamma (the learned slopes)")
         return invoke("leaky_relu", [data, gamma], {"act_type": act_type})[0]
     return invoke("leaky_relu", [data], {"act_type": act_type, "slope": slope})[0]
+
+
+def erf(data):
+    """The error function 2/sqrt(pi) * integral of exp(-t^2) from 0 to data, elementwise
+    (integers compute in float32)."""
+    return invoke("erf", [data])[0]
+
+
+def erfinv(data):
+    """The inverse error function on [-1, 1] (+-inf at +-1, NaN outside), elementwise
+    (integers compute in float32)."""
+    return invoke("erfinv", [data])[0]
 
 
 def _softmax_family(name, data, axis, temperature, dtype):
