@@ -2,6 +2,15 @@
 
 Every operator here is one call to a C++ operator through `pymx._op.invoke`; the C++ files
 (engine/src/ops/nn_*.cc) document the attributes and the gradient of each.
+
+Differences from MXNet 2.x in the activation and normalisation operators:
+  - leaky_relu has no act_type 'rrelu' (a ValueError names the supported ones); 'gelu' and
+    'gelu_erf' (MXNet's later name) are the same function. lower_bound and upper_bound are
+    accepted and unused. leaky and prelu return +0 for an input of -0 (MXNet: -0).
+  - activation(act_type='mish') runs the native op mish (its gradient needs the input, which the
+    activation op does not keep); the result is the same.
+  - instance_norm's hidden statistics are (mean, std), not MXNet's (mean, var); only the
+    normalised data is returned, as in MXNet.
 """
 from pymx._c import core as _core
 from pymx._op import invoke, waitall

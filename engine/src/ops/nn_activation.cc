@@ -189,10 +189,11 @@ PMX_REGISTER_OP(mish)
     .set_infer(same_shape_infer)
     .set_cpu(act_kernel([](const Attrs&) { return Act::kMish; }))
     .set_gradient([](const GradContext& ctx) {
-      return invoke("activation_backward", {ctx.out_grads[0], ctx.inputs[0], ctx.outputs[0]},
+      // mish's derivative reads x alone: x stands in for activation_backward's output input.
+      return invoke("activation_backward", {ctx.out_grads[0], ctx.inputs[0], ctx.inputs[0]},
                     Attrs{{"act_type", "mish"}});
     })
-    .set_grad_uses({0}, {0});
+    .set_grad_uses({0}, {});
 
 PMX_REGISTER_OP(activation_backward)
     .set_num_inputs(3)

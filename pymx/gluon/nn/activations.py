@@ -3,8 +3,9 @@
 Each runs one native operator (npx.leaky_relu for the ReLU family and GELU) or, for SiLU and
 Swish, x * sigmoid(beta * x) from npx.sigmoid. (nn.Activation, by name, is in basic_layers.)
 
-Differences from MXNet 2.x: PReLU's alpha_initializer and LeakyReLU's alpha are checked at
-construction (a bad value raises ValueError instead of an AssertionError or a later failure).
+Differences from MXNet 2.x: LeakyReLU's alpha, PReLU's in_channels and GELU's approximation
+are checked at construction and a bad value raises ValueError naming it (MXNet: an
+AssertionError, a later failure, or a ValueError).
 """
 from ... import initializer
 from ... import numpy_extension as npx

@@ -1,7 +1,8 @@
 """Basic layers: containers, Dense, Dropout, normalisation, Flatten, Embedding, lambdas.
 
-Differences from MXNet 2.x: GroupNorm and InstanceNorm check num_groups, in_channels and the
-input's channel count in Python, naming the values, where MXNet fails in its operator."""
+Differences from MXNet 2.x: GroupNorm checks num_groups and in_channels at construction,
+naming the values. InstanceNorm(axis=k) sizes gamma and beta by the input's axis k (MXNet's
+infer_shape reads axis 1 whatever the axis, which fails unless the two extents agree)."""
 import numpy as _onp
 
 from ... import numpy as np

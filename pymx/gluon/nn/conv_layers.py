@@ -1,4 +1,8 @@
-"""Convolution and pooling layers (1-D/2-D/3-D), channel-first or channel-last layouts."""
+"""Convolution and pooling layers (1-D/2-D/3-D), channel-first or channel-last layouts, and the
+PixelShuffle1D/2D/3D sub-pixel upsampling layers (a reshape, a transpose and a reshape).
+
+Difference from MXNet 2.x: PixelShuffle checks the input's rank and that its channels divide by
+the product of the factors, naming the values, where MXNet fails in a reshape."""
 from ... import numpy as np
 from ... import numpy_extension as npx
 from ..block import HybridBlock
