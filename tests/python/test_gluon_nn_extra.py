@@ -8,7 +8,7 @@ import numpy as onp
 import pytest
 
 import pymx
-from pymx import autograd, initializer, np
+from pymx import amp, autograd, initializer, np
 from pymx.gluon import nn
 from pymx.test_utils import assert_almost_equal
 from conftest import requires_gpu
@@ -239,6 +239,26 @@ def test_gpu_matches_cpu(name, make, shape, reference):
         assert_almost_equal(got, want)
     for key, grad in cpu[2].items():
         assert_almost_equal(gpu[2][key], grad, names=(key, 'cpu'))
+
+
+@pytest.mark.parametrize('target', ['float16', 'bfloat16'])
+def test_amp_converted_block_matches_float32(target):
+    """amp runs group_norm, instance_norm and prelu in float32 (their float32 parameters must
+    match their data), the rest of the net in the low dtype."""
+    amp._reset()
+    try:
+        net = nn.HybridSequential()
+        net.add(nn.Conv2D(8, 3), nn.GroupNorm(num_groups=4), nn.PReLU(in_channels=8),
+                nn.InstanceNorm(scale=True), nn.GELU(), nn.Conv2D(4, 1))
+        net.initialize(initializer.Uniform(0.5))
+        x = np.array(_rand(2, 3, 6, 6), dtype='float32')
+        want = net(x).asnumpy()
+        converted = amp.convert_hybrid_block(net, x, target_dtype=target)
+        got = converted(x)
+        assert got.dtype == np.ones(1, dtype=target).dtype
+        assert_almost_equal(got.asnumpy(), want, rtol=0.05, atol=0.1)
+    finally:
+        amp._reset()
 
 
 def test_errors():
