@@ -3,50 +3,28 @@
 //
 // | op                   | inputs              | outputs   | attrs                                  |
 // |----------------------|---------------------|-----------|----------------------------------------|
-// | activation           | data                | out       | act_type: relu sigmoid tanh softrelu softsign |
-// | relu sigmoid         | data                | out       |                                        |
+// | activation           | data                | out       | act_type: relu sigmoid tanh softrelu softsign log_sigmoid |
+// | relu sigmoid mish    | data                | out       |                                        |
 // | activation_backward  | out_grad, data, out | data_grad | act_type                               |
-// | leaky_relu           | data                | out       | act_type: leaky elu; slope (0.25)      |
-// | leaky_relu_backward  | out_grad, data      | data_grad | act_type, slope                        |
+// | leaky_relu           | data, [gamma]       | out       | act_type: leaky prelu elu selu gelu gelu_tanh; slope (0.25) |
+// | leaky_relu_backward  | out_grad, data, [gamma] | data_grad, [gamma_grad] | act_type, slope      |
 // | dropout              | data                | out, mask | p (0.5), mode (training / always), axes |
 // | dropout_backward     | out_grad, mask      | data_grad |                                        |
 #include "kernel_util.cuh"
+#include "ops/activation_math.h"
 #include "ops/nn_common.h"
 #include "random.cuh"
+#include "segment_sums.cuh"
 
 namespace pymx {
 namespace gpu {
 namespace {
 
 using nn::Act;
+using nn::act_derivative;
+using nn::act_forward;
+using nn::Leaky;
 using nn::parse_act;
-
-template <typename A>
-__device__ __forceinline__ A act_forward(Act act, A x) {
-  switch (act) {
-    case Act::kRelu: return x > A(0) || x != x ? x : A(0);  // NaN stays NaN, as on the CPU
-    case Act::kSigmoid: return A(1) / (A(1) + exp(-x));
-    case Act::kTanh: return tanh(x);
-    case Act::kSoftRelu: return x > A(20) ? x : log1p(exp(x));
-    case Act::kSoftSign: return x / (A(1) + fabs(x));
-  }
-  return x;
-}
-
-template <typename A>
-__device__ __forceinline__ A act_derivative(Act act, A x, A y) {
-  switch (act) {
-    case Act::kRelu: return y > A(0) ? A(1) : A(0);
-    case Act::kSigmoid: return y * (A(1) - y);
-    case Act::kTanh: return A(1) - y * y;
-    case Act::kSoftRelu: return A(1) / (A(1) + exp(-x));
-    case Act::kSoftSign: {
-      const A d = A(1) + fabs(x);
-      return A(1) / (d * d);
-    }
-  }
-  return A(1);
-}
 
 template <typename T>
 __global__ void act_forward_kernel(const T* x, T* y, int64_t n, Act act) {
@@ -66,26 +44,51 @@ __global__ void act_backward_kernel(const T* dy, const T* x, const T* y, T* dx, 
   }
 }
 
+// prelu's slope for element i: gamma_c of its channel (Note [PReLU channel runs] in
+// nn_activation.cc), or the op's slope for the other act_types (gamma null).
+template <typename A, typename T>
+__device__ __forceinline__ A leaky_slope(const T* gamma, A slope, int64_t i, int64_t inner,
+                                         int64_t channels) {
+  return gamma == nullptr ? slope : convert<A>(gamma[(i / inner) % channels]);
+}
+
 template <typename T>
-__global__ void leaky_kernel(const T* x, T* y, int64_t n, bool elu, double slope) {
+__global__ void leaky_kernel(const T* x, const T* gamma, T* y, int64_t n, Leaky act,
+                             double slope, int64_t inner, int64_t channels) {
   using A = AccT<T>;
-  const A s = A(slope);
   PMX_GRID_STRIDE_LOOP(i, n) {
-    const A v = convert<A>(x[i]);
-    y[i] = convert<T>(v > A(0) ? v : (elu ? s * A(expm1(v)) : s * v));
+    const A s = leaky_slope(gamma, A(slope), i, inner, channels);
+    y[i] = convert<T>(nn::leaky_forward<A>(act, convert<A>(x[i]), s));
   }
 }
 
 template <typename T>
-__global__ void leaky_backward_kernel(const T* dy, const T* x, T* dx, int64_t n, bool elu,
-                                      double slope) {
+__global__ void leaky_backward_kernel(const T* dy, const T* x, const T* gamma, T* dx, int64_t n,
+                                      Leaky act, double slope, int64_t inner, int64_t channels) {
   using A = AccT<T>;
-  const A s = A(slope);
   PMX_GRID_STRIDE_LOOP(i, n) {
-    const A v = convert<A>(x[i]);
-    const A d = v > A(0) ? A(1) : (elu ? s * A(exp(v)) : s);
-    dx[i] = convert<T>(convert<A>(dy[i]) * d);
+    const A s = leaky_slope(gamma, A(slope), i, inner, channels);
+    dx[i] = convert<T>(nn::leaky_grad<A>(act, convert<A>(x[i]), convert<A>(dy[i]), s));
   }
+}
+
+// prelu's gamma_grad_c = sum of dy * x where x <= 0 over channel c, whose (outer, inner)
+// elements are strided: a segment sum per channel (Note [Segment sums in chunks]).
+template <typename T>
+struct PreluGammaTerms {
+  const T* dy;
+  const T* x;
+  nn::PreluView v;
+  __device__ Sums2 operator()(int64_t c, int64_t k) const {
+    const int64_t i = ((k / v.inner) * v.channels + c) * v.inner + k % v.inner;
+    const double xi = convert<double>(x[i]);
+    return {xi > 0 ? 0.0 : convert<double>(dy[i]) * xi, 0.0};
+  }
+};
+
+template <typename T>
+__global__ void sums_to_blob_kernel(const Sums2* sums, T* out, int64_t n) {
+  PMX_GRID_STRIDE_LOOP(i, n) out[i] = convert<T>(sums[i].a);
 }
 
 // mask = keep / (1 - p); the draw for element i is uniform01(seed, draw_index(i)), where the
@@ -143,10 +146,14 @@ void leaky_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                    const std::vector<TBlob>& out) {
   const int64_t n = in[0].size();
   if (n == 0) return;
-  const auto [elu, slope] = nn::leaky_params(*ctx.attrs);
+  const auto [act, slope] = nn::leaky_params(*ctx.attrs);
+  const bool prelu = act == Leaky::kPrelu;
+  const nn::PreluView v = prelu ? nn::prelu_view(in[0].shape, in[1].shape, "leaky_relu")
+                                : nn::PreluView{};
   PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, {
-    leaky_kernel<T><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(in[0].data<T>(), out[0].data<T>(),
-                                                                 n, elu, slope);
+    leaky_kernel<T><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
+        in[0].data<T>(), prelu ? in[1].data<T>() : nullptr, out[0].data<T>(), n, act, slope,
+        v.inner, v.channels);
   });
   PMX_KERNEL_LAUNCH_CHECK();
 }
@@ -154,13 +161,34 @@ void leaky_compute(const OpContext& ctx, const std::vector<TBlob>& in,
 void leaky_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                             const std::vector<TBlob>& out) {
   const int64_t n = in[0].size();
-  if (n == 0) return;
-  const auto [elu, slope] = nn::leaky_params(*ctx.attrs);
+  const auto [act, slope] = nn::leaky_params(*ctx.attrs);
+  const bool prelu = act == Leaky::kPrelu;
+  const nn::PreluView v = prelu ? nn::prelu_view(in[1].shape, in[2].shape, "leaky_relu_backward")
+                                : nn::PreluView{};
+  cudaStream_t s = stream_of(ctx);
   PMX_GPU_FLOAT_SWITCH(in[0].dtype, T, {
-    leaky_backward_kernel<T><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
-        in[0].data<T>(), in[1].data<T>(), out[0].data<T>(), n, elu, slope);
+    if (n > 0) {
+      leaky_backward_kernel<T><<<grid_for(n), kBlock, 0, s>>>(
+          in[0].data<T>(), in[1].data<T>(), prelu ? in[2].data<T>() : nullptr, out[0].data<T>(),
+          n, act, slope, v.inner, v.channels);
+      PMX_KERNEL_LAUNCH_CHECK();
+    }
+    if (prelu) {
+      const SegmentPlan plan = plan_segments(v.channels, n == 0 ? 0 : v.outer * v.inner);
+      const size_t sums_bytes = workspace_aligned(v.channels * sizeof(Sums2));
+      char* ws = static_cast<char*>(ctx.workspace(sums_bytes + segment_scratch_bytes(plan)));
+      auto* sums = reinterpret_cast<Sums2*>(ws);
+      if (plan.length > 0) {
+        segment_sums(PreluGammaTerms<T>{in[0].data<T>(), in[1].data<T>(), v}, plan,
+                     ws + sums_bytes, sums, s);
+      } else {  // empty data: gamma_grad 0
+        PMX_CUDA_CHECK(cudaMemsetAsync(sums, 0, v.channels * sizeof(Sums2), s));
+      }
+      sums_to_blob_kernel<T><<<grid_for(v.channels), kBlock, 0, s>>>(sums, out[1].data<T>(),
+                                                                      v.channels);
+      PMX_KERNEL_LAUNCH_CHECK();
+    }
   });
-  PMX_KERNEL_LAUNCH_CHECK();
 }
 
 void dropout_compute(const OpContext& ctx, const std::vector<TBlob>& in,
@@ -230,6 +258,10 @@ const bool registered = [] {
   op_registry::get_or_create("sigmoid").set_gpu(
       [](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
         activation_compute(Act::kSigmoid, ctx, in, out);
+      });
+  op_registry::get_or_create("mish").set_gpu(
+      [](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
+        activation_compute(Act::kMish, ctx, in, out);
       });
   op_registry::get_or_create("activation_backward").set_gpu(activation_backward_compute);
   op_registry::get_or_create("leaky_relu").set_gpu(leaky_compute);

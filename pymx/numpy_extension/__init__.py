@@ -4,6 +4,15 @@ The operators defined here are one call each to a C++ operator through `pymx._op
 C++ files (engine/src/ops/nn_*.cc) document the attributes and the gradient of each. Those
 imported from the private modules are composed from pymx operators; each module's docstring
 says how, and lists its differences from MXNet.
+
+Differences from MXNet 2.x in the activation and normalisation operators:
+  - leaky_relu has no act_type 'rrelu' (a ValueError names the supported ones); 'gelu' and
+    'gelu_erf' (MXNet's later name) are the same function. lower_bound and upper_bound are
+    accepted and unused. leaky and prelu return +0 for an input of -0 (MXNet: -0).
+  - activation(act_type='mish') runs the native op mish (its gradient needs the input, which the
+    activation op does not keep); the result is the same.
+  - instance_norm's hidden statistics are (mean, std), not MXNet's (mean, var); only the
+    normalised data is returned, as in MXNet.
 """
 from pymx._c import core as _core
 from pymx._op import invoke, waitall
@@ -20,10 +29,12 @@ from pymx.numpy_extension._shape import arange_like, broadcast_like, reshape, sl
 from pymx.numpy_extension._softmax import (log_softmax, masked_log_softmax, masked_softmax,
                                            softmax)
 
-__all__ = ["relu", "sigmoid", "activation", "leaky_relu", "softmax", "log_softmax", "pick",
+__all__ = ["relu", "sigmoid", "activation", "leaky_relu", "erf", "erfinv", "softmax",
+           "log_softmax", "pick",
            "one_hot", "topk", "batch_flatten", "fully_connected", "convolution", "deconvolution",
            "pooling",
-           "batch_norm", "dropout", "layer_norm", "embedding", "sequence_mask",
+           "batch_norm", "dropout", "layer_norm", "group_norm", "instance_norm", "embedding",
+           "sequence_mask",
            "set_np", "reset_np", "is_np_array", "is_np_shape", "use_np", "use_np_array",
            "use_np_shape", "image", "random", "cpu", "gpu", "cpu_pinned", "num_gpus",
            "gpu_memory_info", "current_device", "Device", "waitall", "set_deterministic",
@@ -102,13 +113,38 @@ def sigmoid(data):
 
 
 def activation(data, act_type="relu"):
-    """act_type: 'relu', 'sigmoid', 'tanh', 'softrelu' (log(1+exp(x))), 'softsign' (x/(1+|x|))."""
+    """act_type: 'relu', 'sigmoid', 'tanh', 'softrelu' (log(1+exp(x))), 'softsign' (x/(1+|x|)),
+    'log_sigmoid' (log(sigmoid(x))) or 'mish' (x*tanh(softrelu(x)))."""
+    if act_type == "mish":  # its own op: its gradient reads the input (nn_activation.cc)
+        return invoke("mish", [data])[0]
     return invoke("activation", [data], {"act_type": act_type})[0]
 
 
-def leaky_relu(data, act_type="leaky", slope=0.25):
-    """act_type 'leaky': x > 0 ? x : slope*x; 'elu': x > 0 ? x : slope*(exp(x)-1)."""
+def leaky_relu(data, gamma=None, act_type="leaky", slope=0.25, lower_bound=0.125,
+               upper_bound=0.334):
+    """act_type 'leaky': x > 0 ? x : slope*x; 'prelu': the same with the learned slopes `gamma`
+    (shape (1,), or (C,) broadcast along axis 1, the channels); 'elu': x > 0 ? x :
+    slope*(exp(x)-1); 'selu': 1.0507 * (x > 0 ? x : 1.6733*(exp(x)-1)); 'gelu' (or 'gelu_erf'):
+    x*Phi(x) with Phi the normal CDF; 'gelu_tanh': GELU's tanh approximation. lower_bound and
+    upper_bound (MXNet's rrelu bounds) are accepted for compatibility; 'rrelu' is not
+    supported."""
+    if act_type == "prelu":
+        if gamma is None:
+            raise ValueError("leaky_relu: act_type 'prelu' needs gamma (the learned slopes)")
+        return invoke("leaky_relu", [data, gamma], {"act_type": act_type})[0]
     return invoke("leaky_relu", [data], {"act_type": act_type, "slope": slope})[0]
+
+
+def erf(data):
+    """The error function 2/sqrt(pi) * integral of exp(-t^2) from 0 to data, elementwise
+    (integers compute in float32)."""
+    return invoke("erf", [data])[0]
+
+
+def erfinv(data):
+    """The inverse error function on [-1, 1] (+-inf at +-1, NaN outside), elementwise
+    (integers compute in float32)."""
+    return invoke("erfinv", [data])[0]
 
 
 # -------------------------------------------------------------------------------------------
@@ -256,3 +292,19 @@ def layer_norm(data, gamma, beta, axis=-1, eps=1e-5, output_mean_var=False):
     output_mean_var=True returns [out, mean, std]."""
     outs = invoke("layer_norm", [data, gamma, beta], {"axis": axis, "eps": eps})
     return outs if output_mean_var else outs[0]
+
+
+def group_norm(data, gamma, beta, num_groups=1, eps=1e-5, output_mean_var=False):
+    """Group normalisation of data (N, C, spatial...): each sample's C channels form num_groups
+    groups, each normalised over its channels and positions, then scaled and shifted per
+    channel: (x - mean) / sqrt(var + eps) * gamma + beta, gamma and beta of shape (C,).
+    output_mean_var=True returns [out, mean, std], the statistics of shape (N, num_groups)."""
+    outs = invoke("group_norm", [data, gamma, beta], {"num_groups": num_groups, "eps": eps})
+    return outs if output_mean_var else outs[0]
+
+
+def instance_norm(data, gamma, beta, eps=1e-3):
+    """Instance normalisation of data (N, C, spatial...): each channel of each sample normalised
+    over its positions, then (x - mean) / sqrt(var + eps) * gamma + beta with gamma and beta of
+    shape (C,)."""
+    return invoke("instance_norm", [data, gamma, beta], {"eps": eps})[0]

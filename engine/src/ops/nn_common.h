@@ -267,34 +267,6 @@ inline AxisView axis_view(const Shape& s, int64_t axis_attr, const char* op) {
   return axis_view(s, normalize_axis(axis_attr, static_cast<int>(s.size()), op));
 }
 
-// The activation op's act_type, shared by its CPU (nn_activation.cc) and GPU (nn_elemwise.cu)
-// kernels.
-enum class Act { kRelu, kSigmoid, kTanh, kSoftRelu, kSoftSign };
-
-inline Act parse_act(const std::string& name) {
-  if (name == "relu") return Act::kRelu;
-  if (name == "sigmoid") return Act::kSigmoid;
-  if (name == "tanh") return Act::kTanh;
-  if (name == "softrelu") return Act::kSoftRelu;
-  if (name == "softsign") return Act::kSoftSign;
-  PMX_THROW(Status::kInvalidArg, "activation: act_type '", name,
-            "' is not one of relu, sigmoid, tanh, softrelu, softsign");
-}
-
-// leaky_relu's attributes, shared by its CPU (nn_activation.cc) and GPU (nn_elemwise.cu) kernels:
-// act_type leaky (slope * x below 0) or elu (slope * expm1(x) below 0), and slope.
-struct LeakyParams {
-  bool elu;
-  double slope;
-};
-
-inline LeakyParams leaky_params(const Attrs& attrs) {
-  const std::string t = attrs.get_str("act_type", "leaky");
-  PMX_CHECK(t == "leaky" || t == "elu", "leaky_relu: act_type '", t,
-            "' is not one of leaky, elu");
-  return {t == "elu", attrs.get_float("slope", 0.25)};
-}
-
 // Whether dropout draws a mask (and so random numbers): in train mode, or always with
 // mode='always'; never when p is 0. CPU and GPU kernels and OpDef::draws_random agree through it.
 inline bool dropout_draws_mask(const Attrs& attrs, bool is_train) {

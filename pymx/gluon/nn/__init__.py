@@ -1,8 +1,10 @@
 """Gluon layers (MXNet's `gluon.nn`)."""
+from .activations import *  # noqa: F401,F403
+from .activations import __all__ as _activations_all
 from .basic_layers import *  # noqa: F401,F403
 from .basic_layers import __all__ as _basic_all
 from .conv_layers import *  # noqa: F401,F403
 from .conv_layers import __all__ as _conv_all
 from ..block import Block, HybridBlock  # noqa: F401
 
-__all__ = _basic_all + _conv_all + ['Block', 'HybridBlock']
+__all__ = _basic_all + _activations_all + _conv_all + ['Block', 'HybridBlock']

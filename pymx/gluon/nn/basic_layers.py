@@ -1,4 +1,8 @@
-"""Basic layers: containers, Dense, Dropout, normalisation, Flatten, Embedding, lambdas."""
+"""Basic layers: containers, Dense, Dropout, normalisation, Flatten, Embedding, lambdas.
+
+Differences from MXNet 2.x: GroupNorm checks num_groups and in_channels at construction,
+naming the values. InstanceNorm(axis=k) sizes gamma and beta by the input's axis k (MXNet's
+infer_shape reads axis 1 whatever the axis, which fails unless the two extents agree)."""
 import numpy as _onp
 
 from ... import numpy as np
@@ -8,7 +12,8 @@ from ..block import Block, HybridBlock
 from ..parameter import Parameter
 
 __all__ = ['Sequential', 'HybridSequential', 'Dense', 'Dropout', 'BatchNorm', 'LayerNorm',
-           'Embedding', 'Flatten', 'Lambda', 'HybridLambda', 'Activation']
+           'InstanceNorm', 'GroupNorm', 'Embedding', 'Flatten', 'Lambda', 'HybridLambda',
+           'Activation', 'Identity', 'Concatenate', 'HybridConcatenate']
 
 
 class _SequentialMixin:
@@ -45,6 +50,39 @@ class Sequential(_SequentialMixin, Block):
 
 class HybridSequential(_SequentialMixin, HybridBlock):
     """Runs its (hybridizable) children one after another."""
+
+
+class Concatenate(Sequential):
+    """Runs every child on the same input and concatenates their outputs along `axis`."""
+
+    def __init__(self, axis=-1):
+        super().__init__()
+        self._axis = axis
+
+    def forward(self, x):
+        return np.concatenate([block(x) for block in self._children.values()], axis=self._axis)
+
+
+class HybridConcatenate(HybridSequential):
+    """Runs every (hybridizable) child on the same input and concatenates their outputs along
+    `axis`."""
+
+    def __init__(self, axis=-1):
+        super().__init__()
+        self._axis = axis
+
+    def forward(self, x):
+        return np.concatenate([block(x) for block in self._children.values()], axis=self._axis)
+
+
+class Identity(HybridBlock):
+    """Returns its input."""
+
+    def forward(self, x):
+        return x
+
+    def __repr__(self):
+        return 'Identity'
 
 
 def _activation(x, activation):
@@ -185,6 +223,80 @@ class LayerNorm(HybridBlock):
         device = x.device
         return npx.layer_norm(x, self.gamma.data(device), self.beta.data(device),
                               axis=self._axis, eps=self._epsilon)
+
+
+def _norm_params(layer, in_channels, center, scale, beta_initializer, gamma_initializer):
+    """gamma and beta of shape (in_channels,) (0: deferred to the first input), trained when
+    `scale` / `center` (else held at their initial values: grad_req 'null')."""
+    layer.gamma = Parameter('gamma', grad_req='write' if scale else 'null', shape=(in_channels,),
+                            init=gamma_initializer, allow_deferred_init=True,
+                            differentiable=scale)
+    layer.beta = Parameter('beta', grad_req='write' if center else 'null', shape=(in_channels,),
+                           init=beta_initializer, allow_deferred_init=True,
+                           differentiable=center)
+
+
+class InstanceNorm(HybridBlock):
+    """Instance normalisation (Ulyanov et al., 2016): each channel (axis `axis`) of each sample
+    is normalised over its other axes, (x - mean) / sqrt(var + epsilon) * gamma + beta.
+    The input has at least 3 dimensions, the first the batch."""
+
+    def __init__(self, axis=1, epsilon=1e-5, center=True, scale=False, beta_initializer='zeros',
+                 gamma_initializer='ones', in_channels=0):
+        super().__init__()
+        self._axis = axis
+        self._epsilon = epsilon
+        _norm_params(self, in_channels, center, scale, beta_initializer, gamma_initializer)
+
+    def infer_shape(self, x, *args):
+        self.gamma.shape = (x.shape[self._axis],)
+        self.beta.shape = (x.shape[self._axis],)
+
+    def forward(self, x):
+        device = x.device
+        gamma, beta = self.gamma.data(device), self.beta.data(device)
+        if self._axis in (1, 1 - x.ndim):
+            return npx.instance_norm(x, gamma, beta, eps=self._epsilon)
+        # instance_norm's channels are axis 1: the channel axis is swapped there and back.
+        out = npx.instance_norm(np.swapaxes(x, 1, self._axis), gamma, beta, eps=self._epsilon)
+        return np.swapaxes(out, 1, self._axis)
+
+    def __repr__(self):
+        channels = self.gamma.shape[0]
+        return (f'InstanceNorm(axis={self._axis}, eps={self._epsilon}, '
+                f'in_channels={channels if channels > 0 else None})')
+
+
+class GroupNorm(HybridBlock):
+    """Group normalisation (Wu and He, 2018): each sample's channels (axis 1) form `num_groups`
+    groups, each normalised over its channels and positions, then scaled and shifted per
+    channel by gamma and beta of shape (in_channels,). The input has at least 3 dimensions."""
+
+    def __init__(self, num_groups=1, epsilon=1e-5, center=True, scale=True,
+                 beta_initializer='zeros', gamma_initializer='ones', in_channels=0):
+        super().__init__()
+        if not isinstance(num_groups, int) or num_groups < 1:
+            raise ValueError(f"GroupNorm: num_groups must be a positive int, got {num_groups!r}")
+        if in_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_groups {num_groups} does not divide in_channels "
+                             f"{in_channels}")
+        self._num_groups = num_groups
+        self._epsilon = epsilon
+        _norm_params(self, in_channels, center, scale, beta_initializer, gamma_initializer)
+
+    def infer_shape(self, x, *args):
+        self.gamma.shape = (x.shape[1],)
+        self.beta.shape = (x.shape[1],)
+
+    def forward(self, x):
+        device = x.device
+        return npx.group_norm(x, self.gamma.data(device), self.beta.data(device),
+                              num_groups=self._num_groups, eps=self._epsilon)
+
+    def __repr__(self):
+        channels = self.gamma.shape[0]
+        return (f'GroupNorm(num_groups={self._num_groups}, eps={self._epsilon}, '
+                f'in_channels={channels if channels > 0 else None})')
 
 
 class Embedding(HybridBlock):

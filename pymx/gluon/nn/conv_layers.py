@@ -1,4 +1,8 @@
-"""Convolution and pooling layers (1-D/2-D/3-D), channel-first or channel-last layouts."""
+"""Convolution and pooling layers (1-D/2-D/3-D), channel-first or channel-last layouts, and the
+PixelShuffle1D/2D/3D sub-pixel upsampling layers (a reshape, a transpose and a reshape).
+
+Difference from MXNet 2.x: PixelShuffle checks the input's rank and that its channels divide by
+the product of the factors, naming the values, where MXNet fails in a reshape."""
 from ... import numpy as np
 from ... import numpy_extension as npx
 from ..block import HybridBlock
@@ -9,7 +13,7 @@ __all__ = ['Conv1D', 'Conv2D', 'Conv3D', 'Conv1DTranspose', 'Conv2DTranspose',
            'Conv3DTranspose', 'MaxPool1D', 'MaxPool2D',
            'MaxPool3D', 'AvgPool1D', 'AvgPool2D', 'AvgPool3D', 'GlobalMaxPool1D',
            'GlobalMaxPool2D', 'GlobalMaxPool3D', 'GlobalAvgPool1D', 'GlobalAvgPool2D',
-           'GlobalAvgPool3D']
+           'GlobalAvgPool3D', 'PixelShuffle1D', 'PixelShuffle2D', 'PixelShuffle3D']
 
 _LAYOUTS = {1: ('NCW', 'NWC'), 2: ('NCHW', 'NHWC'), 3: ('NCDHW', 'NDHWC')}
 
@@ -287,3 +291,62 @@ GlobalMaxPool3D = _pool_class('GlobalMaxPool3D', 3, 'max', 'NCDHW', True)
 GlobalAvgPool1D = _pool_class('GlobalAvgPool1D', 1, 'avg', 'NCW', True)
 GlobalAvgPool2D = _pool_class('GlobalAvgPool2D', 2, 'avg', 'NCHW', True)
 GlobalAvgPool3D = _pool_class('GlobalAvgPool3D', 3, 'avg', 'NCDHW', True)
+
+
+class _PixelShuffle(HybridBlock):
+    """Shared by PixelShuffle1D/2D/3D: (N, C * f1 * ... * fk, d1, ..., dk) ->
+    (N, C, d1 * f1, ..., dk * fk), channel c * (f1 * ... * fk) + offset going to position
+    offset (row-major over f1..fk) within each output block (MXNet's and PyTorch's order)."""
+
+    _ndim = 2
+
+    def __init__(self, factor):
+        super().__init__()
+        cls = self.__class__.__name__
+        self._factors = _tuple(factor, self._ndim, f'{cls} factor')
+        if any(f < 1 for f in self._factors):
+            raise ValueError(f"{cls}: factors must be positive, got {self._factors}")
+
+    def forward(self, x):
+        k, cls = self._ndim, self.__class__.__name__
+        if x.ndim != k + 2:
+            raise ValueError(f"{cls}: input must have {k + 2} dimensions (N, C, {k} spatial), "
+                             f"got shape {x.shape}")
+        n, channels, spatial = x.shape[0], x.shape[1], x.shape[2:]
+        block = 1
+        for f in self._factors:
+            block *= f
+        if channels % block:
+            raise ValueError(f"{cls}: the input's {channels} channels are not divisible by the "
+                             f"product {block} of the factors {self._factors}")
+        # (N, C, f1..fk, d1..dk) -> (N, C, d1, f1, ..., dk, fk) -> (N, C, d1*f1, ..., dk*fk)
+        x = np.reshape(x, (n, channels // block) + self._factors + spatial)
+        axes = [0, 1]
+        for i in range(k):
+            axes += [2 + k + i, 2 + i]
+        x = np.transpose(x, axes)
+        return np.reshape(x, (n, channels // block) +
+                          tuple(d * f for d, f in zip(spatial, self._factors)))
+
+    def __repr__(self):
+        factors = self._factors[0] if self._ndim == 1 else self._factors
+        return f'{self.__class__.__name__}({factors})'
+
+
+class PixelShuffle1D(_PixelShuffle):
+    """(N, C * f, W) -> (N, C, W * f): sub-pixel upsampling of width by `factor` f."""
+
+    _ndim = 1
+
+
+class PixelShuffle2D(_PixelShuffle):
+    """(N, C * f1 * f2, H, W) -> (N, C, H * f1, W * f2); `factor` is an int or (f1, f2)."""
+
+    _ndim = 2
+
+
+class PixelShuffle3D(_PixelShuffle):
+    """(N, C * f1 * f2 * f3, D, H, W) -> (N, C, D * f1, H * f2, W * f3); `factor` is an int or
+    (f1, f2, f3)."""
+
+    _ndim = 3

@@ -1,0 +1,89 @@
+"""npx.erf and npx.erfinv against float64 references (math.erf, and erf(erfinv(x)) = x), in every
+float dtype and for integers, their edges (+-1, outside [-1, 1], NaN), gradients against central
+differences, empty shapes, and GPU against CPU."""
+import math
+
+import numpy as onp
+import pytest
+
+import pymx
+from pymx import npx
+from pymx.ndarray import from_numpy
+from pymx.test_utils import assert_almost_equal, check_numeric_gradient, check_op
+from conftest import requires_gpu
+
+
+def erf_reference(x):
+    x = onp.asarray(x)
+    return onp.vectorize(math.erf, otypes=[x.dtype])(x)
+
+
+def test_erf_values_and_gradient(device):
+    check_op(erf_reference, npx.erf, shapes=[(3, 4), (0,), (2, 0), ()], low=-3, high=3,
+             grad=True, device=device)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
+def test_erf_dtypes(device, dtype):
+    check_op(erf_reference, npx.erf, shapes=[(5, 6)], dtype=dtype, low=-3, high=3,
+             device=device)
+
+
+def test_erf_of_integers_is_float32(device):
+    out = npx.erf(from_numpy(onp.array([-2, 0, 1, 3], dtype="int32"), device=device))
+    assert out.dtype == onp.float32
+    assert_almost_equal(out, erf_reference(onp.array([-2.0, 0, 1, 3])).astype(onp.float32))
+
+
+def test_erfinv_inverts_erf_in_float64(device):
+    x = onp.concatenate([onp.linspace(-0.999, 0.999, 100),
+                         [0.0, 1e-300, -1e-12, 0.9999999, -0.9999999999, 1 - 2.0 ** -52]])
+    y = npx.erfinv(from_numpy(x, device=device)).asnumpy()
+    assert_almost_equal(erf_reference(y), x, rtol=4e-16, atol=1e-300)
+    assert y[100] == 0.0
+    # Near 1, erf(y) rounds away the digits of y: the gap to 1 is the check, via erfc.
+    near_one = onp.array([0.9999999, 1 - 1e-12, 1 - 2.0 ** -52])
+    y = npx.erfinv(from_numpy(near_one, device=device)).asnumpy()
+    assert_almost_equal(onp.vectorize(math.erfc)(y), 1 - near_one, rtol=1e-13, atol=0)
+    assert_almost_equal(npx.erfinv(from_numpy(onp.array([0.5]), device=device)),
+                        onp.array([0.47693627620446987338]), rtol=1e-15, atol=0)
+
+
+def test_erfinv_edges(device):
+    x = onp.array([1.0, -1.0, 1.5, -2.0, onp.inf, onp.nan])
+    for dtype in ("float64", "float32"):
+        y = npx.erfinv(from_numpy(x, dtype=dtype, device=device)).asnumpy()
+        assert y[0] == onp.inf and y[1] == -onp.inf, y
+        assert onp.isnan(y[2:]).all(), y
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_erfinv_dtypes(device, dtype):
+    """Against the float64 op on the same rounded values (checked above), rounded."""
+    x = from_numpy(onp.random.uniform(-0.99, 0.99, size=(4, 7)), dtype=dtype, device=device)
+    want = npx.erfinv(from_numpy(x.asnumpy().astype(onp.float64))).asnumpy()
+    got = npx.erfinv(x)
+    assert got.dtype == x.dtype
+    assert_almost_equal(got, want.astype(onp.float32),
+                        rtol=1e-6 if dtype == "float32" else None,
+                        atol=1e-6 if dtype == "float32" else None)
+
+
+def test_erfinv_gradient_and_empty(device):
+    check_numeric_gradient(npx.erfinv, [onp.random.uniform(-0.9, 0.9, size=(3, 4))],
+                           device=device)
+    assert npx.erfinv(from_numpy(onp.zeros((0, 3)), device=device)).shape == (0, 3)
+
+
+@requires_gpu
+@pytest.mark.parametrize("op", ["erf", "erfinv"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int32"])
+def test_gpu_matches_cpu(op, dtype):
+    values = onp.random.uniform(-0.99, 0.99, size=(3, 50))
+    if dtype == "int32":
+        values = onp.random.randint(-3, 4, size=(3, 50))
+    values[0, :4] = [1, -1, 0, 0.5] if dtype != "int32" else [1, -1, 0, 2]
+    cpu = getattr(npx, op)(from_numpy(values, dtype=dtype)).asnumpy()
+    gpu = getattr(npx, op)(from_numpy(values, dtype=dtype, device=pymx.gpu(0))).asnumpy()
+    assert_almost_equal(gpu, cpu, rtol=1e-13 if dtype == "float64" else None,
+                        atol=1e-13 if dtype == "float64" else None, equal_nan=True)
