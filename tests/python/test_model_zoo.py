@@ -13,7 +13,7 @@ import pymx
 from pymx import autograd, initializer, np
 from pymx.gluon import Trainer, loss, nn
 from pymx.gluon.model_zoo import model_store, vision
-from pymx.gluon.model_zoo.custom_layers import HybridConcatenate, Identity
+from pymx.gluon.nn import HybridConcatenate, Identity
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
 
 RTOL, ATOL = 1e-4, 1e-5  # float32 blocks vs float64 references

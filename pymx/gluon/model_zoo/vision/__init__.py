@@ -15,8 +15,6 @@ Deliberate differences from MXNet 2.x:
   (MXNet's naming); its checksum is not verified.
 - The default root is ~/.mxnet/models, MXNet's default; $MXNET_HOME is not read.
 - `ctx` is accepted as an alias of `device`.
-- HybridConcatenate and Identity, which MXNet 2.x has in gluon.nn, live in
-  model_zoo.custom_layers.
 - vgg11() ... vgg19_bn() reject a batch_norm argument, which their names fix (MXNet lets it
   override the name); get_vgg takes it.
 """

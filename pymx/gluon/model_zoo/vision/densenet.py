@@ -8,7 +8,7 @@ each a HybridConcatenate of the identity (child 0) and the new features (child 1
 """
 from ... import nn
 from ...block import HybridBlock
-from ..custom_layers import HybridConcatenate, Identity
+from ...nn import HybridConcatenate, Identity
 from ..model_store import DEFAULT_ROOT, load_pretrained, resolve_device
 
 __all__ = ['DenseNet', 'densenet121', 'densenet161', 'densenet169', 'densenet201',

@@ -8,7 +8,7 @@ E1-E2 are `features.7` ... `features.17`, each a HybridConcatenate of branches, 
 """
 from ... import nn
 from ...block import HybridBlock
-from ..custom_layers import HybridConcatenate
+from ...nn import HybridConcatenate
 from ..model_store import DEFAULT_ROOT, load_pretrained, resolve_device
 
 __all__ = ['Inception3', 'inception_v3']

@@ -9,7 +9,7 @@ ends in a 13x13 average pool, so the network takes 224x224 inputs.
 """
 from ... import nn
 from ...block import HybridBlock
-from ..custom_layers import HybridConcatenate
+from ...nn import HybridConcatenate
 from ..model_store import DEFAULT_ROOT, load_pretrained, resolve_device
 
 __all__ = ['SqueezeNet', 'squeezenet1_0', 'squeezenet1_1', 'get_squeezenet']
