@@ -37,6 +37,16 @@ def _copy(mx_op, *keys, **fixed):
     return translate
 
 
+def _with_act_types(translate, act_types):
+    """`translate`, refused for an act_type that MXNet 1.9.1's operator lacks."""
+    def checked(attrs, num_inputs):
+        if attrs.get('act_type') not in act_types:
+            raise NoMxnetEquivalent(f"act_type={attrs.get('act_type')} (MXNet 1.9.1 has "
+                                    f"{', '.join(act_types)})")
+        return translate(attrs, num_inputs)
+    return checked
+
+
 _CONV = ('kernel', 'num_filter', 'num_group', 'no_bias', 'layout', 'stride', 'dilate', 'pad',
          'cudnn_off', 'cudnn_tune', 'workspace')
 _TRANSLATIONS = {
@@ -50,10 +60,16 @@ _TRANSLATIONS = {
                      'stride', 'pad', 'count_include_pad', 'layout', 'cudnn_off', 'p_value'),
     'dropout': _copy('Dropout', 'p', 'mode', 'axes'),
     'batch_flatten': _copy('Flatten'),
-    'activation': _copy('Activation', 'act_type'),
+    'activation': _with_act_types(_copy('Activation', 'act_type'),
+                                  ('relu', 'sigmoid', 'tanh', 'softrelu', 'softsign')),
     'relu': _copy('Activation', act_type='relu'),
     'sigmoid': _copy('Activation', act_type='sigmoid'),
-    'leaky_relu': _copy('LeakyReLU', 'act_type', 'slope'),
+    'leaky_relu': _with_act_types(_copy('LeakyReLU', 'act_type', 'slope'),
+                                  ('leaky', 'elu', 'selu', 'gelu', 'prelu')),
+    'instance_norm': _copy('InstanceNorm', 'eps'),
+    'stop_gradient': _copy('BlockGrad'),
+    'erf': _copy('erf'),
+    'erfinv': _copy('erfinv'),
     'softmax': _copy('softmax', 'axis', 'temperature'),
     'log_softmax': _copy('log_softmax', 'axis', 'temperature'),
     'cast': _copy('Cast', 'dtype'),

@@ -17,11 +17,11 @@ Deliberate differences from MXNet:
   gradient, not MXNet's built-in `output - label` loss gradient;
 - LeakyReLU act_type='rrelu' uses the mean slope (lower_bound + upper_bound) / 2 in training
   too (MXNet samples a slope per element while training);
-- erf (and so LeakyReLU act_type='gelu') is computed as Abramowitz and Stegun's 7.1.26
-  approximation, within 1.5e-7 of the exact value (float32's resolution);
 - elemwise_* ops broadcast like their broadcast_* twins instead of requiring equal shapes;
-- not supported, with an error naming the node: Activation's 'log_sigmoid' and 'mish',
-  softmax's use_length, dot of inputs other than 2-D, broadcast_like with axes.
+- GroupNorm's gamma and beta of MXNet 1.x (one value per group) are repeated over each group's
+  channels (MXNet 2.x has one per channel, as pymx);
+- not supported, with an error naming the node: softmax's use_length, dot of inputs other than
+  2-D, broadcast_like with axes.
 """
 import ast
 
@@ -225,7 +225,7 @@ def _flatten(inputs, attrs):
 
 # ---- activations ------------------------------------------------------------------------------
 
-_ACTIVATIONS = ('relu', 'sigmoid', 'tanh', 'softrelu', 'softsign')
+_ACTIVATIONS = ('relu', 'sigmoid', 'tanh', 'softrelu', 'softsign', 'log_sigmoid', 'mish')
 
 
 @_op('Activation', '_npx_activation')
@@ -237,49 +237,42 @@ def _activation(inputs, attrs):
     return [npx.activation(inputs[0], act_type=act_type)]
 
 
-_SELU_ALPHA = 1.6732632423543772848170429916717
-_SELU_LAMBDA = 1.0507009873554804934193349852946
-
-
 @_op('LeakyReLU', '_npx_leaky_relu')
 def _leaky_relu(inputs, attrs):
     act_type = attrs.str('act_type', 'leaky')
-    data = inputs[0]
-    if act_type in ('leaky', 'elu'):
-        return [npx.leaky_relu(data, act_type=act_type, slope=attrs.float('slope', 0.25))]
-    if act_type == 'selu':
-        return [npx.leaky_relu(data, act_type='elu', slope=_SELU_ALPHA) * _SELU_LAMBDA]
+    slope = attrs.float('slope', 0.25)
     if act_type == 'rrelu':
         slope = (attrs.float('lower_bound', 0.125) + attrs.float('upper_bound', 0.334)) / 2
-        return [npx.leaky_relu(data, act_type='leaky', slope=slope)]
-    if act_type == 'gelu':
-        return [0.5 * data * (1.0 + _erf(data * _SQRT_HALF))]
-    if act_type == 'prelu':
-        gamma = inputs[1]
-        # A per-channel slope along axis 1; a single slope applies everywhere.
-        if gamma.size > 1 and data.ndim >= 2:
-            gamma = np.reshape(gamma, (1, -1) + (1,) * (data.ndim - 2))
-        return [np.maximum(data, 0) + gamma * np.minimum(data, 0)]
-    raise ValueError(f"LeakyReLU act_type={act_type!r} of {attrs.where} is not supported; "
-                     f"supported: leaky, elu, selu, gelu, prelu, rrelu")
+        act_type = 'leaky'
+    if act_type not in ('leaky', 'elu', 'selu', 'gelu', 'gelu_erf', 'gelu_tanh', 'prelu'):
+        raise ValueError(f"LeakyReLU act_type={act_type!r} of {attrs.where} is not supported; "
+                         f"supported: leaky, elu, selu, gelu, gelu_erf, gelu_tanh, prelu, rrelu")
+    gamma = inputs[1] if act_type == 'prelu' else None
+    return [npx.leaky_relu(inputs[0], gamma, act_type=act_type, slope=slope)]
 
 
-_SQRT_HALF = 0.7071067811865476
-# Abramowitz and Stegun 7.1.26: |error| <= 1.5e-7.
-_ERF_P = 0.3275911
-_ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+_op('erf', '_npi_erf', '_npx_erf')(lambda inputs, attrs: [npx.erf(inputs[0])])
+_op('erfinv', '_npi_erfinv', '_npx_erfinv')(lambda inputs, attrs: [npx.erfinv(inputs[0])])
+_op('BlockGrad', 'stop_gradient', '_npx_stop_gradient')(
+    lambda inputs, attrs: [npx.stop_gradient(inputs[0])])
 
 
-def _erf(x):
-    magnitude = np.abs(x)
-    t = 1.0 / (1.0 + _ERF_P * magnitude)
-    poly = _ERF_A[-1]
-    for a in reversed(_ERF_A[:-1]):
-        poly = poly * t + a
-    return np.sign(x) * (1.0 - poly * t * np.exp(-magnitude * magnitude))
+@_op('InstanceNorm', '_npx_instance_norm')
+def _instance_norm(inputs, attrs):
+    return [npx.instance_norm(*inputs, eps=attrs.float('eps', 1e-3))]
 
 
-_op('erf', '_npi_erf')(lambda inputs, attrs: [_erf(inputs[0])])
+@_op('GroupNorm', '_npx_group_norm')
+def _group_norm(inputs, attrs):
+    data, gamma, beta = inputs
+    num_groups = attrs.int('num_groups', 1)
+    channels = data.shape[1] if data.ndim > 1 else 0
+    if gamma.size == num_groups != channels and channels % num_groups == 0:
+        gamma = np.repeat(gamma, channels // num_groups)
+        beta = np.repeat(beta, channels // num_groups)
+    outs = npx.group_norm(data, gamma, beta, num_groups=num_groups,
+                          eps=attrs.float('eps', 1e-5), output_mean_var=True)
+    return outs if attrs.bool('output_mean_var', False) else outs[:1]
 
 
 _op('relu', '_npx_relu')(lambda inputs, attrs: [npx.relu(inputs[0])])

@@ -154,9 +154,27 @@ def _deconv1d(x, w, stride):
 _erf = onp.vectorize(math.erf)
 
 
+def _erfinv(y):
+    """Inverts math.erf by bisection (to float64 resolution)."""
+    low, high = -6.0, 6.0
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (middle, high) if math.erf(middle) < y else (low, middle)
+    return (low + high) / 2
+
+
 def _layer_norm(x, g, b):
     mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
     return (x - mean) / onp.sqrt(var + 1e-5) * g + b
+
+
+def _group_norm(x, g, b, groups, eps):
+    """x (N, C, ...) normalised per sample over each group of channels; g, b per channel."""
+    grouped = x.reshape(x.shape[0], groups, -1)
+    mean, var = grouped.mean(-1, keepdims=True), grouped.var(-1, keepdims=True)
+    normed = ((grouped - mean) / onp.sqrt(var + eps)).reshape(x.shape)
+    per_channel = (1, -1) + (1,) * (x.ndim - 2)
+    return normed * g.reshape(per_channel) + b.reshape(per_channel)
 
 
 # (op, attrs, data shapes, parameter shapes, float64 reference(*data, *params)); data are named
@@ -244,6 +262,19 @@ _OP_CASES = [
     ('batch_dot', {'transpose_b': 'True'}, [(2, 3, 4), (2, 5, 4)], [],
      lambda a, b: a @ b.transpose(0, 2, 1)),
     ('erf', {}, [(3, 4)], [], _erf),
+    ('erfinv', {}, [onp.array([-0.9, -0.2, 0.3, 0.99])], [],
+     lambda y: onp.array([_erfinv(v) for v in y])),
+    ('Activation', {'act_type': 'log_sigmoid'}, [(2, 3)], [], lambda x: -onp.log1p(onp.exp(-x))),
+    ('Activation', {'act_type': 'mish'}, [(2, 3)], [],
+     lambda x: x * onp.tanh(onp.log1p(onp.exp(x)))),
+    ('BlockGrad', {}, [(2, 3)], [], lambda x: x),
+    ('InstanceNorm', {'eps': '0.001'}, [(2, 3, 4)], [(3,), (3,)],
+     lambda x, g, b: _group_norm(x, g, b, 3, 1e-3)),
+    ('GroupNorm', {'num_groups': '2'}, [(2, 4, 3)], [(4,), (4,)],
+     lambda x, g, b: _group_norm(x, g, b, 2, 1e-5)),
+    # MXNet 1.x's GroupNorm: one gamma and beta per group.
+    ('GroupNorm', {'num_groups': '2', 'eps': '1e-3'}, [(2, 4, 3)], [(2,), (2,)],
+     lambda x, g, b: _group_norm(x, onp.repeat(g, 2), onp.repeat(b, 2), 2, 1e-3)),
     ('LeakyReLU', {'act_type': 'gelu'}, [(3, 4)], [],
      lambda x: 0.5 * x * (1 + _erf(x / onp.sqrt(2)))),
     ('_contrib_div_sqrt_dim', {}, [(2, 4)], [], lambda x: x / 2),
@@ -497,6 +528,41 @@ def test_export_of_many_operations_round_trips(tmp_path, device, hybridize):
         assert_almost_equal(got, expected, rtol=0, atol=0)
 
 
+class _NormalisedNet(gluon.HybridBlock):
+    """InstanceNorm, GELU, erf and a stopped gradient: operators MXNet 1.9.1 has under other
+    names (InstanceNorm, LeakyReLU, erf, BlockGrad)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = gluon.nn.InstanceNorm(in_channels=3)
+        self.gelu = gluon.nn.GELU()
+
+    def forward(self, x):
+        y = self.gelu(self.norm(x))
+        return npx.erf(y) + npx.stop_gradient(y)
+
+
+def test_export_of_norm_and_activation_layers_names_mxnet_operators(tmp_path, device):
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        net, block, (x,) = _exported(tmp_path, lambda: (_NormalisedNet(), [(2, 3, 4)]), device)
+    symbol = json.loads((tmp_path / 'model-symbol.json').read_text())
+    ops = {node['op'] for node in symbol['nodes']}
+    assert {'InstanceNorm', 'LeakyReLU', 'erf', 'BlockGrad'} <= ops
+    assert_almost_equal(block(x), net(x), rtol=0, atol=0)
+
+
+class _LogSigmoid(gluon.HybridBlock):
+    def forward(self, x):
+        return npx.activation(x, act_type='log_sigmoid')
+
+
+def test_export_of_an_activation_mxnet_lacks_keeps_pymx_format(tmp_path):
+    with pytest.warns(UserWarning, match="act_type=log_sigmoid \\(MXNet 1.9.1 has relu, "):
+        net, block, (x,) = _exported(tmp_path, lambda: (_LogSigmoid(), [(2, 3)]), cpu())
+    assert_almost_equal(block(x), net(x), rtol=0, atol=0)
+
+
 class _FusedConv(gluon.HybridBlock):
     def __init__(self):
         super().__init__()
@@ -624,9 +690,9 @@ def test_unknown_operator_names_op_node_and_file(tmp_path):
 
 
 def test_unsupported_attribute_values_are_named(tmp_path):
-    symbol = _mxnet_symbol([_var('x'), ('Activation', 'act', {'act_type': 'mish'}, ['x'])],
+    symbol = _mxnet_symbol([_var('x'), ('Activation', 'act', {'act_type': 'swish'}, ['x'])],
                            ['act'])
-    with pytest.raises(ValueError, match="act_type='mish' of node 'act' \\(op Activation\\)"):
+    with pytest.raises(ValueError, match="act_type='swish' of node 'act' \\(op Activation\\)"):
         SymbolBlock(symbol, ['x'])(np.ones((2,)))
     symbol = _mxnet_symbol([_var('x'), ('_plus_scalar', 'add', {'scalar': 'lots'}, ['x'])],
                            ['add'])
