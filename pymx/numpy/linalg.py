@@ -26,19 +26,19 @@ Deliberate differences from MXNet 2.x's np.linalg:
 - lstsq's rcond default ('warn' or None) is NumPy 2's: machine epsilon times max(M, N), without
   a warning.
 """
-import builtins
-import numbers
+import builtins as _builtins
+import numbers as _numbers
 
 import numpy as _onp
 
-from pymx.base import DEFAULT_DTYPE, PymxLinAlgError
+from pymx.base import DEFAULT_DTYPE as _DEFAULT_DTYPE
+from pymx.base import PymxLinAlgError as LinAlgError
 from pymx.numpy import _core as _np
 
 __all__ = ["LinAlgError", "norm", "inv", "det", "slogdet", "solve", "cholesky", "eigh",
            "eigvalsh", "svd", "qr", "pinv", "matrix_rank", "lstsq", "matrix_power", "multi_dot",
            "tensorinv", "tensorsolve"]
 
-LinAlgError = PymxLinAlgError
 
 _invoke = _np._invoke
 
@@ -47,7 +47,7 @@ def _float_array(x, device=None):
     """x as a pymx array of a floating dtype: integer and bool data become float32."""
     x = _np._to_array(x, device=device)
     if x.dtype.kind in "biu":
-        x = x.astype(DEFAULT_DTYPE)
+        x = x.astype(_DEFAULT_DTYPE)
     return x
 
 
@@ -274,7 +274,7 @@ def matrix_rank(M, tol=None, hermitian=False):
     if s.shape[-1] == 0:
         return _np.zeros(s.shape[:-1], dtype="int64", device=M.device)
     if tol is None:
-        tol = _np.max(s, axis=-1, keepdims=True) * (builtins.max(M.shape[-2:]) *
+        tol = _np.max(s, axis=-1, keepdims=True) * (_builtins.max(M.shape[-2:]) *
                                                     float(_onp.finfo(M.dtype).eps))
     else:
         tol = _np.expand_dims(_np._to_array(tol, device=M.device, dtype=M.dtype), -1)
@@ -301,7 +301,7 @@ def lstsq(a, b, rcond="warn"):
     m, n = a.shape
     b2 = _np.expand_dims(b, -1) if b.ndim == 1 else b
     if rcond is None or (isinstance(rcond, str) and rcond == "warn"):
-        rcond = float(_onp.finfo(a.dtype).eps) * builtins.max(m, n)
+        rcond = float(_onp.finfo(a.dtype).eps) * _builtins.max(m, n)
     if min(m, n) == 0:
         s = _np.zeros((0,), dtype=a.dtype, device=a.device)
         x = _np.zeros((n, b2.shape[1]), dtype=a.dtype, device=a.device)
@@ -325,7 +325,7 @@ def lstsq(a, b, rcond="warn"):
 def matrix_power(a, n):
     """Each square matrix of `a` raised to the integer power `n` by repeated squaring; n = 0
     gives identity matrices and n < 0 powers of inv(a)."""
-    if not isinstance(n, (numbers.Integral, _onp.integer)) or isinstance(n, bool):
+    if not isinstance(n, (_numbers.Integral, _onp.integer)) or isinstance(n, bool):
         raise TypeError(f"matrix_power: exponent must be an integer, got {n!r}")
     a = _np._to_array(a)
     _check_matrices(a, "matrix_power", square=True)
@@ -406,7 +406,7 @@ def tensorinv(a, ind=2):
     """The inverse of `a` with respect to tensordot over its first `ind` axes: shape
     a.shape[ind:] + a.shape[:ind]; prod(a.shape[:ind]) must equal prod(a.shape[ind:])."""
     a = _np._to_array(a)
-    if not isinstance(ind, numbers.Integral) or ind <= 0:
+    if not isinstance(ind, _numbers.Integral) or ind <= 0:
         raise ValueError(f"tensorinv: ind must be a positive integer, got {ind!r}")
     rows = int(_onp.prod(a.shape[:ind], dtype=_onp.int64))
     cols = int(_onp.prod(a.shape[ind:], dtype=_onp.int64))
