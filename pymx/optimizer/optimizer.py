@@ -444,7 +444,10 @@ class Updater:
             loaded, optimizer, *counts = loaded
             optimizer.param_dict = self.optimizer.param_dict
             self.optimizer = optimizer
-            self._loaded_counts = dict(counts[0]) if counts else None
+            # A file without the counts (written before they were saved beside the states)
+            # still holds them in the optimizer: those of the device it updated last, which
+            # every device shares.
+            self._loaded_counts = dict(counts[0] if counts else optimizer._index_update_count)
         self.states = {}
         self._host_states = dict(loaded)
 

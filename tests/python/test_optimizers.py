@@ -3,6 +3,7 @@ Trainer steps against float64 NumPy reimplementations of MXNet's update formulas
 clip_gradient, rescale_grad, lr_mult and an lr scheduler), float16 and bfloat16 weights with
 multi_precision, state save/load through the Trainer, and bad arguments."""
 import math
+import pickle
 
 import numpy as onp
 import pytest
@@ -302,6 +303,24 @@ def test_states_save_and_load_through_the_trainer(case, tmp_path):
     assert type(restored.optimizer).__name__.lower() == name
     _train(fresh, restored, grads[2:])
     onp.testing.assert_array_equal(fresh.data().asnumpy(), want)
+
+
+def test_states_written_without_update_counts_continue_the_counts(tmp_path):
+    """A states file holding only (states, optimizer), as written before the update counts were
+    saved beside them, continues Adam's bias correction from the optimizer's own counts."""
+    w0, grads = _data(8)
+    param = _make_param(w0)
+    trainer = Trainer([param], 'adam', {'learning_rate': 0.01})
+    _train(param, trainer, grads[:2])
+    states, optimizer, _ = pickle.loads(trainer._updaters[0].get_states(dump_optimizer=True))
+    path = tmp_path / 'old.states'
+    path.write_bytes(pickle.dumps((states, optimizer)))
+    fresh = _make_param(param.data().asnumpy())
+    _train(param, trainer, grads[2:])
+    restored = Trainer([fresh], 'adam', {'learning_rate': 0.01})
+    restored.load_states(str(path))
+    _train(fresh, restored, grads[2:])
+    onp.testing.assert_array_equal(fresh.data().asnumpy(), param.data().asnumpy())
 
 
 def test_lars_leaves_biases_unscaled():
