@@ -50,12 +50,13 @@ class LAMB(Optimizer):
         else:
             direction = mean / (np.sqrt(var) + self.epsilon)
         direction = direction + self._get_wd(index) * weight
-        weight_norm = np.linalg.norm(weight)
+        # The norms are taken in float32: a float16 sum of squares overflows at 65504.
+        weight_norm = np.linalg.norm(weight.astype('float32', copy=False))
         if self.lower_bound is not None:
             weight_norm = np.maximum(weight_norm, self.lower_bound)
         if self.upper_bound is not None:
             weight_norm = np.minimum(weight_norm, self.upper_bound)
-        direction_norm = np.linalg.norm(direction)
+        direction_norm = np.linalg.norm(direction.astype('float32', copy=False))
         usable = np.logical_and(weight_norm > 0, direction_norm > 0)
         # The quotient is computed for both branches; the denominator is kept off zero so that
         # the discarded branch does not raise a division warning or produce inf * 0.

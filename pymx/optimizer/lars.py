@@ -44,8 +44,8 @@ class LARS(Optimizer):
         """The layer's learning-rate factor: a 0-d array on the weight's device, or 1.0."""
         if self._name(index).endswith(self._EXCLUDED_SUFFIXES):
             return 1.0
-        weight_norm = np.linalg.norm(weight.astype('float32'))
-        grad_norm = np.linalg.norm(grad.astype('float32') * self.rescale_grad)
+        weight_norm = np.linalg.norm(weight.astype('float32', copy=False))
+        grad_norm = np.linalg.norm(grad.astype('float32', copy=False) * self.rescale_grad)
         usable = np.logical_and(weight_norm > 0, grad_norm > 0)
         lars = self.eta * weight_norm / (grad_norm + wd * weight_norm + self.epsilon)
         return np.where(usable, lars, 1.0)

@@ -323,6 +323,18 @@ def test_states_written_without_update_counts_continue_the_counts(tmp_path):
     onp.testing.assert_array_equal(fresh.data().asnumpy(), param.data().asnumpy())
 
 
+def test_lamb_float16_weight_norms_do_not_overflow():
+    """A float16 weight whose sum of squares passes float16's 65504 (without multi_precision):
+    the trust ratio's norms are taken in float32, so the step stays finite and correct."""
+    w0, g = onp.ones((300, 300)), onp.full((300, 300), 0.5)
+    param = _make_param(w0, dtype='float16')
+    _train(param, Trainer([param], 'lamb', {'learning_rate': 0.01}), [g])
+    o = dict(lr=0.01, wd=0.0, rescale=1.0 / BATCH, clip=None, beta1=0.9, beta2=0.999,
+             epsilon=1e-6, lower_bound=None, upper_bound=None, bias_correction=True)
+    want, _ = ref_lamb(w0, g, [onp.zeros_like(w0)] * 2, 1, o)
+    onp.testing.assert_allclose(param.data().asnumpy(), want, rtol=1e-3)
+
+
 def test_lars_leaves_biases_unscaled():
     w0, grads = _data(4, steps=2)
     bias = _make_param(w0[0], name='bias')
