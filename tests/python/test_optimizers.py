@@ -385,6 +385,30 @@ def test_sgld_adds_gaussian_noise_of_variance_lr():
     onp.testing.assert_allclose(noise, expected, atol=1e-6)
 
 
+def test_sgld_copies_on_several_devices_stay_identical():
+    """The Trainer updates each device's copy of a parameter: SGLD's noise is drawn once per
+    update and shared, so the copies do not drift apart (and differ from step to step)."""
+    w0, grads = _data(9, steps=2)
+    param = Parameter('weight', shape=SHAPE)
+    param.initialize(device=[cpu(0), cpu(1)])
+    param.set_data(np.array(w0, dtype='float32'))
+    trainer = Trainer([param], 'sgld', {'learning_rate': 0.1})
+    previous = w0.astype('float32')
+    for g in grads:
+        with autograd.record():
+            losses = [(data * np.array(g, dtype='float32', device=data.device)).sum()
+                      for data in param.list_data()]
+        for loss in losses:
+            loss.backward()
+        trainer.step(BATCH)
+        copies = [data.asnumpy() for data in param.list_data()]
+        onp.testing.assert_array_equal(copies[1], copies[0])
+        # the summed gradient (2 g) steps, plus noise of standard deviation sqrt(0.1)
+        noise = copies[0] - (previous - 0.1 / 2 * 2 * g.astype('float32') / BATCH)
+        assert 0.05 < noise.std() < 0.8
+        previous = copies[0]
+
+
 def test_bad_arguments():
     with pytest.raises(TypeError, match=r"Nadam got unexpected optimizer parameter\(s\) "
                                         r"\['beta3'\]"):
