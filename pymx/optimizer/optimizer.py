@@ -448,6 +448,9 @@ class Updater:
             # still holds them in the optimizer: those of the device it updated last, which
             # every device shares.
             self._loaded_counts = dict(counts[0] if counts else optimizer._index_update_count)
+            # Also at once, for a reader of the counts before the first update (the Trainer
+            # carrying states to the updaters of new devices).
+            optimizer._all_index_update_counts[self._key] = dict(self._loaded_counts)
         self.states = {}
         self._host_states = dict(loaded)
 

@@ -323,6 +323,24 @@ def test_states_written_without_update_counts_continue_the_counts(tmp_path):
     onp.testing.assert_array_equal(fresh.data().asnumpy(), param.data().asnumpy())
 
 
+def test_loaded_update_counts_follow_parameters_moved_before_the_first_step(tmp_path):
+    """Loading the states and then moving the parameter to another device before the first
+    step: the new device's updater continues the loaded counts (Adam's bias correction)."""
+    w0, grads = _data(10)
+    param = _make_param(w0)
+    trainer = Trainer([param], 'adam', {'learning_rate': 0.01})
+    _train(param, trainer, grads[:2])
+    path = str(tmp_path / 'trainer.states')
+    trainer.save_states(path)
+    fresh = _make_param(param.data().asnumpy())
+    _train(param, trainer, grads[2:])
+    restored = Trainer([fresh], 'adam', {'learning_rate': 0.01})
+    restored.load_states(path)
+    fresh.reset_device(cpu(1))
+    _train(fresh, restored, grads[2:])
+    onp.testing.assert_array_equal(fresh.data(cpu(1)).asnumpy(), param.data().asnumpy())
+
+
 def test_lamb_float16_weight_norms_do_not_overflow():
     """A float16 weight whose sum of squares passes float16's 65504 (without multi_precision):
     the trust ratio's norms are taken in float32, so the step stays finite and correct."""
