@@ -29,6 +29,8 @@ import numpy as _onp
 
 from .. import numpy as np
 from .. import numpy_extension as npx
+from ._mxnet_rnn import MODES as _RNN_MODES
+from ._mxnet_rnn import fused_rnn
 
 __all__ = ['OPS', 'AUX_INPUTS', 'LABEL_INPUTS', 'Attrs']
 
@@ -221,6 +223,47 @@ def _dropout(inputs, attrs):
 @_op('Flatten', 'flatten', '_npx_batch_flatten')
 def _flatten(inputs, attrs):
     return [npx.batch_flatten(inputs[0])]
+
+
+@_op('RNN', '_npx_rnn')
+def _rnn(inputs, attrs):
+    """Inputs: data (T, N, C), the flat parameter vector, state, state_cell (LSTM), then
+    sequence_length with use_sequence_length. Outputs: out, then with state_outputs the final
+    state and (LSTM) state_cell."""
+    mode = attrs.str('mode')
+    if mode not in _RNN_MODES:
+        raise ValueError(f"RNN mode={mode!r} of {attrs.where} is not one of "
+                         f"{', '.join(_RNN_MODES)}")
+    use_sequence_length = attrs.bool('use_sequence_length', False)
+    num_states = 2 if mode == 'lstm' else 1
+    expected = 2 + num_states + use_sequence_length
+    if len(inputs) != expected:
+        raise ValueError(f"RNN mode={mode} with use_sequence_length={use_sequence_length} needs "
+                         f"{expected} inputs, {attrs.where} has {len(inputs)}")
+    projection_size = attrs.int('projection_size', None)
+    if projection_size is not None and mode != 'lstm':
+        raise ValueError(f"RNN projection_size={projection_size} of {attrs.where} needs mode "
+                         f"lstm, not {mode}")
+    clip_min = attrs.float('lstm_state_clip_min', None)
+    clip_max = attrs.float('lstm_state_clip_max', None)
+    if (clip_min is None) != (clip_max is None):
+        raise ValueError(f"RNN lstm_state_clip_min={clip_min} and lstm_state_clip_max={clip_max} "
+                         f"of {attrs.where} must be given together")
+    clip = None if clip_min is None or mode != 'lstm' else \
+        (clip_min, clip_max, attrs.bool('lstm_state_clip_nan', False))
+    out, states = fused_rnn(inputs[0], inputs[1], inputs[2:2 + num_states],
+                            inputs[-1] if use_sequence_length else None, mode=mode,
+                            state_size=attrs.int('state_size'),
+                            num_layers=attrs.int('num_layers'),
+                            bidirectional=attrs.bool('bidirectional', False),
+                            projection_size=projection_size, dropout=attrs.float('p', 0.0),
+                            clip=clip, where=attrs.where)
+    return [out] + states if attrs.bool('state_outputs', False) else [out]
+
+
+# MXNet 1.x's layers concatenate their reshaped weights into the flat vector in the graph.
+_op('_rnn_param_concat', '_npi_rnn_param_concat')(
+    lambda inputs, attrs: [np.concatenate(inputs, axis=attrs.int('dim', 1))])
 
 
 # ---- activations ------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ names and syntax in both). Rules follow MXNet's shape inference of each operator
 """
 import numpy as _onp
 
+from ._mxnet_rnn import flat_parameter_size
+
 __all__ = ['PARAM_SHAPES']
 
 PARAM_SHAPES = {}
@@ -71,3 +73,11 @@ def _embedding(data_shape, attrs):
 def _leaky_relu(data_shape, attrs):
     # PReLU's slope: one per channel (axis 1).
     return {1: (data_shape[1] if len(data_shape) > 1 else 1,)}
+
+
+@_rule('RNN', '_npx_rnn')
+def _rnn(data_shape, attrs):
+    # The flat parameter vector of the layers the data (T, N, C) feeds.
+    return {1: (flat_parameter_size(attrs.str('mode'), attrs.int('num_layers'), data_shape[2],
+                                    attrs.int('state_size'), attrs.bool('bidirectional', False),
+                                    attrs.int('projection_size', None)),)}
