@@ -78,6 +78,6 @@ def _leaky_relu(data_shape, attrs):
 @_rule('RNN', '_npx_rnn')
 def _rnn(data_shape, attrs):
     # The flat parameter vector of the layers the data (T, N, C) feeds.
-    return {1: (flat_parameter_size(attrs.str('mode'), attrs.int('num_layers'), data_shape[2],
+    return {1: (flat_parameter_size(attrs.str('mode'), attrs.int('num_layers'), data_shape[-1],
                                     attrs.int('state_size'), attrs.bool('bidirectional', False),
                                     attrs.int('projection_size', None)),)}
