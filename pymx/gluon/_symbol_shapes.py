@@ -7,6 +7,7 @@ names and syntax in both). Rules follow MXNet's shape inference of each operator
 """
 import numpy as _onp
 
+from ._mxnet_resize import bilinear_kernel_size
 from ._mxnet_rnn import flat_parameter_size
 
 __all__ = ['PARAM_SHAPES']
@@ -81,3 +82,13 @@ def _rnn(data_shape, attrs):
     return {1: (flat_parameter_size(attrs.str('mode'), attrs.int('num_layers'), data_shape[-1],
                                     attrs.int('state_size'), attrs.bool('bidirectional', False),
                                     attrs.int('projection_size', None)),)}
+
+
+@_rule('UpSampling')
+def _upsampling(data_shape, attrs):
+    # Bilinear upsampling's depthwise deconvolution weight.
+    if attrs.str('sample_type') != 'bilinear':
+        return {}
+    scale = attrs.tuple('scale')[-1]
+    kernel = bilinear_kernel_size(scale)
+    return {1: (attrs.int('num_filter'), 1, kernel, kernel)}
