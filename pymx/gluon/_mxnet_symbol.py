@@ -330,7 +330,7 @@ _op('sigmoid', '_npx_sigmoid')(lambda inputs, attrs: [npx.sigmoid(inputs[0])])
 
 def _softmax_axis(inputs, attrs, log=False):
     """softmax / log_softmax; with use_length, the second input holds each row's length along
-    the axis and the entries past it are 0 (softmax) or -inf (log_softmax)."""
+    the axis and the outputs past it are 0."""
     fn = npx.log_softmax if log else npx.softmax
     use_length = attrs.bool('use_length', False)
     if use_length and len(inputs) != 2:
