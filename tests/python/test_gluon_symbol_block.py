@@ -13,7 +13,7 @@ from conftest import requires_gpu
 
 from pymx import autograd, gluon, np, npx
 from pymx.device import cpu, gpu
-from pymx.test_utils import assert_almost_equal
+from pymx.test_utils import assert_almost_equal, check_numeric_gradient
 
 SymbolBlock = gluon.SymbolBlock
 
@@ -964,3 +964,107 @@ def test_gpu_matches_cpu(tmp_path):
     for on_gpu, on_cpu in zip(results[1], results[0]):
         assert_almost_equal(on_gpu, on_cpu, rtol=1e-4, atol=1e-5)
     npx.waitall()
+
+
+# ---- resampling, padding and lengths: gradients, errors, GPU ----------------------------------
+
+def _single_op_block(op, attrs, num_inputs=1):
+    names = [f'd{i}' for i in range(num_inputs)]
+    return SymbolBlock(_mxnet_symbol([_var(n) for n in names] + [(op, 'node', attrs, names)],
+                                     ['node']), names)
+
+
+@pytest.mark.parametrize('op, attrs, shape', [
+    ('_contrib_BilinearResize2D', {'height': '4', 'width': '3', 'align_corners': 'False'},
+     (1, 2, 3, 2)),
+    ('_contrib_AdaptiveAvgPooling2D', {'output_size': '(2, 2)'}, (1, 1, 3, 5)),
+    ('UpSampling', {'scale': '2', 'sample_type': 'nearest', 'num_args': '1'}, (1, 2, 2, 2)),
+    ('Pad', {'mode': 'reflect', 'pad_width': '(0, 0, 0, 0, 1, 2, 2, 1)'}, (1, 1, 3, 3)),
+    ('Pad', {'mode': 'edge', 'pad_width': '(0, 0, 0, 0, 1, 0, 0, 2)'}, (1, 1, 2, 3)),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_resampling_and_padding_gradients(device, op, attrs, shape):
+    block = _single_op_block(op, attrs)
+    check_numeric_gradient(block, [_rand(*shape)], device=device)
+
+
+def test_softmax_use_length_gradient(device):
+    block = _single_op_block('softmax', {'use_length': 'True'}, num_inputs=2)
+    lengths = np.array([2, 4], dtype='int32', device=device)
+    check_numeric_gradient(lambda x: block(x, lengths), [_rand(2, 4)], device=device)
+
+
+def test_nd_dot_gradient(device):
+    block = _single_op_block('dot', {'transpose_a': 'True'}, num_inputs=2)
+    check_numeric_gradient(block, [_rand(3, 2), _rand(3, 2, 2)], device=device)
+
+
+@pytest.mark.parametrize('op, attrs, shapes, message', [
+    ('UpSampling', {'scale': '(2, 3)', 'sample_type': 'bilinear', 'num_filter': '1'},
+     [(1, 1, 2, 2), (1, 1, 4, 4)], r"sample_type=bilinear .* needs one scale for both axes and "
+                                   r"2 inputs \(data, weight\), got scale \(2, 3\)"),
+    ('UpSampling', {'scale': '2', 'sample_type': 'nearest', 'num_args': '2'},
+     [(1, 1, 2, 2), (1, 1, 3, 3)], r"cannot scale an input of shape \(1, 1, 3, 3\) to the "
+                                   r"output size \(4, 4\)"),
+    ('UpSampling', {'scale': '(1, 2, 3)', 'sample_type': 'nearest'}, [(1, 1, 2, 2)],
+     r"scale=\(1, 2, 3\) of node 'node' .* needs 1, 2 or 4 values"),
+    ('Pad', {'mode': 'reflect', 'pad_width': '(0, 0, 0, 0, 3, 0, 0, 0)'}, [(1, 1, 3, 3)],
+     r"reflect padding \(3, 0\) of axis 2 of node 'node' .* must be smaller than its size 3"),
+    ('Pad', {'mode': 'wrap', 'pad_width': '(0, 0, 1, 1)'}, [(2, 2)],
+     r"pad mode='wrap' of node 'node' .* is not constant, edge or reflect"),
+    ('Pad', {'pad_width': '(0, 0, 1, 1)'}, [(2, 2, 2)],
+     r"pad_width=\(0, 0, 1, 1\) of node 'node' .* needs 2 values per axis of the 3-D data"),
+    ('_npi_pad', {'pad_width': '(1, 2'}, [(2, 2)],
+     r"pad_width='\(1, 2' of node 'node' .* is not a tuple of \(before, after\) pairs"),
+    ('_contrib_BilinearResize2D', {'height': '2', 'width': '2'}, [(2, 3, 4)],
+     r"BilinearResize2D of node 'node' .* needs 4-D NCHW data, got shape \(2, 3, 4\)"),
+    ('_contrib_BilinearResize2D', {'mode': 'stretch'}, [(1, 1, 2, 2)],
+     r"mode='stretch' of node 'node' .* is not one of size"),
+    ('_contrib_BilinearResize2D', {'scale_height': '2'}, [(1, 1, 2, 2)],
+     r"needs both scale_height and scale_width or neither, got 2.0 and None"),
+    ('_contrib_BilinearResize2D', {'height': '0', 'width': '2'}, [(1, 1, 2, 2)],
+     r"the output size \(0, 2\) of data \(1, 1, 2, 2\) must be positive"),
+    ('_contrib_AdaptiveAvgPooling2D', {'output_size': '(1, 2, 3)'}, [(1, 1, 4, 4)],
+     r"output_size=\(1, 2, 3\) of node 'node' .* needs 1 or 2 values"),
+    ('softmax', {'use_length': 'True'}, [(2, 3)],
+     r"use_length=True of node 'node' .* needs 2 inputs \(data, length\), got 1"),
+    ('dot', {}, [(2, 3), (2, 3)],
+     r"dot of node 'node' .* contracts axis 1 of shape \(2, 3\) with axis 0 of shape \(2, 3\)"),
+    ('norm', {'ord': '3'}, [(2, 3)], r"norm ord=3 of node 'node' .* is not 1 or 2"),
+    ('_arange', {'start': '0', 'infer_range': 'True'}, [],
+     r"_arange infer_range=True of node 'node' .* is not supported"),
+    ('depth_to_space', {'block_size': '2'}, [(1, 6, 2, 2)],
+     r"6 channels do not divide by block_size 2 squared"),
+    ('space_to_depth', {'block_size': '2'}, [(1, 1, 3, 4)],
+     r"height 3 and width 4 must divide by block_size 2"),
+])
+def test_bad_operator_arguments_are_named(op, attrs, shapes, message):
+    block = _single_op_block(op, attrs, num_inputs=len(shapes))
+    with pytest.raises(ValueError, match=message):
+        block(*[np.array(_rand(*s)) for s in shapes])
+
+
+@requires_gpu
+def test_gpu_resampling_matches_cpu():
+    """Bilinear resize, adaptive pooling, bilinear UpSampling and padding: equal outputs and
+    data gradients on both devices."""
+    cases = [('_contrib_BilinearResize2D', {'height': '5', 'width': '7'}, [(2, 3, 4, 4)]),
+             ('_contrib_AdaptiveAvgPooling2D', {'output_size': '3'}, [(2, 3, 7, 5)]),
+             ('UpSampling', {'scale': '2', 'sample_type': 'bilinear', 'num_filter': '3',
+                             'num_args': '2'}, [(2, 3, 4, 4), (3, 1, 4, 4)]),
+             ('Pad', {'mode': 'reflect', 'pad_width': '(0, 0, 0, 0, 2, 1, 1, 2)'},
+              [(2, 3, 4, 4)]),
+             ('softmax', {'use_length': 'True'}, [(3, 5), onp.array([1, 5, 3])])]
+    for op, attrs, shapes in cases:
+        inputs = [s.astype(onp.float32) if isinstance(s, onp.ndarray) else
+                  _rand(*s).astype(onp.float32) for s in shapes]
+        results = []
+        for device in (cpu(0), gpu(0)):
+            block = _single_op_block(op, attrs, num_inputs=len(inputs))
+            arrays = [np.array(a, device=device) for a in inputs]
+            arrays[0].attach_grad()
+            with autograd.record():
+                out = block(*arrays)
+            (out * out).sum().backward()
+            results.append((out.asnumpy(), arrays[0].grad.asnumpy()))
+        for on_gpu, on_cpu in zip(results[1], results[0]):
+            assert_almost_equal(on_gpu, on_cpu, rtol=1e-4, atol=1e-5)
