@@ -4,7 +4,9 @@
 `attrs` an `Attrs` over the node's attribute strings; it returns the node's outputs (a list).
 The table covers the operators MXNet's model zoo and common Gluon models export, under their
 MXNet 1.x names, their old aliases (`_Plus`, `_PlusScalar`, ...) and the `_npi_` / `_np_` /
-`_npx_` names MXNet 2.x's numpy mode uses. Attribute defaults are MXNet's.
+`_npx_` names MXNet 2.x's numpy mode uses. Attribute defaults are MXNet's. The fused RNN
+operator runs in _mxnet_rnn, the resampling operators (UpSampling, BilinearResize2D,
+AdaptiveAvgPooling2D) in _mxnet_resize.
 
 `AUX_INPUTS[name]` lists the inputs an operator updates as state (BatchNorm's running mean and
 variance): their variables become parameters with grad_req 'null'. `LABEL_INPUTS[name]` lists
