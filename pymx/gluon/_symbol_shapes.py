@@ -7,6 +7,9 @@ names and syntax in both). Rules follow MXNet's shape inference of each operator
 """
 import numpy as _onp
 
+from ._mxnet_resize import bilinear_kernel_size
+from ._mxnet_rnn import flat_parameter_size
+
 __all__ = ['PARAM_SHAPES']
 
 PARAM_SHAPES = {}
@@ -71,3 +74,21 @@ def _embedding(data_shape, attrs):
 def _leaky_relu(data_shape, attrs):
     # PReLU's slope: one per channel (axis 1).
     return {1: (data_shape[1] if len(data_shape) > 1 else 1,)}
+
+
+@_rule('RNN', '_npx_rnn')
+def _rnn(data_shape, attrs):
+    # The flat parameter vector of the layers the data (T, N, C) feeds.
+    return {1: (flat_parameter_size(attrs.str('mode'), attrs.int('num_layers'), data_shape[-1],
+                                    attrs.int('state_size'), attrs.bool('bidirectional', False),
+                                    attrs.int('projection_size', None)),)}
+
+
+@_rule('UpSampling')
+def _upsampling(data_shape, attrs):
+    # Bilinear upsampling's depthwise deconvolution weight.
+    if attrs.str('sample_type') != 'bilinear':
+        return {}
+    scale = attrs.tuple('scale')[-1]
+    kernel = bilinear_kernel_size(scale)
+    return {1: (attrs.int('num_filter'), 1, kernel, kernel)}

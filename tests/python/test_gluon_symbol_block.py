@@ -13,7 +13,7 @@ from conftest import requires_gpu
 
 from pymx import autograd, gluon, np, npx
 from pymx.device import cpu, gpu
-from pymx.test_utils import assert_almost_equal
+from pymx.test_utils import assert_almost_equal, check_numeric_gradient
 
 SymbolBlock = gluon.SymbolBlock
 
@@ -177,6 +177,73 @@ def _group_norm(x, g, b, groups, eps):
     return normed * g.reshape(per_channel) + b.reshape(per_channel)
 
 
+def _masked_softmax(x, lengths):
+    """Softmax over the last axis of each row's first lengths[i] entries, zeros after."""
+    valid = onp.arange(x.shape[-1])[None, :] < lengths[:, None]
+    e = onp.where(valid, onp.exp(x - x.max(-1, keepdims=True)), 0)
+    return e / e.sum(-1, keepdims=True)
+
+
+def _upsample(x, scale):
+    return x.repeat(scale, axis=2).repeat(scale, axis=3)
+
+
+def _bilinear_upsampling(x, w, scale):
+    """Depthwise transposed convolution, stride scale, padding ceil((scale - 1) / 2)."""
+    n, c, h, width = x.shape
+    k, pad = w.shape[-1], -(-(scale - 1) // 2)
+    full = onp.zeros((n, c, (h - 1) * scale + k, (width - 1) * scale + k))
+    for i in range(h):
+        for j in range(width):
+            full[:, :, i * scale:i * scale + k, j * scale:j * scale + k] += \
+                x[:, :, i, j, None, None] * w[None, :, 0]
+    return full[:, :, pad:full.shape[2] - pad, pad:full.shape[3] - pad]
+
+
+def _bilinear_resize(x, height, width, align_corners=True):
+    """Each output pixel from its source position (MXNet's mapping), one at a time."""
+    def source(i, size_in, size_out):
+        if align_corners:
+            return i * (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+        return max((i + 0.5) * size_in / size_out - 0.5, 0.0)
+
+    out = onp.zeros(x.shape[:2] + (height, width))
+    for i in range(height):
+        for j in range(width):
+            y, z = source(i, x.shape[2], height), source(j, x.shape[3], width)
+            y0, z0 = int(y), int(z)
+            y1, z1 = min(y0 + 1, x.shape[2] - 1), min(z0 + 1, x.shape[3] - 1)
+            dy, dz = y - y0, z - z0
+            out[:, :, i, j] = ((1 - dy) * (1 - dz) * x[:, :, y0, z0] +
+                               (1 - dy) * dz * x[:, :, y0, z1] +
+                               dy * (1 - dz) * x[:, :, y1, z0] + dy * dz * x[:, :, y1, z1])
+    return out
+
+
+def _adaptive_avg_pool(x, height, width):
+    out = onp.zeros(x.shape[:2] + (height, width))
+    for i in range(height):
+        for j in range(width):
+            rows = slice(i * x.shape[2] // height, -(-(i + 1) * x.shape[2] // height))
+            columns = slice(j * x.shape[3] // width, -(-(j + 1) * x.shape[3] // width))
+            out[:, :, i, j] = x[:, :, rows, columns].mean(axis=(2, 3))
+    return out
+
+
+def _l2_normalize(x, axes, eps=1e-10):
+    return x / onp.sqrt((x * x).sum(axis=axes, keepdims=True) + eps)
+
+
+def _sequence_reverse(x, lengths):
+    out = x.copy()
+    for b, n in enumerate(lengths.astype(int)):
+        out[:n, b] = x[:n, b][::-1]
+    return out
+
+
+_HALVES = onp.array([-2.5, -0.5, 0.5, 1.5, 0.3, -1.7])
+
+
 # (op, attrs, data shapes, parameter shapes, float64 reference(*data, *params)); data are named
 # d0, d1, ... and parameters p0, p1, ... in the node's input order: data first.
 _OP_CASES = [
@@ -287,6 +354,134 @@ _OP_CASES = [
     ('SequenceMask', {'use_sequence_length': 'True', 'value': '-1'},
      [(3, 2, 2), onp.array([1, 3])], [],
      lambda x, n: onp.where(onp.arange(3)[:, None, None] < n[None, :, None], x, -1)),
+    # resampling and padding
+    ('UpSampling', {'scale': '2', 'sample_type': 'nearest', 'num_args': '1'}, [(1, 2, 2, 3)], [],
+     lambda x: _upsample(x, 2)),
+    ('UpSampling', {'scale': '2', 'sample_type': 'nearest', 'num_args': '2'},
+     [(1, 2, 2, 2), (1, 1, 4, 4)], [], lambda a, b: onp.concatenate([_upsample(a, 2), b], 1)),
+    ('UpSampling', {'scale': '(2, 2)', 'sample_type': 'nearest', 'num_args': '2',
+                    'multi_input_mode': 'sum'}, [(1, 2, 2, 2), (1, 2, 1, 1)], [],
+     lambda a, b: _upsample(a, 2) + _upsample(b, 4)),
+    ('UpSampling', {'scale': '2', 'sample_type': 'bilinear', 'num_filter': '2', 'num_args': '2'},
+     [(1, 2, 3, 3)], [(2, 1, 4, 4)], lambda x, w: _bilinear_upsampling(x, w, 2)),
+    ('UpSampling', {'scale': '3', 'sample_type': 'bilinear', 'num_filter': '1', 'num_args': '2'},
+     [(2, 1, 2, 2)], [(1, 1, 5, 5)], lambda x, w: _bilinear_upsampling(x, w, 3)),
+    ('Pad', {'mode': 'constant', 'pad_width': '(0, 0, 0, 0, 1, 2, 2, 1)',
+             'constant_value': '0.5'}, [(1, 2, 3, 3)], [],
+     lambda x: onp.pad(x, ((0, 0), (0, 0), (1, 2), (2, 1)), constant_values=0.5)),
+    ('Pad', {'mode': 'edge', 'pad_width': '(0, 0, 0, 0, 2, 1, 0, 3)'}, [(1, 2, 3, 3)], [],
+     lambda x: onp.pad(x, ((0, 0), (0, 0), (2, 1), (0, 3)), mode='edge')),
+    ('pad', {'mode': 'reflect', 'pad_width': '(0, 0, 0, 0, 0, 0, 2, 1, 1, 2)'},
+     [(1, 1, 2, 3, 4)], [], lambda x: onp.pad(x, ((0, 0),) * 3 + ((2, 1), (1, 2)), 'reflect')),
+    ('_npi_pad', {'mode': 'reflect', 'pad_width': '((0, 0), (1, 2))'}, [(2, 4)], [],
+     lambda x: onp.pad(x, ((0, 0), (1, 2)), 'reflect')),
+    ('_contrib_BilinearResize2D', {'height': '5', 'width': '3'}, [(1, 2, 3, 4)], [],
+     lambda x: _bilinear_resize(x, 5, 3)),
+    ('_contrib_BilinearResize2D', {'height': '2', 'width': '7', 'align_corners': 'False'},
+     [(1, 2, 3, 4)], [], lambda x: _bilinear_resize(x, 2, 7, align_corners=False)),
+    ('_contrib_BilinearResize2D', {'scale_height': '2', 'scale_width': '1.5'}, [(1, 1, 3, 4)],
+     [], lambda x: _bilinear_resize(x, 6, 6)),
+    ('_contrib_BilinearResize2D', {'mode': 'like'}, [(1, 2, 3, 4), (1, 1, 4, 2)], [],
+     lambda x, like: _bilinear_resize(x, 4, 2)),
+    ('_contrib_BilinearResize2D', {'mode': 'odd_scale', 'scale_height': '2',
+                                   'scale_width': '0.5'}, [(1, 1, 3, 4)], [],
+     lambda x: _bilinear_resize(x, 5, 2)),
+    ('_contrib_BilinearResize2D', {'mode': 'to_odd_up'}, [(1, 1, 3, 4)], [],
+     lambda x: _bilinear_resize(x, 3, 5)),
+    ('_contrib_AdaptiveAvgPooling2D', {'output_size': '(2, 3)'}, [(1, 2, 5, 7)], [],
+     lambda x: _adaptive_avg_pool(x, 2, 3)),
+    ('_contrib_AdaptiveAvgPooling2D', {}, [(2, 2, 3, 3)], [],
+     lambda x: x.mean(axis=(2, 3), keepdims=True)),
+    ('L2Normalization', {}, [(2, 3, 2)], [], lambda x: _l2_normalize(x, (1, 2))),
+    ('L2Normalization', {'mode': 'channel', 'eps': '1e-3'}, [(2, 3, 2)], [],
+     lambda x: _l2_normalize(x, 1, 1e-3)),
+    # softmax with lengths, N-D dot, broadcast_like with axes
+    ('softmax', {'use_length': 'True'}, [(2, 4), onp.array([2, 3])], [],
+     lambda x, n: _masked_softmax(x, n.astype(int))),
+    ('log_softmax', {'use_length': 'True', 'axis': '-1'}, [(2, 4), onp.array([4, 1])], [],
+     lambda x, n: onp.where(_masked_softmax(x, n.astype(int)) > 0,
+                            onp.log(onp.maximum(_masked_softmax(x, n.astype(int)), 1e-30)), 0)),
+    ('softmin', {'axis': '0'}, [(3, 2)], [], lambda x: _softmax(-x, 0)),
+    ('dot', {}, [(2, 3, 4), (4, 5)], [], lambda a, b: onp.tensordot(a, b, ([2], [0]))),
+    ('dot', {'transpose_a': 'True'}, [(3, 2), (3, 5, 2)], [],
+     lambda a, b: onp.tensordot(a, b, ([0], [0]))),
+    ('dot', {'transpose_b': 'True'}, [(2, 2, 4), (5, 3, 4)], [],
+     lambda a, b: onp.tensordot(a, b, ([2], [2]))),
+    ('dot', {}, [(3,), (3,)], [], lambda a, b: onp.dot(a, b).reshape(1)),
+    ('broadcast_like', {'lhs_axes': '(0,)', 'rhs_axes': '(1,)'}, [(1, 3), (2, 4)], [],
+     lambda a, b: onp.broadcast_to(a, (4, 3))),
+    # legacy comparisons and logic (results in the data's dtype), where
+    ('broadcast_greater', {}, [(2, 3), (1, 3)], [], lambda a, b: (a > b).astype(float)),
+    ('_lesser_equal', {}, [(2, 3), (2, 3)], [], lambda a, b: (a <= b).astype(float)),
+    ('_NotEqualScalar', {'scalar': '0.5'}, [onp.array([0.5, 1.0, -2.0])], [],
+     lambda x: (x != 0.5).astype(float)),
+    ('_greater_equal_scalar', {'scalar': '0'}, [(2, 3)], [], lambda x: (x >= 0).astype(float)),
+    ('broadcast_logical_and', {}, [onp.array([0.0, 1.0, 2.0]), onp.array([[3.0], [0.0]])], [],
+     lambda a, b: onp.logical_and(a, b).astype(float)),
+    ('_logical_xor_scalar', {'scalar': '1'}, [onp.array([0.0, 1.0, -2.0])], [],
+     lambda x: onp.logical_xor(x, 1).astype(float)),
+    ('logical_not', {}, [onp.array([0.0, 1.0, -2.0])], [], lambda x: (x == 0).astype(float)),
+    ('where', {}, [onp.array([1.0, 0.0]), (2, 3), (2, 3)], [],
+     lambda c, x, y: onp.where(c[:, None] != 0, x, y)),
+    ('where', {}, [onp.array([[1.0, 0.0, 2.0]]), (1, 3), (1, 3)], [],
+     lambda c, x, y: onp.where(c != 0, x, y)),
+    # elementwise
+    ('round', {}, [_HALVES], [], lambda x: onp.sign(x) * onp.floor(onp.abs(x) + 0.5)),
+    ('_npi_around', {}, [_HALVES], [], onp.round),
+    ('fix', {}, [_HALVES], [], onp.trunc),
+    ('degrees', {}, [(2, 3)], [], onp.degrees),
+    ('_npi_radians', {}, [(2, 3)], [], onp.radians),
+    ('rcbrt', {}, [(2, 3)], [], lambda x: 1 / onp.cbrt(x)),
+    ('softsign', {}, [(2, 3)], [], lambda x: x / (1 + onp.abs(x))),
+    ('hard_sigmoid', {'alpha': '0.5', 'beta': '0.25'}, [(2, 5)], [],
+     lambda x: onp.clip(0.5 * x + 0.25, 0, 1)),
+    ('smooth_l1', {'scalar': '2'}, [(2, 5)], [],
+     lambda x: onp.where(onp.abs(x) < 0.25, 2 * x * x, onp.abs(x) - 0.125)),
+    # searching, sorting, indexing
+    ('argmax', {'axis': '1'}, [(2, 3)], [], lambda x: x.argmax(1).astype(float)),
+    ('argmin', {'axis': '0', 'keepdims': 'True'}, [(2, 3)], [],
+     lambda x: x.argmin(0)[None].astype(float)),
+    ('argmax', {}, [(2, 3)], [], lambda x: onp.array([x.argmax()], dtype=float)),
+    ('topk', {'k': '2', 'ret_typ': 'value'}, [(2, 4)], [], lambda x: -onp.sort(-x, 1)[:, :2]),
+    ('topk', {'k': '2', 'axis': '0', 'is_ascend': 'True'}, [(3, 2)], [],
+     lambda x: onp.argsort(x, 0)[:2].astype(float)),
+    ('sort', {'is_ascend': 'False'}, [(2, 4)], [], lambda x: -onp.sort(-x, -1)),
+    ('argsort', {'axis': '0'}, [(3, 2)], [], lambda x: onp.argsort(x, 0).astype(float)),
+    ('pick', {'axis': '1'}, [(2, 3), onp.array([0, 2])], [],
+     lambda x, i: x[onp.arange(2), i.astype(int)]),
+    ('gather_nd', {}, [(3, 4), onp.array([[0, 2], [1, 3]])], [],
+     lambda x, i: x[i[0].astype(int), i[1].astype(int)]),
+    ('SequenceLast', {'use_sequence_length': 'True'}, [(3, 2, 2), onp.array([2, 3])], [],
+     lambda x, n: x[n.astype(int) - 1, onp.arange(2)]),
+    ('SequenceReverse', {'use_sequence_length': 'True'}, [(3, 2, 2), onp.array([2, 3])], [],
+     _sequence_reverse),
+    ('cumsum', {'axis': '1'}, [(2, 3)], [], lambda x: onp.cumsum(x, 1)),
+    # shape and layout
+    ('tile', {'reps': '(2, 1, 2)'}, [(2, 3)], [], lambda x: onp.tile(x, (2, 1, 2))),
+    ('repeat', {'repeats': '2', 'axis': '1'}, [(2, 3)], [], lambda x: x.repeat(2, 1)),
+    ('repeat', {'repeats': '2'}, [(2, 2)], [], lambda x: x.repeat(2)),
+    ('reverse', {'axis': '(1,)'}, [(2, 3)], [], lambda x: x[:, ::-1]),
+    ('broadcast_axis', {'axis': '(0, 2)', 'size': '(3, 2)'}, [(1, 2, 1)], [],
+     lambda x: onp.broadcast_to(x, (3, 2, 2))),
+    ('reshape_like', {}, [(2, 3), (3, 2)], [], lambda x, like: x.reshape(3, 2)),
+    ('reshape_like', {'lhs_begin': '1', 'lhs_end': 'None', 'rhs_begin': '0', 'rhs_end': '2'},
+     [(2, 6), (3, 2, 5)], [], lambda x, like: x.reshape(2, 3, 2)),
+    ('slice_like', {'axes': '(1,)'}, [(2, 4), (1, 2)], [], lambda x, like: x[:, :2]),
+    ('depth_to_space', {'block_size': '2'}, [(1, 8, 2, 3)], [],
+     lambda x: x.reshape(1, 2, 2, 2, 2, 3).transpose(0, 3, 4, 1, 5, 2).reshape(1, 2, 4, 6)),
+    ('space_to_depth', {'block_size': '2'}, [(1, 2, 4, 6)], [],
+     lambda x: x.reshape(1, 2, 2, 2, 3, 2).transpose(0, 3, 5, 1, 2, 4).reshape(1, 8, 2, 3)),
+    ('_split_v2', {'indices': '(0, 1)', 'axis': '1'}, [(2, 3)], [], lambda x: x[:, :1]),
+    ('stack', {'axis': '1', 'num_args': '2'}, [(2, 3), (2, 3)], [],
+     lambda a, b: onp.stack([a, b], 1)),
+    # creation and norms
+    ('_arange', {'start': '1', 'stop': '7', 'step': '2', 'repeat': '2'}, [], [],
+     lambda: onp.arange(1, 7, 2).repeat(2)),
+    ('_linspace', {'start': '-1', 'stop': '1', 'num': '5', 'endpoint': 'False'}, [], [],
+     lambda: onp.linspace(-1, 1, 5, endpoint=False)),
+    ('norm', {}, [(2, 3)], [], lambda x: onp.array([onp.sqrt((x * x).sum())])),
+    ('norm', {'ord': '1', 'axis': '(1,)', 'keepdims': 'True'}, [(2, 3)], [],
+     lambda x: onp.abs(x).sum(1, keepdims=True)),
 ]
 
 
@@ -769,3 +964,107 @@ def test_gpu_matches_cpu(tmp_path):
     for on_gpu, on_cpu in zip(results[1], results[0]):
         assert_almost_equal(on_gpu, on_cpu, rtol=1e-4, atol=1e-5)
     npx.waitall()
+
+
+# ---- resampling, padding and lengths: gradients, errors, GPU ----------------------------------
+
+def _single_op_block(op, attrs, num_inputs=1):
+    names = [f'd{i}' for i in range(num_inputs)]
+    return SymbolBlock(_mxnet_symbol([_var(n) for n in names] + [(op, 'node', attrs, names)],
+                                     ['node']), names)
+
+
+@pytest.mark.parametrize('op, attrs, shape', [
+    ('_contrib_BilinearResize2D', {'height': '4', 'width': '3', 'align_corners': 'False'},
+     (1, 2, 3, 2)),
+    ('_contrib_AdaptiveAvgPooling2D', {'output_size': '(2, 2)'}, (1, 1, 3, 5)),
+    ('UpSampling', {'scale': '2', 'sample_type': 'nearest', 'num_args': '1'}, (1, 2, 2, 2)),
+    ('Pad', {'mode': 'reflect', 'pad_width': '(0, 0, 0, 0, 1, 2, 2, 1)'}, (1, 1, 3, 3)),
+    ('Pad', {'mode': 'edge', 'pad_width': '(0, 0, 0, 0, 1, 0, 0, 2)'}, (1, 1, 2, 3)),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_resampling_and_padding_gradients(device, op, attrs, shape):
+    block = _single_op_block(op, attrs)
+    check_numeric_gradient(block, [_rand(*shape)], device=device)
+
+
+def test_softmax_use_length_gradient(device):
+    block = _single_op_block('softmax', {'use_length': 'True'}, num_inputs=2)
+    lengths = np.array([2, 4], dtype='int32', device=device)
+    check_numeric_gradient(lambda x: block(x, lengths), [_rand(2, 4)], device=device)
+
+
+def test_nd_dot_gradient(device):
+    block = _single_op_block('dot', {'transpose_a': 'True'}, num_inputs=2)
+    check_numeric_gradient(block, [_rand(3, 2), _rand(3, 2, 2)], device=device)
+
+
+@pytest.mark.parametrize('op, attrs, shapes, message', [
+    ('UpSampling', {'scale': '(2, 3)', 'sample_type': 'bilinear', 'num_filter': '1'},
+     [(1, 1, 2, 2), (1, 1, 4, 4)], r"sample_type=bilinear .* needs one scale for both axes and "
+                                   r"2 inputs \(data, weight\), got scale \(2, 3\)"),
+    ('UpSampling', {'scale': '2', 'sample_type': 'nearest', 'num_args': '2'},
+     [(1, 1, 2, 2), (1, 1, 3, 3)], r"cannot scale an input of shape \(1, 1, 3, 3\) to the "
+                                   r"output size \(4, 4\)"),
+    ('UpSampling', {'scale': '(1, 2, 3)', 'sample_type': 'nearest'}, [(1, 1, 2, 2)],
+     r"scale=\(1, 2, 3\) of node 'node' .* needs 1, 2 or 4 values"),
+    ('Pad', {'mode': 'reflect', 'pad_width': '(0, 0, 0, 0, 3, 0, 0, 0)'}, [(1, 1, 3, 3)],
+     r"reflect padding \(3, 0\) of axis 2 of node 'node' .* must be smaller than its size 3"),
+    ('Pad', {'mode': 'wrap', 'pad_width': '(0, 0, 1, 1)'}, [(2, 2)],
+     r"pad mode='wrap' of node 'node' .* is not constant, edge or reflect"),
+    ('Pad', {'pad_width': '(0, 0, 1, 1)'}, [(2, 2, 2)],
+     r"pad_width=\(0, 0, 1, 1\) of node 'node' .* needs 2 values per axis of the 3-D data"),
+    ('_npi_pad', {'pad_width': '(1, 2'}, [(2, 2)],
+     r"pad_width='\(1, 2' of node 'node' .* is not a tuple of \(before, after\) pairs"),
+    ('_contrib_BilinearResize2D', {'height': '2', 'width': '2'}, [(2, 3, 4)],
+     r"BilinearResize2D of node 'node' .* needs 4-D NCHW data, got shape \(2, 3, 4\)"),
+    ('_contrib_BilinearResize2D', {'mode': 'stretch'}, [(1, 1, 2, 2)],
+     r"mode='stretch' of node 'node' .* is not one of size"),
+    ('_contrib_BilinearResize2D', {'scale_height': '2'}, [(1, 1, 2, 2)],
+     r"needs both scale_height and scale_width or neither, got 2.0 and None"),
+    ('_contrib_BilinearResize2D', {'height': '0', 'width': '2'}, [(1, 1, 2, 2)],
+     r"the output size \(0, 2\) of data \(1, 1, 2, 2\) must be positive"),
+    ('_contrib_AdaptiveAvgPooling2D', {'output_size': '(1, 2, 3)'}, [(1, 1, 4, 4)],
+     r"output_size=\(1, 2, 3\) of node 'node' .* needs 1 or 2 values"),
+    ('softmax', {'use_length': 'True'}, [(2, 3)],
+     r"use_length=True of node 'node' .* needs 2 inputs \(data, length\), got 1"),
+    ('dot', {}, [(2, 3), (2, 3)],
+     r"dot of node 'node' .* contracts axis 1 of shape \(2, 3\) with axis 0 of shape \(2, 3\)"),
+    ('norm', {'ord': '3'}, [(2, 3)], r"norm ord=3 of node 'node' .* is not 1 or 2"),
+    ('_arange', {'start': '0', 'infer_range': 'True'}, [],
+     r"_arange infer_range=True of node 'node' .* is not supported"),
+    ('depth_to_space', {'block_size': '2'}, [(1, 6, 2, 2)],
+     r"6 channels do not divide by block_size 2 squared"),
+    ('space_to_depth', {'block_size': '2'}, [(1, 1, 3, 4)],
+     r"height 3 and width 4 must divide by block_size 2"),
+])
+def test_bad_operator_arguments_are_named(op, attrs, shapes, message):
+    block = _single_op_block(op, attrs, num_inputs=len(shapes))
+    with pytest.raises(ValueError, match=message):
+        block(*[np.array(_rand(*s)) for s in shapes])
+
+
+@requires_gpu
+def test_gpu_resampling_matches_cpu():
+    """Bilinear resize, adaptive pooling, bilinear UpSampling and padding: equal outputs and
+    data gradients on both devices."""
+    cases = [('_contrib_BilinearResize2D', {'height': '5', 'width': '7'}, [(2, 3, 4, 4)]),
+             ('_contrib_AdaptiveAvgPooling2D', {'output_size': '3'}, [(2, 3, 7, 5)]),
+             ('UpSampling', {'scale': '2', 'sample_type': 'bilinear', 'num_filter': '3',
+                             'num_args': '2'}, [(2, 3, 4, 4), (3, 1, 4, 4)]),
+             ('Pad', {'mode': 'reflect', 'pad_width': '(0, 0, 0, 0, 2, 1, 1, 2)'},
+              [(2, 3, 4, 4)]),
+             ('softmax', {'use_length': 'True'}, [(3, 5), onp.array([1, 5, 3])])]
+    for op, attrs, shapes in cases:
+        inputs = [s.astype(onp.float32) if isinstance(s, onp.ndarray) else
+                  _rand(*s).astype(onp.float32) for s in shapes]
+        results = []
+        for device in (cpu(0), gpu(0)):
+            block = _single_op_block(op, attrs, num_inputs=len(inputs))
+            arrays = [np.array(a, device=device) for a in inputs]
+            arrays[0].attach_grad()
+            with autograd.record():
+                out = block(*arrays)
+            (out * out).sum().backward()
+            results.append((out.asnumpy(), arrays[0].grad.asnumpy()))
+        for on_gpu, on_cpu in zip(results[1], results[0]):
+            assert_almost_equal(on_gpu, on_cpu, rtol=1e-4, atol=1e-5)

@@ -1,8 +1,11 @@
-"""Convolution and pooling layers (1-D/2-D/3-D), channel-first or channel-last layouts, and the
-PixelShuffle1D/2D/3D sub-pixel upsampling layers (a reshape, a transpose and a reshape).
+"""Convolution and pooling layers (1-D/2-D/3-D), channel-first or channel-last layouts, the
+PixelShuffle1D/2D/3D sub-pixel upsampling layers (a reshape, a transpose and a reshape) and
+ReflectionPad2D.
 
-Difference from MXNet 2.x: PixelShuffle checks the input's rank and that its channels divide by
-the product of the factors, naming the values, where MXNet fails in a reshape."""
+Differences from MXNet 2.x: PixelShuffle checks the input's rank and that its channels divide by
+the product of the factors, naming the values, where MXNet fails in a reshape; ReflectionPad2D
+also takes a 4-tuple (top, bottom, left, right) besides an int and MXNet's 8-value pad_width,
+and raises ValueError naming the values where MXNet asserts."""
 from ... import numpy as np
 from ... import numpy_extension as npx
 from ..block import HybridBlock
@@ -13,7 +16,8 @@ __all__ = ['Conv1D', 'Conv2D', 'Conv3D', 'Conv1DTranspose', 'Conv2DTranspose',
            'Conv3DTranspose', 'MaxPool1D', 'MaxPool2D',
            'MaxPool3D', 'AvgPool1D', 'AvgPool2D', 'AvgPool3D', 'GlobalMaxPool1D',
            'GlobalMaxPool2D', 'GlobalMaxPool3D', 'GlobalAvgPool1D', 'GlobalAvgPool2D',
-           'GlobalAvgPool3D', 'PixelShuffle1D', 'PixelShuffle2D', 'PixelShuffle3D']
+           'GlobalAvgPool3D', 'PixelShuffle1D', 'PixelShuffle2D', 'PixelShuffle3D',
+           'ReflectionPad2D']
 
 _LAYOUTS = {1: ('NCW', 'NWC'), 2: ('NCHW', 'NHWC'), 3: ('NCDHW', 'NDHWC')}
 
@@ -350,3 +354,41 @@ class PixelShuffle3D(_PixelShuffle):
     (f1, f2, f3)."""
 
     _ndim = 3
+
+
+class ReflectionPad2D(HybridBlock):
+    """Pads the height and width of NCHW data with the reflection of its border (the border
+    itself not repeated): (N, C, H, W) -> (N, C, H + top + bottom, W + left + right).
+
+    padding: an int (the same on all four sides), (top, bottom, left, right), or MXNet's
+    pad_width for the four axes, (0, 0, 0, 0, top, bottom, left, right). Each must be smaller
+    than the axis it pads.
+    """
+
+    def __init__(self, padding=0):
+        super().__init__()
+        if isinstance(padding, int) and not isinstance(padding, bool):
+            padding = (padding,) * 4
+        elif isinstance(padding, (tuple, list)) and len(padding) == 8 and \
+                all(p == 0 for p in padding[:4]):
+            padding = tuple(padding[4:])
+        if not (isinstance(padding, (tuple, list)) and len(padding) == 4 and
+                all(isinstance(p, int) and not isinstance(p, bool) and p >= 0
+                    for p in padding)):
+            raise ValueError(f"ReflectionPad2D: padding must be a non-negative int, (top, bottom, "
+                             f"left, right) or (0, 0, 0, 0, top, bottom, left, right), got "
+                             f"{padding!r}")
+        self._padding = tuple(padding)
+
+    def forward(self, x):
+        if x.ndim != 4:
+            raise ValueError(f"ReflectionPad2D: input must be 4-D (N, C, H, W), got shape "
+                             f"{x.shape}")
+        top, bottom, left, right = self._padding
+        if max(top, bottom) >= x.shape[2] or max(left, right) >= x.shape[3]:
+            raise ValueError(f"ReflectionPad2D: padding {self._padding} must be smaller than the "
+                             f"height and width it pads, input shape {x.shape}")
+        return np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), mode='reflect')
+
+    def __repr__(self):
+        return f'{self.__class__.__name__}(padding={self._padding})'
