@@ -360,24 +360,22 @@ class ReflectionPad2D(HybridBlock):
     """Pads the height and width of NCHW data with the reflection of its border (the border
     itself not repeated): (N, C, H, W) -> (N, C, H + top + bottom, W + left + right).
 
-    padding: an int (the same on all four sides), (top, bottom, left, right), or MXNet's
-    pad_width for the four axes, (0, 0, 0, 0, top, bottom, left, right). Each must be smaller
-    than the axis it pads.
+    padding: an int (the same on all four sides) or MXNet's pad_width for the four axes,
+    (0, 0, 0, 0, top, bottom, left, right). Each must be smaller than the axis it pads. (A
+    4-tuple is refused: MXNet has none, and other frameworks order theirs differently.)
     """
 
     def __init__(self, padding=0):
         super().__init__()
         if isinstance(padding, int) and not isinstance(padding, bool):
-            padding = (padding,) * 4
-        elif isinstance(padding, (tuple, list)) and len(padding) == 8 and \
-                all(p == 0 for p in padding[:4]):
-            padding = tuple(padding[4:])
-        if not (isinstance(padding, (tuple, list)) and len(padding) == 4 and
+            padding = (0,) * 4 + (padding,) * 4
+        if not (isinstance(padding, (tuple, list)) and len(padding) == 8 and
+                all(p == 0 for p in padding[:4]) and
                 all(isinstance(p, int) and not isinstance(p, bool) and p >= 0
-                    for p in padding)):
-            raise ValueError(f"ReflectionPad2D: padding must be a non-negative int, (top, bottom, "
-                             f"left, right) or (0, 0, 0, 0, top, bottom, left, right), got "
-                             f"{padding!r}")
+                    for p in padding[4:])):
+            raise ValueError(f"ReflectionPad2D: padding must be a non-negative int or "
+                             f"(0, 0, 0, 0, top, bottom, left, right), got {padding!r}")
+        padding = padding[4:]
         self._padding = tuple(padding)
 
     def forward(self, x):
