@@ -37,8 +37,8 @@ from .. import numpy as np
 from .. import numpy_extension as npx
 from ._mxnet_resize import adaptive_avg_pool, bilinear_resize, upsample_bilinear, \
     upsample_nearest
-from ._mxnet_rnn import MODES as _RNN_MODES
 from ._mxnet_rnn import fused_rnn
+from .rnn.rnn_layer import GATES as _RNN_MODES
 
 __all__ = ['OPS', 'AUX_INPUTS', 'LABEL_INPUTS', 'Attrs']
 

@@ -8,7 +8,7 @@ names and syntax in both). Rules follow MXNet's shape inference of each operator
 import numpy as _onp
 
 from ._mxnet_resize import bilinear_kernel_size
-from ._mxnet_rnn import flat_parameter_size
+from .rnn.rnn_layer import flat_parameter_size
 
 __all__ = ['PARAM_SHAPES']
 

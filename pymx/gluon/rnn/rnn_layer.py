@@ -25,8 +25,12 @@ Deliberate differences from MXNet 2.x:
   sequence lengths at all);
 - bad arguments raise ValueError naming the values where MXNet asserts.
 """
+import functools
+import itertools
 import math
 import re
+
+import numpy as _onp
 
 from ... import numpy as np
 from ... import numpy_extension as npx
@@ -39,7 +43,7 @@ from .rnn_cell import (gru_step, keep_valid, lstm_step, rnn_step, split_steps,
 
 __all__ = ['RNN', 'LSTM', 'GRU']
 
-_GATES = {'rnn_relu': 1, 'rnn_tanh': 1, 'lstm': 4, 'gru': 3}
+GATES = {'rnn_relu': 1, 'rnn_tanh': 1, 'lstm': 4, 'gru': 3}  # gate blocks per mode
 
 # MXNet 1.x saves a layer's weights as those of its internal stack of cells: `_unfused.{k}.`,
 # then `l_cell.` / `r_cell.` inside a bidirectional pair; k also counts the dropout cells
@@ -52,9 +56,9 @@ def flat_parameter_layout(mode, num_layers, input_size, hidden_size, bidirection
     """[(name, shape)] of a recurrent layer's parameters in the order MXNet 2.x packs them into
     its one flat `rnn_param` vector (the cuDNN order): every weight, layer by layer and direction
     by direction (i2h, h2h, then h2r with a projection), then every bias likewise."""
-    if mode not in _GATES:
-        raise ValueError(f"unknown recurrent mode {mode!r}; expected one of {sorted(_GATES)}")
-    rows = _GATES[mode] * hidden_size
+    if mode not in GATES:
+        raise ValueError(f"unknown recurrent mode {mode!r}; expected one of {sorted(GATES)}")
+    rows = GATES[mode] * hidden_size
     fed_back = projection_size or hidden_size
     directions = 'lr' if bidirectional else 'l'
     weights, biases = [], []
@@ -70,19 +74,104 @@ def flat_parameter_layout(mode, num_layers, input_size, hidden_size, bidirection
     return weights + biases
 
 
+def flat_parameter_size(mode, num_layers, input_size, hidden_size, bidirectional=False,
+                        projection_size=None):
+    """How many values the flat vector of such a layer's parameters holds."""
+    return sum(math.prod(shape) for _, shape in flat_parameter_layout(
+        mode, num_layers, input_size, hidden_size, bidirectional, projection_size))
+
+
+def flat_input_size(size, mode, num_layers, hidden_size, bidirectional=False,
+                    projection_size=None):
+    """The input size a flat parameter vector of `size` values implies, or None when none
+    fits: it multiplies the rows of the first layer's i2h weights (one matrix per direction);
+    every other size is known."""
+    known = flat_parameter_size(mode, num_layers, 0, hidden_size, bidirectional, projection_size)
+    first_rows = (2 if bidirectional else 1) * GATES[mode] * hidden_size
+    input_size, rest = divmod(size - known, first_rows)
+    return input_size if rest == 0 and input_size > 0 else None
+
+
 def split_flat_parameters(flat, layout):
-    """{name: flat's slice reshaped} for each (name, shape) of `layout`, in order; `flat` (a
-    1-d pymx or NumPy array) must hold exactly their values."""
+    """{name: flat's part reshaped} for each (name, shape) of `layout`, in order; `flat` (a
+    1-d pymx or NumPy array) must hold exactly their values. A pymx array is cut by one split,
+    through which gradients reach `flat`."""
     sizes = [math.prod(shape) for _, shape in layout]
     if flat.size != sum(sizes):
         raise ValueError(f"a flat recurrent parameter vector of {flat.size} values does not match "
                          f"the layer, which has {sum(sizes)}")
-    out = {}
-    begin = 0
-    for (name, shape), size in zip(layout, sizes):
-        out[name] = flat[begin:begin + size].reshape(shape)
-        begin += size
-    return out
+    split = np.split if isinstance(flat, ndarray) else _onp.split
+    parts = split(flat.reshape(-1), list(itertools.accumulate(sizes[:-1])))
+    return {name: part.reshape(shape) for (name, shape), part in zip(layout, parts)}
+
+
+def run_layers(x, weights, states, keep, mode, hidden_size, projection_size, num_layers,
+               bidirectional, dropout, clip):
+    """Runs a stack of recurrent layers over x (T, N, C): `weights` {name: array} named as
+    flat_parameter_layout names them, `states` the begin states ([h], or [h, c] for LSTM, each
+    (num_layers * directions, N, size)), `keep` None or one (N, 1) mask per step (with it, the
+    states of a finished sequence stop changing), `dropout` the rate between layers (in
+    training), `clip` None or the LSTM cell state's (min, max, NaN to min). Returns the last
+    layer's outputs (T, N, directions * size) and the final states, stacked as the begin
+    states."""
+    directions = 'lr' if bidirectional else 'l'
+    begin_states = [split_steps(state, 0) for state in states]  # per layer and direction
+    final_states = [[] for _ in states]  # per state kind, one (N, size) per layer/direction
+    for i in range(num_layers):
+        outputs = []
+        for j, d in enumerate(directions):
+            begin = [state[i * len(directions) + j] for state in begin_states]
+            out, last = _unroll_direction(x, weights, f'{d}{i}_', begin, keep, d == 'r', mode,
+                                          hidden_size, projection_size, clip)
+            outputs.append(out)
+            for collected, state in zip(final_states, last):
+                collected.append(state)
+        x = outputs[0] if len(outputs) == 1 else np.concatenate(outputs, axis=2)
+        if dropout and i < num_layers - 1:
+            x = npx.dropout(x, p=dropout)
+    return x, [np.stack(collected, axis=0) for collected in final_states]
+
+
+def _unroll_direction(x, weights, prefix, states, keep, reverse, mode, hidden_size,
+                      projection_size, clip):
+    """One layer in one direction over x (T, N, C): the inputs of all steps are projected by
+    one product, then each step runs the recurrent product and the gate arithmetic. Returns
+    (outputs (T, N, size), final states)."""
+    rows = GATES[mode] * hidden_size
+    i2h_steps = split_steps(npx.fully_connected(x, weights[prefix + 'i2h_weight'],
+                                                weights[prefix + 'i2h_bias'], num_hidden=rows,
+                                                flatten=False), 0)
+    h2h_weight, h2h_bias = weights[prefix + 'h2h_weight'], weights[prefix + 'h2h_bias']
+    h2r_weight = weights[prefix + 'h2r_weight'] if projection_size else None
+    length = x.shape[0]
+    outputs = [None] * length
+    for t in (reversed(range(length)) if reverse else range(length)):
+        h2h = npx.fully_connected(states[0], h2h_weight, h2h_bias, num_hidden=rows)
+        next_states = _step(mode, i2h_steps[t], h2h, states, h2r_weight, projection_size, clip)
+        states = next_states if keep is None else keep_valid(keep[t], next_states, states)
+        outputs[t] = states[0]
+    return np.stack(outputs, axis=0), states
+
+
+def _step(mode, i2h, h2h, states, h2r_weight, projection_size, clip):
+    if mode == 'lstm':
+        clip_cell_state = None if clip is None else functools.partial(_clip_cell_state, clip=clip)
+        next_h, next_c = lstm_step(i2h, h2h, states[1], clip_cell_state=clip_cell_state)
+        if h2r_weight is not None:
+            next_h = npx.fully_connected(next_h, h2r_weight, None, num_hidden=projection_size,
+                                         no_bias=True)
+        return [next_h, next_c]
+    if mode == 'gru':
+        return [gru_step(i2h, h2h, states[0])]
+    return [rnn_step(i2h, h2h, mode[len('rnn_'):])]
+
+
+def _clip_cell_state(cell_state, clip):
+    low, high, nan_to_low = clip
+    clipped = np.clip(cell_state, low, high)
+    if nan_to_low:  # NaN clips to the lower bound (cuDNN's NaN-free clip)
+        clipped = np.where(np.isnan(cell_state), np.full_like(clipped, low), clipped)
+    return clipped
 
 
 class _RNNLayer(HybridBlock):
@@ -125,7 +214,7 @@ class _RNNLayer(HybridBlock):
         self._lstm_state_clip_nan = lstm_state_clip_nan
         self._dtype = dtype
         self._use_sequence_length = use_sequence_length
-        self._gates = _GATES[mode]
+        self._gates = GATES[mode]
 
         rows = self._gates * hidden_size
         recurrent_size = projection_size or hidden_size  # the size of the state fed back
@@ -178,16 +267,14 @@ class _RNNLayer(HybridBlock):
             loaded[f'{prefix}{direction}{layer}_{match.group(3)}'] = loaded.pop(key)
 
     def _split_rnn_param(self, flat):
-        # The input size is the one unknown when it was deferred: it multiplies the rows of the
-        # first layer's i2h weights (one per direction).
-        known = flat_parameter_layout(self._mode, self._num_layers, 0, self._hidden_size,
-                                      self._dir == 2, self._projection_size)
-        known_size = sum(math.prod(shape) for _, shape in known)
-        first_rows = self._dir * self._gates * self._hidden_size
-        input_size, rest = divmod(flat.size - known_size, first_rows)
-        if rest or input_size <= 0 or self._input_size not in (0, input_size):
+        input_size = flat_input_size(flat.size, self._mode, self._num_layers, self._hidden_size,
+                                     self._dir == 2, self._projection_size)
+        if input_size is None or self._input_size not in (0, input_size):
+            known = flat_parameter_size(self._mode, self._num_layers, 0, self._hidden_size,
+                                        self._dir == 2, self._projection_size)
+            first_rows = self._dir * self._gates * self._hidden_size
             raise ValueError(f"{self!r}: the flat parameter vector 'rnn_param' has {flat.size} "
-                             f"values; this layer has {known_size} + {first_rows} * input_size"
+                             f"values; this layer has {known} + {first_rows} * input_size"
                              + (f" with input_size {self._input_size}" if self._input_size
                                 else ""))
         return split_flat_parameters(flat, flat_parameter_layout(
@@ -281,69 +368,18 @@ class _RNNLayer(HybridBlock):
             states = self.begin_state(batch_size, device=x.device, dtype=x.dtype)
         keep = None if sequence_length is None else \
             split_steps(step_keep_masks(sequence_length, length, x), 0)
-        begin_states = [split_steps(state, 0) for state in states]  # per layer and direction
-        final_states = [[] for _ in states]  # per state kind, one (N, size) per layer/direction
-        for i in range(self._num_layers):
-            outputs = []
-            for j, d in enumerate('lr'[:self._dir]):
-                begin = [state[i * self._dir + j] for state in begin_states]
-                out, last = self._unroll_direction(x, f'{d}{i}_', begin, keep, reverse=d == 'r')
-                outputs.append(out)
-                for collected, state in zip(final_states, last):
-                    collected.append(state)
-            x = outputs[0] if self._dir == 1 else np.concatenate(outputs, axis=2)
-            if self._dropout and i < self._num_layers - 1:
-                x = npx.dropout(x, p=self._dropout)
+        weights = {name: param.data(x.device) for name, param in self._reg_params.items()}
+        clip = None if self._lstm_state_clip_min is None else \
+            (self._lstm_state_clip_min, self._lstm_state_clip_max, self._lstm_state_clip_nan)
+        x, final_states = run_layers(x, weights, states, keep, self._mode, self._hidden_size,
+                                     self._projection_size, self._num_layers, self._dir == 2,
+                                     self._dropout, clip)
         if sequence_length is not None:
             x = npx.sequence_mask(x, sequence_length=sequence_length, use_sequence_length=True,
                                   axis=0)
         if self._layout == 'NTC':
             x = np.swapaxes(x, 0, 1)
-        if skip_states:
-            return x
-        return x, [np.stack(collected, axis=0) for collected in final_states]
-
-    def _unroll_direction(self, x, prefix, states, keep, reverse):
-        """One layer in one direction over x (T, N, C). Returns (outputs (T, N, size), final
-        states). With `keep` (one (N, 1) mask per step), the states of a finished sequence stop
-        changing, so a backward pass starts at each sequence's own last step."""
-        device = x.device
-
-        def weight(name):
-            return getattr(self, prefix + name).data(device)
-
-        rows = self._gates * self._hidden_size
-        i2h_steps = split_steps(npx.fully_connected(x, weight('i2h_weight'), weight('i2h_bias'),
-                                                    num_hidden=rows, flatten=False), 0)
-        h2h_weight, h2h_bias = weight('h2h_weight'), weight('h2h_bias')
-        h2r_weight = weight('h2r_weight') if self._projection_size else None
-        length = x.shape[0]
-        outputs = [None] * length
-        for t in (reversed(range(length)) if reverse else range(length)):
-            h2h = npx.fully_connected(states[0], h2h_weight, h2h_bias, num_hidden=rows)
-            next_states = self._step(i2h_steps[t], h2h, states, h2r_weight)
-            states = next_states if keep is None else keep_valid(keep[t], next_states, states)
-            outputs[t] = states[0]
-        return np.stack(outputs, axis=0), states
-
-    def _step(self, i2h, h2h, states, h2r_weight):
-        if self._mode == 'lstm':
-            clip = None if self._lstm_state_clip_min is None else self._clip_cell_state
-            next_h, next_c = lstm_step(i2h, h2h, states[1], clip_cell_state=clip)
-            if h2r_weight is not None:
-                next_h = npx.fully_connected(next_h, h2r_weight, None,
-                                             num_hidden=self._projection_size, no_bias=True)
-            return [next_h, next_c]
-        if self._mode == 'gru':
-            return [gru_step(i2h, h2h, states[0])]
-        return [rnn_step(i2h, h2h, self._mode[len('rnn_'):])]
-
-    def _clip_cell_state(self, cell_state):
-        low, high = self._lstm_state_clip_min, self._lstm_state_clip_max
-        clipped = np.clip(cell_state, low, high)
-        if self._lstm_state_clip_nan:  # NaN clips to the lower bound (cuDNN's NaN-free clip)
-            clipped = np.where(np.isnan(cell_state), np.full_like(clipped, low), clipped)
-        return clipped
+        return x if skip_states else (x, final_states)
 
 
 class RNN(_RNNLayer):
