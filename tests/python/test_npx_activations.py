@@ -276,6 +276,25 @@ def test_gpu_matches_cpu(dtype, act):
                             else None, atol=1e-12 if dtype == "float64" else None)
 
 
+@requires_gpu
+def test_gpu_prelu_gamma_grad_propagates_nan_like_the_cpu():
+    """gamma_grad sums dy * (x > 0 ? 0 : x): a NaN or infinite out_grad at a positive x makes the
+    channel's sum NaN on both devices (MXNet's formula); the other channels stay finite."""
+    x = onp.array([[1.0, 0.5, 2.0], [-2.0, -1.0, 3.0]])  # (2, 3): channel c is column c
+    head = onp.array([[onp.nan, onp.inf, 1.0], [1.0, 1.0, 1.0]])  # NaN and inf at x > 0
+    grads = []
+    for device in (pymx.cpu(0), pymx.gpu(0)):
+        gamma = from_numpy(onp.full(3, 0.25), device=device)
+        gamma.attach_grad()
+        with autograd.record():
+            out = npx.leaky_relu(from_numpy(x, device=device), gamma, act_type="prelu")
+        out.backward(from_numpy(head, device=device))
+        grads.append(gamma.grad.asnumpy())
+    cpu, gpu = grads
+    assert onp.isnan(cpu[:2]).all() and cpu[2] == 0.0, cpu
+    assert_almost_equal(gpu, cpu, rtol=0, atol=0, equal_nan=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # Errors
 # ---------------------------------------------------------------------------------------------
