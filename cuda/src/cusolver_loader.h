@@ -1,7 +1,8 @@
 // cuSOLVER (dense), loaded with dlopen at first use like cuBLAS (cublas_loader.h): never linked,
 // so CPU users need not install it, and the toolkit here ships no cusolverDn.h. We declare the
 // few entry points np.linalg calls ourselves; their C ABI (cusolverDn<t><routine>, int sizes,
-// device info pointers) has been stable since CUDA 7.
+// device info pointers) has been stable since CUDA 7. tests/cpp/cusolver_abi_check.cc checks these
+// declarations against the real cusolverDn.h where one is found.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -200,7 +200,7 @@ void inv_gpu(const OpContext& ctx, const T* a, T* out, int64_t batch, int n) {
   const int lwork = getrf_workspace<T>(handle, a, n);
   Scratch scratch(ctx, {sizeof(T) * n * n, sizeof(T) * lwork, sizeof(int) * n, sizeof(int) * batch,
                         sizeof(int)});
-  T* lu = scratch.take<T>(n * n);
+  T* lu = scratch.take<T>(int64_t(n) * n);
   T* work = scratch.take<T>(lwork);
   int* ipiv = scratch.take<int>(n);
   int* info = scratch.take<int>(batch);
@@ -253,7 +253,7 @@ void solve_gpu(const OpContext& ctx, const T* a, const T* b, T* x, int64_t batch
   const int lwork = getrf_workspace<T>(handle, a, n);
   Scratch scratch(ctx, {sizeof(T) * n * n, sizeof(T) * lwork, sizeof(int) * n, sizeof(int) * batch,
                         sizeof(int), sizeof(T) * batch * n * k});
-  T* lu = scratch.take<T>(n * n);
+  T* lu = scratch.take<T>(int64_t(n) * n);
   T* work = scratch.take<T>(lwork);
   int* ipiv = scratch.take<int>(n);
   int* info = scratch.take<int>(batch);

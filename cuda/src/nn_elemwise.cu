@@ -73,7 +73,8 @@ __global__ void leaky_backward_kernel(const T* dy, const T* x, const T* gamma, T
 }
 
 // prelu's gamma_grad_c = sum of dy * x where x <= 0 over channel c, whose (outer, inner)
-// elements are strided: a segment sum per channel (Note [Segment sums in chunks]).
+// elements are strided: a segment sum per channel (Note [Segment sums in chunks]). The term is
+// dy * (x > 0 ? 0 : x), as on the CPU: a NaN or infinite dy makes it NaN at a positive x too.
 template <typename T>
 struct PreluGammaTerms {
   const T* dy;
@@ -82,7 +83,7 @@ struct PreluGammaTerms {
   __device__ Sums2 operator()(int64_t c, int64_t k) const {
     const int64_t i = ((k / v.inner) * v.channels + c) * v.inner + k % v.inner;
     const double xi = convert<double>(x[i]);
-    return {xi > 0 ? 0.0 : convert<double>(dy[i]) * xi, 0.0};
+    return {convert<double>(dy[i]) * (xi > 0 ? 0.0 : xi), 0.0};
   }
 };
 

@@ -229,10 +229,18 @@ def test_16bit_layers_match_float32(make, shape, dtype):
 def test_gpu_matches_cpu(name, make, shape, reference):
     x = _rand(*shape, seed=6)
     results = []
+    params = None
     for device in (pymx.cpu(0), pymx.gpu(0)):
         net = make()
         net.initialize(initializer.Constant(0.3), device=device)
         head = _rand(*net(np.array(x, dtype='float32', device=device)).shape, seed=7)
+        # Layers with random initializers of their own (PReLU's alpha, the norms' gamma and
+        # beta): the GPU net gets the CPU net's values.
+        if params is None:
+            params = {k: p.data().asnumpy() for k, p in net.collect_params().items()}
+        else:
+            for k, p in net.collect_params().items():
+                p.set_data(np.array(params[k], dtype='float32', device=device))
         results.append(_run(net, x, head, dtype='float32', device=device))
     cpu, gpu = results
     for got, want in zip(gpu[:2], cpu[:2]):

@@ -248,13 +248,19 @@ def test_leaky_relu_threaded_engine_matches_naive(tmp_path):
 @requires_gpu
 @pytest.mark.parametrize("dtype", ["float32", "float64"] + DTYPES_16)
 @pytest.mark.parametrize("act", [("activation", "log_sigmoid"), ("activation", "mish")] +
-                         [("leaky_relu", t) for t in LEAKY_TYPES + ["prelu"]])
+                         [("leaky_relu", t) for t in LEAKY_TYPES + ["prelu", "prelu_one_slope"]])
 def test_gpu_matches_cpu(dtype, act):
     op, act_type = act
     x = onp.random.uniform(-4, 4, size=(3, 5, 40))
     gamma = onp.random.uniform(0, 0.5, size=(5,))
+    if act_type == "prelu_one_slope":
+        # One channel of 6020 elements: its gamma_grad is summed in 6 chunks on the GPU, the
+        # last one partial (Note [Segment sums in chunks]).
+        act_type = "prelu"
+        x = onp.random.uniform(-4, 4, size=(4, 5, 301))
+        gamma = onp.random.uniform(0, 0.5, size=(1,))
     head = onp.random.uniform(-1, 1, size=x.shape)
-    results = {}
+    results = []
     for device in (pymx.cpu(0), pymx.gpu(0)):
         inputs = [from_numpy(x, dtype=dtype, device=device)]
         if act_type == "prelu":
@@ -267,10 +273,32 @@ def test_gpu_matches_cpu(dtype, act):
             else:
                 out = npx.leaky_relu(*inputs, act_type=act_type)
         out.backward(from_numpy(head, dtype=dtype, device=device))
-        results[device.device_type] = [out] + [a.grad for a in inputs]
-    for got, want in zip(results["gpu"], results["cpu"]):
-        assert_almost_equal(got.asnumpy(), want.asnumpy(), rtol=1e-5 if dtype == "float64"
-                            else None, atol=1e-8 if dtype == "float64" else None)
+        results.append([out] + [a.grad for a in inputs])
+    cpu, gpu = results
+    # Both devices evaluate the same formulas (activation_math.h); float64 differs only by the
+    # math libraries' last bits and prelu's gamma_grad by its summation order.
+    for got, want in zip(gpu, cpu):
+        assert_almost_equal(got.asnumpy(), want.asnumpy(), rtol=1e-12 if dtype == "float64"
+                            else None, atol=1e-12 if dtype == "float64" else None)
+
+
+@requires_gpu
+def test_gpu_prelu_gamma_grad_propagates_nan_like_the_cpu():
+    """gamma_grad sums dy * (x > 0 ? 0 : x): a NaN or infinite out_grad at a positive x makes the
+    channel's sum NaN on both devices (MXNet's formula); the other channels stay finite."""
+    x = onp.array([[1.0, 0.5, 2.0], [-2.0, -1.0, 3.0]])  # (2, 3): channel c is column c
+    head = onp.array([[onp.nan, onp.inf, 1.0], [1.0, 1.0, 1.0]])  # NaN and inf at x > 0
+    grads = []
+    for device in (pymx.cpu(0), pymx.gpu(0)):
+        gamma = from_numpy(onp.full(3, 0.25), device=device)
+        gamma.attach_grad()
+        with autograd.record():
+            out = npx.leaky_relu(from_numpy(x, device=device), gamma, act_type="prelu")
+        out.backward(from_numpy(head, device=device))
+        grads.append(gamma.grad.asnumpy())
+    cpu, gpu = grads
+    assert onp.isnan(cpu[:2]).all() and cpu[2] == 0.0, cpu
+    assert_almost_equal(gpu, cpu, rtol=0, atol=0, equal_nan=True)
 
 
 # ---------------------------------------------------------------------------------------------

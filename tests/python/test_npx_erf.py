@@ -39,7 +39,11 @@ def test_erfinv_inverts_erf_in_float64(device):
     x = onp.concatenate([onp.linspace(-0.999, 0.999, 100),
                          [0.0, 1e-300, -1e-12, 0.9999999, -0.9999999999, 1 - 2.0 ** -52]])
     y = npx.erfinv(from_numpy(x, device=device)).asnumpy()
-    assert_almost_equal(erf_reference(y), x, rtol=4e-16, atol=1e-300)
+    # The CPU's Newton steps make erf(y) = x to rounding with the erf that math.erf also calls;
+    # the GPU runs CUDA's erfinv, documented within 5 ulp: up to 1.1e-15 of y, and at most as
+    # much of x (|d log erf / d log y| <= 1), plus math.erf's own rounding.
+    rtol = 4e-16 if device.device_type == "cpu" else 1.5e-15
+    assert_almost_equal(erf_reference(y), x, rtol=rtol, atol=1e-300)
     assert y[100] == 0.0
     # Near 1, erf(y) rounds away the digits of y: the gap to 1 is the check, via erfc.
     near_one = onp.array([0.9999999, 1 - 1e-12, 1 - 2.0 ** -52])
