@@ -467,107 +467,28 @@ def _cast(inputs, attrs):
 
 # ---- shape ------------------------------------------------------------------------------------
 
-def _mxnet_reshape(source, spec, reverse, where):
-    """The shape Reshape's special codes give (0 copy, -1 infer, -2 copy the rest, -3 merge two,
-    -4 split one into the next two codes); `reverse` reads both right to left."""
-    source, spec = list(source), list(spec)
-    if reverse:
-        source.reverse()
-        spec.reverse()
-    out, infer_at, src, i = [], None, 0, 0
-    while i < len(spec):
-        code = spec[i]
-        if code == 0:
-            out.append(source[src])
-            src += 1
-        elif code == -1:
-            if infer_at is not None:
-                raise ValueError(f"Reshape shape={tuple(spec)} of {where} has more than one -1")
-            infer_at = len(out)
-            out.append(1)
-            src += 1
-        elif code == -2:
-            out.extend(source[src:])
-            src = len(source)
-        elif code == -3:
-            out.append(source[src] * source[src + 1])
-            src += 2
-        elif code == -4:
-            first, second = spec[i + 1], spec[i + 2]
-            if first == -1:
-                first = source[src] // second
-            if second == -1:
-                second = source[src] // first
-            if first * second != source[src]:
-                raise ValueError(f"Reshape of {where} cannot split dimension {source[src]} into "
-                                 f"({spec[i + 1]}, {spec[i + 2]})")
-            out.extend([first, second])
-            src += 1
-            i += 2
-        else:
-            out.append(code)
-            src += 1
-        i += 1
-    if infer_at is not None:
-        known = int(_onp.prod(out)) // out[infer_at] if out else 1
-        out[infer_at] = int(_onp.prod(source)) // max(known, 1)
-    if reverse:
-        out.reverse()
-    return tuple(out)
+# Reshape's special codes as npx.reshape's: 0 copies one dimension, -1 infers, -2 copies the
+# rest, -3 merges two, -4 splits one into the two sizes that follow (taken as they are).
+_LEGACY_RESHAPE_CODES = {0: -2, -1: -1, -2: -4, -3: -5, -4: -6}
 
 
-def _npx_reshape_shape(source, spec, reverse, where):
-    """The shape npx.reshape's codes give (-1 infer, -2 copy one, -3 drop a 1, -4 copy the
-    rest, -5 merge two, -6 split one into the next two codes)."""
-    source, spec = list(source), list(spec)
-    if reverse:
-        source.reverse()
-        spec.reverse()
-    out, infer_at, src, i = [], None, 0, 0
+def _npx_codes(spec):
+    codes, i = [], 0
     while i < len(spec):
         code = spec[i]
-        if code == -1:
-            if infer_at is not None:
-                raise ValueError(f"reshape newshape={tuple(spec)} of {where} has more than one -1")
-            infer_at = len(out)
-            out.append(1)
-            src += 1
-        elif code == -2:
-            out.append(source[src])
-            src += 1
-        elif code == -3:
-            if source[src] != 1:
-                raise ValueError(f"reshape code -3 of {where} drops dimension {src} of size "
-                                 f"{source[src]}, which is not 1")
-            src += 1
-        elif code == -4:
-            out.extend(source[src:])
-            src = len(source)
-        elif code == -5:
-            out.append(source[src] * source[src + 1])
-            src += 2
-        elif code == -6:
-            first, second = spec[i + 1], spec[i + 2]
-            if first == -1:
-                first = source[src] // second
-            if second == -1:
-                second = source[src] // first
-            if first * second != source[src]:
-                raise ValueError(f"reshape of {where} cannot split dimension {source[src]} into "
-                                 f"({spec[i + 1]}, {spec[i + 2]})")
-            out.extend([first, second])
-            src += 1
+        codes.append(_LEGACY_RESHAPE_CODES.get(code, code))
+        if code == -4:
+            codes.extend(spec[i + 1:i + 3])
             i += 2
-        else:
-            out.append(code)
-            src += 1
         i += 1
-    if infer_at is not None:
-        known = int(_onp.prod(out)) // out[infer_at] if out else 1
-        out[infer_at] = int(_onp.prod(source)) // max(known, 1)
-    if reverse:
-        out.reverse()
-    return tuple(out)
+    return tuple(codes)
+
+
+def _npx_reshape_of(data, codes, reverse, attrs):
+    try:
+        return npx.reshape(data, codes, reverse=reverse)
+    except ValueError as err:
+        raise ValueError(f"{err} (reshaping {data.shape}, {attrs.where})") from err
 
 
 @_op('Reshape', 'reshape')
@@ -581,16 +502,13 @@ def _reshape(inputs, attrs):
         if attrs.bool('keep_highest', False):
             target = (data.shape[0],) + tuple(target[1:])
         spec = tuple(-1 if d == 0 else d for d in target)
-    shape = _mxnet_reshape(data.shape, spec, attrs.bool('reverse', False), attrs.where)
-    return [np.reshape(data, shape)]
+    return [_npx_reshape_of(data, _npx_codes(spec), attrs.bool('reverse', False), attrs)]
 
 
 @_op('_npx_reshape')
 def _npx_reshape(inputs, attrs):
-    data = inputs[0]
-    shape = _npx_reshape_shape(data.shape, attrs.tuple('newshape'),
-                               attrs.bool('reverse', False), attrs.where)
-    return [np.reshape(data, shape)]
+    return [_npx_reshape_of(inputs[0], attrs.tuple('newshape'), attrs.bool('reverse', False),
+                            attrs)]
 
 
 @_op('_np_reshape', '_npi_reshape')
