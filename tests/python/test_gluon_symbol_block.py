@@ -896,6 +896,11 @@ def test_unsupported_attribute_values_are_named(tmp_path):
     symbol = _mxnet_symbol([_var('x'), ('Reshape', 'r', {}, ['x'])], ['r'])
     with pytest.raises(ValueError, match="neither 'shape' nor 'target_shape'"):
         SymbolBlock(symbol, ['x'])(np.ones((2,)))
+    symbol = _mxnet_symbol([_var('x'), ('Reshape', 'r', {'shape': '(-4, 5, -1, 0)'}, ['x'])],
+                           ['r'])
+    with pytest.raises(ValueError, match=r"cannot split input dimension 2 into \(5, -1\) "
+                                         r"\(reshaping \(2, 3\), node 'r' \(op Reshape\)"):
+        SymbolBlock(symbol, ['x'])(np.ones((2, 3)))
 
 
 def test_wrong_input_names_and_counts(tmp_path):
