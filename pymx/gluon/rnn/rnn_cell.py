@@ -200,7 +200,19 @@ def _check_states(cell, states, batch_size):
                              f"{info['shape']}, got {state.shape}.")
 
 
+def begin_states(state_info, func, overrides):
+    """func(shape=..., device=..., dtype=...) for each state_info entry, `overrides` (device,
+    dtype) replacing the defaults (the current device, the entry's dtype or float32)."""
+    states = []
+    for info in state_info:
+        info = dict(info, **overrides)
+        states.append(func(shape=info['shape'], device=info.get('device', current_device()),
+                           dtype=info.get('dtype', 'float32')))
+    return states
+
+
 # ---- base classes ------------------------------------------------------------------------------
+
 
 class RecurrentCell(Block):
     """Base class of the recurrent cells. Subclasses implement `state_info` and
@@ -230,12 +242,7 @@ class RecurrentCell(Block):
 
         kwargs (device, dtype) override the defaults (current device, the cell's dtype)."""
         self._check_not_modified()
-        states = []
-        for info in self.state_info(batch_size):
-            info = dict(info, **kwargs)
-            states.append(func(shape=info['shape'], device=info.get('device', current_device()),
-                               dtype=info.get('dtype', 'float32')))
-        return states
+        return begin_states(self.state_info(batch_size), func, kwargs)
 
     def unroll(self, length, inputs, begin_state=None, layout='NTC', merge_outputs=None,
                valid_length=None):
@@ -274,9 +281,9 @@ class _GatedCell(HybridRecurrentCell):
 
     _num_gates = 1
 
-    def __init__(self, hidden_size, i2h_weight_initializer, h2h_weight_initializer,
-                 i2h_bias_initializer, h2h_bias_initializer, input_size, activation,
-                 recurrent_activation, dtype):
+    def __init__(self, hidden_size, i2h_weight_initializer=None, h2h_weight_initializer=None,
+                 i2h_bias_initializer='zeros', h2h_bias_initializer='zeros', input_size=0,
+                 activation='tanh', recurrent_activation='sigmoid', dtype='float32'):
         super().__init__()
         name = type(self).__name__
         if not isinstance(hidden_size, int) or hidden_size <= 0:
@@ -357,13 +364,6 @@ class LSTMCell(_GatedCell):
     _num_gates = 4
     _num_states = 2
 
-    def __init__(self, hidden_size, i2h_weight_initializer=None, h2h_weight_initializer=None,
-                 i2h_bias_initializer='zeros', h2h_bias_initializer='zeros', input_size=0,
-                 activation='tanh', recurrent_activation='sigmoid', dtype='float32'):
-        super().__init__(hidden_size, i2h_weight_initializer, h2h_weight_initializer,
-                         i2h_bias_initializer, h2h_bias_initializer, input_size, activation,
-                         recurrent_activation, dtype)
-
     def forward(self, inputs, states):
         i2h, h2h = self._projections(inputs, states)
         next_h, next_c = lstm_step(i2h, h2h, states[1], self._activation,
@@ -378,13 +378,6 @@ class GRUCell(_GatedCell):
 
     _num_gates = 3
     _num_states = 1
-
-    def __init__(self, hidden_size, i2h_weight_initializer=None, h2h_weight_initializer=None,
-                 i2h_bias_initializer='zeros', h2h_bias_initializer='zeros', input_size=0,
-                 activation='tanh', recurrent_activation='sigmoid', dtype='float32'):
-        super().__init__(hidden_size, i2h_weight_initializer, h2h_weight_initializer,
-                         i2h_bias_initializer, h2h_bias_initializer, input_size, activation,
-                         recurrent_activation, dtype)
 
     def forward(self, inputs, states):
         i2h, h2h = self._projections(inputs, states)

@@ -34,11 +34,10 @@ import numpy as _onp
 
 from ... import numpy as np
 from ... import numpy_extension as npx
-from ...device import current_device
 from ...ndarray import ndarray
 from ..block import HybridBlock
 from ..parameter import Parameter
-from .rnn_cell import (gru_step, keep_valid, lstm_step, rnn_step, split_steps,
+from .rnn_cell import (begin_states, gru_step, keep_valid, lstm_step, rnn_step, split_steps,
                        step_keep_masks)
 
 __all__ = ['RNN', 'LSTM', 'GRU']
@@ -293,12 +292,7 @@ class _RNNLayer(HybridBlock):
     def begin_state(self, batch_size=0, func=np.zeros, **kwargs):
         """The initial states: func(shape=..., device=..., dtype=...) for each state_info entry;
         kwargs (device, dtype) override the defaults (current device, the layer's dtype)."""
-        states = []
-        for info in self.state_info(batch_size):
-            info = dict(info, **kwargs)
-            states.append(func(shape=info['shape'], device=info.get('device', current_device()),
-                               dtype=info.get('dtype', 'float32')))
-        return states
+        return begin_states(self.state_info(batch_size), func, kwargs)
 
     def infer_shape(self, inputs, *args):
         for d in 'lr'[:self._dir]:
