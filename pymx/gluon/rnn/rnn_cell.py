@@ -213,7 +213,6 @@ def begin_states(state_info, func, overrides):
 
 # ---- base classes ------------------------------------------------------------------------------
 
-
 class RecurrentCell(Block):
     """Base class of the recurrent cells. Subclasses implement `state_info` and
     `forward(inputs, states) -> (output, new_states)`."""
