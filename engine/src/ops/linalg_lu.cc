@@ -77,52 +77,53 @@ void inv_cpu(const T* a, T* out, int64_t batch, int64_t n) {
   linalg::check_singular(infos, "inv", "getrf");
 }
 
-// sign and log|det| of each matrix from its LU factors; a singular one gives (0, -inf).
-template <typename T>
-void slogdet_cpu(const T* a, T* sign, T* logabs, int64_t batch, int64_t n) {
+// Calls visit(i, lu, ipiv, info) with getrf's factors of each matrix i of the batch (of the
+// transposed view LAPACK reads: det(A^T) = det(A), so the determinants need no transpose).
+template <typename T, typename Visit>
+void for_each_lu(const T* a, int64_t batch, int64_t n, const Visit& visit) {
   const lapack::lint ln = static_cast<lapack::lint>(n);
   parallel_for(0, batch, batch_grain(n), [&](int64_t lo, int64_t hi) {
     std::vector<T> lu(static_cast<size_t>(n * n));
     std::vector<lapack::lint> ipiv(static_cast<size_t>(n));
     for (int64_t i = lo; i < hi; ++i) {
-      // det(A^T) = det(A): the transposed view LAPACK sees changes nothing.
       std::copy(a + i * n * n, a + (i + 1) * n * n, lu.begin());
       lapack::lint f = 0;
       if (n > 0) lapack::getrf(ln, lu.data(), ipiv.data(), &f);
       check_arguments(f, "getrf");
-      T s = 1, l = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        const T u = lu[j * n + j];
-        if (ipiv[j] != j + 1) s = -s;
-        if (u < 0) s = -s;
-        l += std::log(std::abs(u));
-      }
-      if (f > 0) {
-        s = 0;
-        l = -std::numeric_limits<T>::infinity();
-      }
-      sign[i] = s;
-      logabs[i] = l;
+      visit(i, lu.data(), ipiv.data(), f);
     }
+  });
+}
+
+// sign and log|det| of each matrix from its LU factors; a singular one gives (0, -inf).
+template <typename T>
+void slogdet_cpu(const T* a, T* sign, T* logabs, int64_t batch, int64_t n) {
+  for_each_lu(a, batch, n, [&](int64_t i, const T* lu, const lapack::lint* ipiv,
+                               lapack::lint info) {
+    T s = 1, l = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const T u = lu[j * n + j];
+      if (ipiv[j] != j + 1) s = -s;
+      if (u < 0) s = -s;
+      l += std::log(std::abs(u));
+    }
+    if (info > 0) {
+      s = 0;
+      l = -std::numeric_limits<T>::infinity();
+    }
+    sign[i] = s;
+    logabs[i] = l;
   });
 }
 
 // det as the product of U's diagonal (NumPy's way: no overflow guard, exact for small integers).
 template <typename T>
 void det_cpu(const T* a, T* det, int64_t batch, int64_t n) {
-  const lapack::lint ln = static_cast<lapack::lint>(n);
-  parallel_for(0, batch, batch_grain(n), [&](int64_t lo, int64_t hi) {
-    std::vector<T> lu(static_cast<size_t>(n * n));
-    std::vector<lapack::lint> ipiv(static_cast<size_t>(n));
-    for (int64_t i = lo; i < hi; ++i) {
-      std::copy(a + i * n * n, a + (i + 1) * n * n, lu.begin());
-      lapack::lint f = 0;
-      if (n > 0) lapack::getrf(ln, lu.data(), ipiv.data(), &f);
-      check_arguments(f, "getrf");
-      T d = 1;
-      for (int64_t j = 0; j < n; ++j) d *= ipiv[j] != j + 1 ? -lu[j * n + j] : lu[j * n + j];
-      det[i] = d;
-    }
+  for_each_lu(a, batch, n, [&](int64_t i, const T* lu, const lapack::lint* ipiv,
+                               lapack::lint) {
+    T d = 1;
+    for (int64_t j = 0; j < n; ++j) d *= ipiv[j] != j + 1 ? -lu[j * n + j] : lu[j * n + j];
+    det[i] = d;
   });
 }
 
