@@ -303,6 +303,23 @@ def test_masked_softmax(device):
         npx.masked_softmax(lx, np.ones(3, dtype="bool"))
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_masked_and_length_softmax_in_half_precision(dtype, device):
+    # The left-out positions enter as the dtype's lowest finite value, also for bfloat16.
+    x = rand(2, 4)
+    mask = onp.array([[True, False, True, True], [False, False, False, False]])
+    length = onp.array([2, 4])
+    data = arr(x, device).astype(dtype)
+    values = data.astype("float64").asnumpy()  # what the half-precision array holds
+    got = npx.masked_softmax(data, arr(mask, device, "bool"))
+    assert got.dtype == data.dtype
+    assert_almost_equal(got, ref_softmax(values, mask, -1)[0])
+    got = npx.softmax(data, arr(length, device, "int32"), use_length=True, temperature=0.5)
+    assert got.dtype == data.dtype
+    valid = onp.arange(4) < length[:, None]
+    assert_almost_equal(got, ref_softmax(values, valid, -1, 0.5)[0])
+
+
 # ------------------------------------------------------------------------------------------
 # smooth_l1, stop_gradient, l2_normalization, cast
 # ------------------------------------------------------------------------------------------
