@@ -25,6 +25,7 @@ from pymx.numpy import _core
 from pymx.numpy._core import (_is_float, _to_array, add, any, copyto, full, isnan, maximum,
                               moveaxis, multiply, reshape, subtract, sum, take, true_divide,
                               where)
+from pymx.numpy._manipulation import diagonal
 from pymx.numpy._searching import searchsorted
 
 __all__ = []
@@ -305,15 +306,10 @@ def corrcoef(x, y=None, rowvar=True, *, dtype=None):
     c = cov(x, y, rowvar, dtype=dtype)
     if c.ndim == 0:  # a single variable: c / c, NaN for zero variance, as NumPy
         return true_divide(c, c)
-    d = _core.sqrt(_diagonal(c))
+    d = _core.sqrt(diagonal(c))
     c = true_divide(true_divide(c, reshape(d, (-1, 1))), reshape(d, (1, -1)))
     return _core.clip(c, -1, 1)
 
-
-def _diagonal(c):
-    n = c.shape[0]
-    return take(reshape(c, (-1,)), _to_array(_onp.arange(n) * (n + 1), device=c.device,
-                                              dtype=_onp.int64))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -192,7 +192,8 @@ def test_slice_like_and_broadcast_like(device):
     assert_almost_equal(out, onp.broadcast_to(lhs, (6, 3, 5)), rtol=0, atol=0)
     check_numeric_gradient(lambda x: npx.broadcast_like(x, np.zeros((2, 3, 4), device=device)),
                            [lhs], device=device)
-    with pytest.raises(ValueError, match="axis 1 of lhs .* has size 3, which does not broadcast to 5"):
+    with pytest.raises(ValueError,
+                       match="axis 1 of lhs .* has size 3, which does not broadcast to 5"):
         npx.broadcast_like(arr(lhs, device), np.zeros((5,)), lhs_axes=(1,), rhs_axes=(0,))
     with pytest.raises(ValueError, match="give both lhs_axes and rhs_axes"):
         npx.broadcast_like(arr(lhs, device), np.zeros((5,)), lhs_axes=(1,))
