@@ -489,9 +489,9 @@ def test_interp_inputs_follow_the_array_device():
     check(np.polyval([2.0, -1.0], on(other, x)), onp.polyval([2.0, -1.0], x), other)
 
 
-def test_bfloat16_keeps_its_dtype_and_its_nan():
+def test_bfloat16_keeps_its_dtype_and_its_nan(device):
     nan, inf = onp.nan, onp.inf
-    x = np.array([-1.5, 0.0, 2.0, nan, inf, -inf], dtype="bfloat16")
+    x = np.array([-1.5, 0.0, 2.0, nan, inf, -inf], dtype="bfloat16", device=device)
     largest = (2 - 2.0 ** -7) * 2.0 ** 127  # bfloat16's largest finite value
     got = np.nan_to_num(x)
     assert got.dtype == bfloat16
@@ -501,15 +501,15 @@ def test_bfloat16_keeps_its_dtype_and_its_nan():
                         equal_nan=True)
     assert_almost_equal(np.heaviside(x, 0.5), onp.heaviside(x.asnumpy(), 0.5), rtol=0, atol=0,
                         equal_nan=True)
-    exponents = np.array([1, 2, 3, 4, 5, 6], dtype="int32")
+    exponents = np.array([1, 2, 3, 4, 5, 6], dtype="int32", device=device)
     assert_almost_equal(np.ldexp(x, exponents), onp.ldexp(x.asnumpy(), exponents.asnumpy()),
                         rtol=0, atol=0, equal_nan=True)
-    xp, fp = np.array([0.0, 1.0], dtype="bfloat16"), np.array([1.0, 2.0], dtype="bfloat16")
+    xp, fp = (np.array(v, dtype="bfloat16", device=device) for v in ([0.0, 1.0], [1.0, 2.0]))
     results = [np.copysign(x, -1.0), np.heaviside(x, 0.5), np.ldexp(x, exponents),
                np.interp(x, xp, fp), np.polyval(fp, x)]
     assert [r.dtype for r in results] == [bfloat16] * len(results)
     # NaN sorts last in bfloat16 too.
-    a = np.array([0.0, 1.0, 2.0, nan], dtype="bfloat16")
+    a = np.array([0.0, 1.0, 2.0, nan], dtype="bfloat16", device=device)
     for side in ("left", "right"):
         assert_almost_equal(np.searchsorted(a, x, side=side),
                             onp.searchsorted(a.asnumpy(), x.asnumpy(), side=side))

@@ -194,9 +194,9 @@ def test_cov_weights_follow_the_array_device():
           onp.cov(m, fweights=fweights, aweights=aweights), other, rtol=1e-10)
 
 
-def test_bfloat16_keeps_its_dtype_and_its_nan():
+def test_bfloat16_keeps_its_dtype_and_its_nan(device):
     values = onp.array([[-1.5, 0.5, onp.nan, 2.0], [1.0, 3.0, -2.0, 0.25]])
-    x = np.array(values, dtype="bfloat16")
+    x = np.array(values, dtype="bfloat16", device=device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         for name in ("nansum", "nanmean", "nanmax", "nanmin"):
