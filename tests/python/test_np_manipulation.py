@@ -56,6 +56,15 @@ def test_pad_constant_values_and_empty(device):
     check(np.pad(on(device, onp.float64(3.0)), 2), onp.pad(onp.float64(3.0), 2), device)
 
 
+def test_pad_mean_of_integers_and_booleans(device):
+    ints = onp.array([[1, 2, 4], [7, 0, 0]], dtype=onp.int32)
+    flags = onp.array([[True, False, False, False], [True, True, False, True]])
+    for x in (ints, flags):
+        got = np.pad(on(device, x), 1, mode="mean")
+        assert got.dtype == x.dtype
+        check(got, onp.pad(x, 1, mode="mean"), device)
+
+
 def test_pad_gradient(device):
     for mode in ("constant", "edge", "reflect", "symmetric", "wrap", "mean"):
         check_numeric_gradient(lambda x: np.pad(x, ((1, 2), (3, 1)), mode=mode), [rand((2, 3))],
