@@ -97,7 +97,7 @@ def ldexp(x1, x2, out=None):
     mantissa_bits = 7 if x1.dtype == bfloat16 else info.nmant
     # Past `reach` every finite non-zero x1 has over- or underflowed, so clipping there changes
     # no result; a third of it is a finite power of two in every float dtype. Scaling by the
-    # three thirds in turn keeps each step finite, and 0 * 2 ** big zero rather than 0 * inf.
+    # three thirds in turn keeps each step finite, and 0 * 2 ** big at 0 (not 0 * inf = NaN).
     reach = info.maxexp - info.minexp + mantissa_bits + 1
     exponent = clip(x2.astype(_onp.int64), -reach, reach)
     first = _core.floor_divide(exponent, 3)
