@@ -71,6 +71,12 @@ def _host_array(obj, dtype):
     return values
 
 
+def _is_float(dtype):
+    """Whether `dtype` is a floating type: NumPy's, or bfloat16 (a record type to NumPy, whose
+    dtype.kind is 'V' and dtype.name 'void16')."""
+    return dtype.kind == "f" or dtype == bfloat16
+
+
 def _to_array(x, device=None, dtype=None):
     """x as a pymx ndarray (an ndarray is returned as is, or cast to `dtype`)."""
     if isinstance(x, ndarray):

@@ -5,7 +5,6 @@ product of itself and the 2**s - 1 elements before it. That is ceil(log2 n) mult
 the array by a shifted copy of itself, exact for zeros and negative values (a product of logs
 would not be), recorded by autograd and traced by hybridize like any other ops.
 """
-import builtins
 
 from pymx.base import as_dtype
 from pymx.numpy._core import _to_array, concatenate, copyto, multiply, ones, ravel
@@ -21,9 +20,9 @@ def cumprod(a, axis=None, dtype=None, out=None):
         a = a.astype(dtype) if as_dtype(dtype) != a.dtype else a
     elif a.dtype.kind == "b" or (a.dtype.kind in "iu" and a.dtype.itemsize < 8):
         a = a.astype("int64")
-    if axis is None:
-        a, axis = ravel(a), 0
-    if not -a.ndim <= axis < builtins.max(a.ndim, 1) or a.ndim == 0:
+    if axis is None or a.ndim == 0:  # NumPy accumulates a 0-d array as a 1-element one
+        a, axis = ravel(a), 0 if axis is None else axis
+    if not -a.ndim <= axis < a.ndim:
         raise ValueError(f"cumprod: axis {axis} is out of bounds for array of dimension "
                          f"{a.ndim}")
     axis %= a.ndim

@@ -25,6 +25,7 @@ import itertools
 
 import numpy as _onp
 
+from pymx.base import bfloat16
 from pymx.ndarray import ndarray
 from pymx.numpy import _core
 from pymx.numpy._core import _to_array, broadcast_to, copyto, reshape, sum, take, transpose
@@ -145,7 +146,8 @@ def _sum_labels(x, labels, keep):
     axes = tuple(i for i, l in enumerate(labels) if l not in keep)
     if not axes:
         return x, labels
-    return sum(x, axis=axes), [l for l in labels if l in keep]
+    # sum widens small integers and booleans to int64; einsum keeps the operands' dtype.
+    return sum(x, axis=axes).astype(x.dtype, copy=False), [l for l in labels if l in keep]
 
 
 def _contract(a, a_labels, b, b_labels, keep, sizes):
@@ -184,6 +186,19 @@ def _greedy_pair(labels_list, output, sizes):
     return best[1], best[2]
 
 
+def _common_dtype(dtypes):
+    """NumPy's result type, with bfloat16 promoted as pymx's operators promote it: beside
+    integers and booleans it stays bfloat16, beside another float it gives that float widened to
+    at least float32."""
+    others = [d for d in dtypes if d != bfloat16]
+    if len(others) == len(dtypes):
+        return _onp.result_type(*dtypes)
+    common = _onp.result_type(*others) if others else bfloat16
+    if common == bfloat16 or common.kind != "f":
+        return bfloat16
+    return _onp.promote_types(common, _onp.float32)
+
+
 def einsum(subscripts, *operands, out=None, optimize=False):
     """Einstein summation over `operands` as `subscripts` says (NumPy's grammar: e.g.
     'ij,jk->ik' matrix product, 'ii->i' diagonal, 'ii' trace, '...ij,...jk' batched
@@ -192,8 +207,7 @@ def einsum(subscripts, *operands, out=None, optimize=False):
         raise ValueError("einsum: at least one operand is required")
     first = next((x for x in operands if isinstance(x, ndarray)), None)
     arrays = [_to_array(x, device=None if first is None else first.device) for x in operands]
-    common = _onp.result_type(*[a.dtype for a in arrays]) if \
-        builtins.all(a.dtype.name != "bfloat16" for a in arrays) else arrays[0].dtype
+    common = _common_dtype([a.dtype for a in arrays])
     arrays = [a if a.dtype == common else a.astype(common) for a in arrays]
     shapes = [a.shape for a in arrays]
     labels_list, output = _parse(subscripts, shapes)

@@ -8,10 +8,12 @@ give float32 (MXNet).
 """
 import numpy as _onp
 
+from pymx.base import bfloat16
 from pymx.ndarray import ndarray
 from pymx.numpy import _core
-from pymx.numpy._core import (_to_array, abs, add, equal, full, isfinite, isinf, isnan,
-                              less, less_equal, logical_and, logical_or, multiply, power, where)
+from pymx.numpy._core import (_is_float, _to_array, abs, add, clip, equal, full, isfinite, isinf,
+                              isnan, less, less_equal, logical_and, logical_or, multiply, power,
+                              where)
 
 __all__ = []
 
@@ -31,16 +33,22 @@ def _scalar_like(value, like):
     return full((), value, dtype=like.dtype, device=like.device)
 
 
+def _largest_finite(dtype):
+    """The largest finite value of the floating `dtype` (NumPy's finfo lacks bfloat16)."""
+    if dtype == bfloat16:  # float32's exponent range with 7 explicit mantissa bits
+        return (2.0 - 2.0 ** -7) * 2.0 ** 127
+    return float(_onp.finfo(dtype).max)
+
+
 @_export
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     """x with NaN replaced by `nan`, +inf by `posinf` and -inf by `neginf` (default the largest
     and most negative finite values of x's dtype). Integer and boolean arrays are unchanged."""
     x = _to_array(x)
-    if x.dtype.kind not in "f" and x.dtype.name != "bfloat16":
+    if not _is_float(x.dtype):
         return _core.copy(x) if copy else x
-    info = _onp.finfo(_onp.float32 if x.dtype.name == "bfloat16" else x.dtype)
-    posinf = float(info.max) if posinf is None else posinf
-    neginf = float(info.min) if neginf is None else neginf
+    posinf = _largest_finite(x.dtype) if posinf is None else posinf
+    neginf = -_largest_finite(x.dtype) if neginf is None else neginf
     result = where(isnan(x), _scalar_like(nan, x), x)
     result = where(isinf(x), where(less(x, 0), _scalar_like(neginf, x),
                                    _scalar_like(posinf, x)), result)
@@ -72,28 +80,42 @@ def _is_negative(x):
 def copysign(x1, x2, out=None):
     """|x1| with the sign of x2, elementwise (broadcast)."""
     x1, x2 = _arrays(x1, x2)
-    magnitude = abs(x1) if x1.dtype.kind == "f" else abs(x1).astype(_onp.float32)
+    magnitude = abs(x1) if _is_float(x1.dtype) else abs(x1).astype(_onp.float32)
     return where(_is_negative(x2), _core.negative(magnitude), magnitude, out=out)
 
 
 @_export
 def ldexp(x1, x2, out=None):
-    """x1 * 2 ** x2, elementwise; x2 must be integers."""
+    """x1 * 2 ** x2, elementwise; x2 must be integers. Exact wherever the result is
+    representable, also where 2 ** x2 alone is not (ldexp(2.0 ** -20, 130) in float32)."""
     x1, x2 = _arrays(x1, x2)
     if x2.dtype.kind not in "iu":
         raise TypeError(f"ldexp: the exponent must be integers, got dtype {x2.dtype}")
-    scale = power(2.0, x2)
-    if x1.dtype.kind == "f" and scale.dtype != x1.dtype:
-        scale = scale.astype(x1.dtype)
-    return multiply(x1, scale, out=out)
+    if not _is_float(x1.dtype):
+        x1 = x1.astype(_onp.float32)
+    info = _onp.finfo(_onp.float32 if x1.dtype == bfloat16 else x1.dtype)
+    mantissa_bits = 7 if x1.dtype == bfloat16 else info.nmant
+    # Past `reach` every finite non-zero x1 has over- or underflowed, so clipping there changes
+    # no result; a third of it is a finite power of two in every float dtype. Scaling by the
+    # three thirds in turn keeps each step finite, and 0 * 2 ** big at 0 (not 0 * inf = NaN).
+    reach = info.maxexp - info.minexp + mantissa_bits + 1
+    exponent = clip(x2.astype(_onp.int64), -reach, reach)
+    first = _core.floor_divide(exponent, 3)
+    second = _core.floor_divide(_core.subtract(exponent, first), 2)
+    third = _core.subtract(_core.subtract(exponent, first), second)
+    two = _scalar_like(2.0, x1)
+    result = x1
+    for step in (first, second):
+        result = multiply(result, power(two, step))
+    return multiply(result, power(two, third), out=out)
 
 
 @_export
 def heaviside(x1, x2, out=None):
     """The Heaviside step: 0 where x1 < 0, x2 where x1 == 0, 1 where x1 > 0 (NaN stays NaN)."""
     x1, x2 = _arrays(x1, x2)
-    if x1.dtype.kind != "f":  # the step is float-valued: integers give float32 (MXNet)
-        x1 = x1.astype(x2.dtype if x2.dtype.kind == "f" else _onp.float32)
+    if not _is_float(x1.dtype):  # the step is float-valued: integers give float32 (MXNet)
+        x1 = x1.astype(x2.dtype if _is_float(x2.dtype) else _onp.float32)
     step = where(less(x1, 0), _scalar_like(0, x1), _scalar_like(1, x1))
     step = where(equal(x1, 0), x2.astype(x1.dtype) if x2.dtype != x1.dtype else x2, step)
     return where(isnan(x1), x1, step, out=out)
@@ -145,11 +167,10 @@ def lcm(x1, x2, out=None):
 @_export
 def polyval(p, x):
     """The polynomial with coefficients `p` (highest power first) at x, by Horner's rule."""
-    p = _to_array(p)
-    x = _to_array(x, device=p.device)
+    p, x = _arrays(p, x)
     if p.ndim != 1:
         raise ValueError(f"polyval: p must be 1-d, got shape {p.shape}")
-    result = _core.zeros_like(x) if x.dtype.kind == "f" else \
+    result = _core.zeros_like(x) if _is_float(x.dtype) else \
         _core.zeros(x.shape, dtype=p.dtype, device=x.device)
     for i in range(p.shape[0]):
         result = add(multiply(result, x), p[i])

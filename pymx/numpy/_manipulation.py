@@ -137,7 +137,8 @@ def pad(x, pad_width, mode="constant", **kwargs):
         if mode in _STAT_MODES:
             stat = getattr(_core, _STAT_MODES[mode])(x, axis=axis, keepdims=True)
             if mode == "mean" and x.dtype.kind in "iub":
-                stat = _core.round(stat).astype(x.dtype)  # NumPy rounds the mean for integers
+                # NumPy rounds the mean for integers; a boolean one is True unless it is 0.
+                stat = (stat if x.dtype.kind == "b" else _core.round(stat)).astype(x.dtype)
             x = concatenate([block(before, stat), x, block(after, stat)], axis=axis)
             continue
         x = _take_along(x, axis, _pad_positions(mode, n, before, after))

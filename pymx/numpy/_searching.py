@@ -14,10 +14,11 @@ import builtins
 import numpy as _onp
 
 from pymx._c import core as _c_core
+from pymx.ndarray import ndarray
 from pymx.numpy import _core
-from pymx.numpy._core import (_to_array, add, clip, concatenate, floor_divide, full, greater,
-                              isnan, less, less_equal, logical_and, logical_not, logical_or,
-                              multiply, subtract, take, true_divide, where)
+from pymx.numpy._core import (_is_float, _to_array, add, clip, concatenate, floor_divide, full,
+                              greater, isnan, less, less_equal, logical_and, logical_not,
+                              logical_or, multiply, subtract, take, true_divide, where)
 
 __all__ = []
 
@@ -44,7 +45,7 @@ def searchsorted(a, v, side="left", sorter=None):
     hi = full(v.shape, n, dtype=_onp.int64, device=a.device)
     if n == 0:
         return lo
-    v_nan = isnan(v) if v.dtype.kind == "f" else None
+    v_nan = isnan(v) if _is_float(v.dtype) else None
     for _ in range(int(n).bit_length()):
         mid = floor_divide(add(lo, hi), 2)
         pivot = take(a, clip(mid, 0, n - 1))
@@ -73,9 +74,8 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     """Piecewise-linear interpolation of the points (xp, fp) at x; xp must be increasing
     (unless `period` is given). Values below xp[0] give `left` (default fp[0]), above xp[-1]
     `right` (default fp[-1])."""
-    xp = _to_array(xp)
-    x = _to_array(x, device=xp.device)
-    fp = _to_array(fp, device=xp.device)
+    device = next((v.device for v in (x, xp, fp) if isinstance(v, ndarray)), None)
+    x, xp, fp = (_to_array(v, device=device) for v in (x, xp, fp))
     if xp.ndim != 1 or fp.ndim != 1:
         raise ValueError(f"interp: xp and fp must be 1-d, got shapes {xp.shape} and {fp.shape}")
     if xp.shape[0] != fp.shape[0]:
@@ -83,8 +83,8 @@ def interp(x, xp, fp, left=None, right=None, period=None):
                          f"{xp.shape[0]})")
     if xp.shape[0] == 0:
         raise ValueError("interp: array of sample points is empty")
-    if x.dtype.kind != "f":
-        x = x.astype(fp.dtype if fp.dtype.kind == "f" else "float32")
+    if not _is_float(x.dtype):
+        x = x.astype(fp.dtype if _is_float(fp.dtype) else "float32")
     if period is not None:
         if period == 0:
             raise ValueError("interp: period must be a non-zero value")
@@ -147,7 +147,7 @@ def bincount(x, weights=None, minlength=0):
         if values.shape != x.shape:
             raise ValueError(f"bincount: weights of shape {values.shape} differ from x's "
                              f"{x.shape}")
-        if values.dtype.kind != "f":
+        if not _is_float(values.dtype):
             values = values.astype(_onp.float64)
     totals = _core.zeros((length,), dtype=values.dtype, device=x.device)
     return _c_core.invoke("index_update", [totals, x.astype(_onp.int64), values],

@@ -22,9 +22,10 @@ from pymx._c import core as _c_core
 from pymx.base import DEFAULT_DTYPE
 from pymx.ndarray import ndarray
 from pymx.numpy import _core
-from pymx.numpy._core import (_to_array, add, any, copyto, full, isnan, maximum,
+from pymx.numpy._core import (_is_float, _to_array, add, any, copyto, full, isnan, maximum,
                               moveaxis, multiply, reshape, subtract, sum, take, true_divide,
                               where)
+from pymx.numpy._manipulation import diagonal
 from pymx.numpy._searching import searchsorted
 
 __all__ = []
@@ -36,7 +37,7 @@ def _export(fn):
 
 
 def _as_float(a):
-    return a if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else a.astype(DEFAULT_DTYPE)
+    return a if _is_float(a.dtype) else a.astype(DEFAULT_DTYPE)
 
 
 def _reduced_last(a, axis):
@@ -53,7 +54,9 @@ def _reduced_last(a, axis):
     moved = _core.transpose(a, tuple(kept + axes))
     kept_shape = tuple(a.shape[d] for d in kept)
     keepdims_shape = tuple(1 if d in axes else a.shape[d] for d in range(a.ndim))
-    return reshape(moved, kept_shape + (-1,)), keepdims_shape
+    # The merged length is spelled out: -1 cannot be inferred when a kept axis is empty.
+    merged = int(_onp.prod([a.shape[d] for d in axes], dtype=_onp.int64))
+    return reshape(moved, kept_shape + (merged,)), keepdims_shape
 
 
 _METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
@@ -165,7 +168,7 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
 def _without_nan(a, fill):
     """a with NaN replaced by `fill`, and the NaN mask (None for data that has no NaN)."""
     a = _to_array(a)
-    if a.dtype.kind != "f" and a.dtype.name != "bfloat16":
+    if not _is_float(a.dtype):
         return a, None
     mask = isnan(a)
     return where(mask, full((), fill, dtype=a.dtype, device=a.device), a), mask
@@ -215,8 +218,6 @@ def nanmin(a, axis=None, out=None, keepdims=False):
 def ptp(a, axis=None, out=None, keepdims=False):
     """Range of values (max - min) over `axis`."""
     a = _to_array(a)
-    if a.size == 0:
-        raise ValueError(f"ptp: zero-size array of shape {a.shape} has no range")
     return subtract(_core.max(a, axis=axis, keepdims=keepdims),
                     _core.min(a, axis=axis, keepdims=keepdims), out=out)
 
@@ -235,8 +236,8 @@ def _observations(m, rowvar, what):
     return m if rowvar else _core.transpose(m)
 
 
-def _weights(values, n, what, name, integral):
-    w = _to_array(values).astype(_onp.float64)
+def _weights(values, n, what, name, integral, device):
+    w = _to_array(values, device=device).astype(_onp.float64)
     if w.ndim != 1:
         raise RuntimeError(f"{what}: cannot handle multidimensional {name} (shape {w.shape})")
     if w.shape[0] != n:
@@ -268,9 +269,9 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     n = x.shape[1]
     weights = None
     if fweights is not None:
-        weights = _weights(fweights, n, "cov", "fweights", integral=True)
+        weights = _weights(fweights, n, "cov", "fweights", integral=True, device=x.device)
     if aweights is not None:
-        a_w = _weights(aweights, n, "cov", "aweights", integral=False)
+        a_w = _weights(aweights, n, "cov", "aweights", integral=False, device=x.device)
         weights = a_w if weights is None else multiply(weights, a_w)
     if weights is None:
         mean = _core.mean(x, axis=1, keepdims=True)
@@ -305,15 +306,9 @@ def corrcoef(x, y=None, rowvar=True, *, dtype=None):
     c = cov(x, y, rowvar, dtype=dtype)
     if c.ndim == 0:  # a single variable: c / c, NaN for zero variance, as NumPy
         return true_divide(c, c)
-    d = _core.sqrt(_diagonal(c))
+    d = _core.sqrt(diagonal(c))
     c = true_divide(true_divide(c, reshape(d, (-1, 1))), reshape(d, (1, -1)))
     return _core.clip(c, -1, 1)
-
-
-def _diagonal(c):
-    n = c.shape[0]
-    return take(reshape(c, (-1,)), _to_array(_onp.arange(n) * (n + 1), device=c.device,
-                                              dtype=_onp.int64))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,8 +378,7 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
     totals = _core.zeros((count + 1,), dtype=values.dtype, device=a.device)
     hist = _c_core.invoke("index_update", [totals, index, values],
                           {"axis": 0, "accumulate": True})[0][:count]
-    edges_dtype = edges.dtype if edges.dtype.kind in "iu" or data.dtype.kind != "f" else \
-        data.dtype
+    edges_dtype = edges.dtype if edges.dtype.kind in "iu" else data.dtype
     edges_out = _to_array(edges, device=a.device, dtype=edges_dtype)
     if density:
         widths = _to_array(_onp.diff(edges.astype(_onp.float64)), device=a.device,

@@ -228,7 +228,8 @@ def qr(a, mode="reduced"):
     r (..., K, N) upper triangular), K = min(M, N); only r for mode 'r'."""
     a = _float_array(a)
     _check_matrices(a, "qr")
-    if mode not in ("reduced", "r", "complete") or (mode == "complete" and a.shape[-2] > a.shape[-1]):
+    if mode not in ("reduced", "r", "complete") or \
+            (mode == "complete" and a.shape[-2] > a.shape[-1]):
         raise ValueError(f"qr: mode {mode!r} is not supported for shape {a.shape}; pymx supports "
                          "'reduced', 'r', and 'complete' when M <= N")
     q, r = _invoke("linalg_qr", [a])

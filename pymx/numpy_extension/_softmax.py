@@ -14,10 +14,11 @@ import numpy as _onp
 
 from pymx import numpy as _np
 from pymx._op import invoke as _invoke
+from pymx.numpy._elementwise import _largest_finite
 
 
 def _fill_value(dtype, temperature):
-    return float(_onp.finfo(dtype).min) * min(1.0, float(temperature or 1.0))
+    return -_largest_finite(dtype) * min(1.0, float(temperature or 1.0))
 
 
 def _softmax_op(name, data, axis, temperature, valid):

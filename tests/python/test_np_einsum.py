@@ -4,6 +4,7 @@ import numpy as onp
 import pytest
 
 from pymx import gluon, np
+from pymx.base import as_dtype
 from pymx.ndarray import ndarray
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
 
@@ -82,6 +83,30 @@ def test_einsum_dtypes(dtype, device):
     mixed = np.einsum("ij,jk", np.array(a[0], device=device),
                       np.array(b.astype(onp.float64), device=device))
     assert mixed.dtype == onp.result_type(a.dtype, onp.float64)
+    # Summing subscripts away keeps the dtype too (sum alone widens small integers to int64).
+    for subscripts in ("bij->", "bij->j", "iij->j"):
+        operand = a[:, :2] if subscripts == "iij->j" else a
+        got = np.einsum(subscripts, np.array(operand, device=device))
+        assert got.dtype == onp.dtype(dtype), subscripts
+        assert_almost_equal(got, onp.einsum(subscripts, operand), rtol=1e-2, atol=5e-2)
+
+
+def test_einsum_bool_and_bfloat16_dtypes(device):
+    mask = onp.array([[True, False, True], [False, False, True]])
+    got = np.einsum("ij->i", np.array(mask, device=device))
+    assert got.dtype == onp.bool_
+    assert_almost_equal(got, onp.einsum("ij->i", mask))
+    # bfloat16 promotes as pymx's operators do: to the other float (at least float32), and
+    # stays bfloat16 beside integers; whichever operand comes first.
+    halves = np.ones((2, 3), dtype="bfloat16", device=device)
+    others = {"float32": "float32", "float16": "float32", "float64": "float64",
+              "int32": "bfloat16", "bfloat16": "bfloat16"}
+    for other, expected in others.items():
+        operand = np.ones((3, 2), dtype=other, device=device)
+        for pair in ((halves, operand), (operand.T, halves.T)):
+            got = np.einsum("ij,jk->ik", *pair)
+            assert got.dtype == as_dtype(expected), (other, got.dtype)
+            assert_almost_equal(got, onp.full(got.shape, 3.0))
 
 
 def test_einsum_contracts_smallest_pair_first():

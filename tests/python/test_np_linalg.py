@@ -76,7 +76,8 @@ def test_det_of_singular_and_negative_matrices():
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("a_shape,b_shape", [
     ((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 4, 4), (2, 4)), ((2, 4, 4), (2, 4, 3)),
-    ((2, 3, 3), (3,)), ((2, 3, 3), (1, 3, 2)), ((1, 3, 3), (4, 3, 2)), ((0, 3, 3), (0, 3)), ((3, 3), (3, 0))])
+    ((2, 3, 3), (3,)), ((2, 3, 3), (1, 3, 2)), ((1, 3, 3), (4, 3, 2)), ((0, 3, 3), (0, 3)),
+    ((3, 3), (3, 0))])
 def test_solve(a_shape, b_shape, dtype):
     a = well_conditioned(a_shape, dtype)
     b = onp.random.uniform(-1, 1, b_shape).astype(dtype)
@@ -262,7 +263,8 @@ def test_cholesky_gradient_through_a_symmetric_product():
     """A = X X^T + I: the folded gradient reaches X as the symmetric one would."""
     x = onp.random.uniform(-1, 1, (3, 3))
     check_numeric_gradient(
-        lambda v: np.linalg.cholesky(np.matmul(v, np.swapaxes(v, -1, -2)) + np.eye(3, dtype="float64")),
+        lambda v: np.linalg.cholesky(np.matmul(v, np.swapaxes(v, -1, -2)) +
+                                     np.eye(3, dtype="float64")),
         [x])
 
 
@@ -320,7 +322,8 @@ def test_hybridized_equals_imperative():
             x = np.linalg.solve(a, b)
             l_factor = np.linalg.cholesky(np.matmul(a, np.swapaxes(a, -1, -2)))
             w, _ = np.linalg.eigh(a + np.swapaxes(a, -1, -2))
-            return x + np.linalg.inv(a) + l_factor + np.reshape(np.linalg.det(a), (-1, 1, 1)) + np.expand_dims(w, -2)
+            return (x + np.linalg.inv(a) + l_factor + np.reshape(np.linalg.det(a), (-1, 1, 1)) +
+                    np.expand_dims(w, -2))
 
     a = np.array(well_conditioned((2, 3, 3)))
     b = np.array(onp.random.uniform(-1, 1, (2, 3, 3)))

@@ -3,7 +3,9 @@ NumPy (float64 reference), gradients against central differences, NumPy's errors
 import numpy as onp
 import pytest
 
+import pymx
 from pymx import gluon, np
+from pymx.base import bfloat16
 from pymx.ndarray import ndarray
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
 
@@ -52,6 +54,15 @@ def test_pad_constant_values_and_empty(device):
     empty = onp.zeros((0, 2))
     check(np.pad(on(device, empty), 1), onp.pad(empty, 1), device)
     check(np.pad(on(device, onp.float64(3.0)), 2), onp.pad(onp.float64(3.0), 2), device)
+
+
+def test_pad_mean_of_integers_and_booleans(device):
+    ints = onp.array([[1, 2, 4], [7, 0, 0]], dtype=onp.int32)
+    flags = onp.array([[True, False, False, False], [True, True, False, True]])
+    for x in (ints, flags):
+        got = np.pad(on(device, x), 1, mode="mean")
+        assert got.dtype == x.dtype
+        check(got, onp.pad(x, 1, mode="mean"), device)
 
 
 def test_pad_gradient(device):
@@ -359,6 +370,24 @@ def test_copysign_ldexp_heaviside(device):
         np.ldexp(on(device, x1), on(device, x2))
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_ldexp_where_the_power_of_two_alone_overflows(dtype, device):
+    # Results that are representable although 2 ** x2 over- or underflows the dtype, subnormal
+    # results, and exponents so large that 0 * 2 ** x2 must stay 0 (not 0 * inf = NaN).
+    info = onp.finfo(dtype)
+    span = info.maxexp - info.minexp + info.nmant  # from the smallest subnormal to the largest
+    x1 = onp.array([2.0 ** -10, 2.0 ** 10, 2.0 ** (info.minexp - info.nmant), info.max, 0.0,
+                    -0.0, -1.5, onp.inf, 3.0], dtype=dtype)
+    x2 = onp.array([info.maxexp + 5, info.minexp - info.nmant - 5, span, -span, 100000, -100000,
+                    info.maxexp, -3, -7], dtype=onp.int32)
+    with onp.errstate(over="ignore"):
+        want = onp.ldexp(x1, x2)
+    got = np.ldexp(on(device, x1), on(device, x2))
+    assert got.dtype == dtype
+    assert_almost_equal(got, want, rtol=0, atol=0)
+    assert onp.array_equal(onp.signbit(got.asnumpy()), onp.signbit(want))
+
+
 @pytest.mark.parametrize("dtype", ["int32", "int64", "int8"])
 def test_gcd_lcm(dtype, device):
     info = onp.iinfo(dtype)
@@ -382,6 +411,8 @@ def test_gcd_lcm(dtype, device):
 def test_polyval(device):
     p, x = rand((4,)), rand((2, 3))
     check(np.polyval(on(device, p), on(device, x)), onp.polyval(p, x), device)
+    check(np.polyval([2.0, -1.0], on(device, x)), onp.polyval([2.0, -1.0], x), device,
+          rtol=1e-6, atol=1e-6)
     check(np.polyval(on(device, onp.array([3, 0, 1])), on(device, onp.arange(4))),
           onp.polyval([3, 0, 1], onp.arange(4)), device)
     check_numeric_gradient(np.polyval, [p, x], device=device)
@@ -403,6 +434,9 @@ def test_cumprod(device):
     check_numeric_gradient(lambda a: np.cumprod(a, axis=1), [rand((2, 6))], device=device)
     with pytest.raises(ValueError, match="axis 2 is out of bounds for array of dimension 2"):
         np.cumprod(on(device, rand((2, 3))), axis=2)
+    for axis in (0, -1):  # a 0-d array accumulates as a 1-element one
+        check(np.cumprod(on(device, onp.array(3.0)), axis), onp.cumprod(onp.array(3.0), axis),
+              device)
 
 
 # ---- searching, counting ----------------------------------------------------------------------
@@ -451,6 +485,43 @@ def test_interp(device):
         np.interp(on(device, [1.0]), on(device, onp.zeros(0)), on(device, onp.zeros(0)))
     with pytest.raises(ValueError, match="period must be a non-zero value"):
         np.interp(on(device, [1.0]), on(device, [1.0, 2]), on(device, [1.0, 2]), period=0)
+
+
+def test_interp_inputs_follow_the_array_device():
+    other = pymx.cpu(1)  # not the current device: lists must be made where the array is
+    x = onp.array([-1.0, 0.25, 0.5, 3.0])
+    for args in [(on(other, x), [0.0, 1.0], [2.0, 4.0]), ([0.25, 0.75], on(other, [0.0, 1.0]),
+                                                          [2.0, 4.0])]:
+        got = np.interp(*args)
+        want = onp.interp(*[a.asnumpy() if isinstance(a, ndarray) else a for a in args])
+        check(got, want, other)
+    check(np.polyval([2.0, -1.0], on(other, x)), onp.polyval([2.0, -1.0], x), other)
+
+
+def test_bfloat16_keeps_its_dtype_and_its_nan(device):
+    nan, inf = onp.nan, onp.inf
+    x = np.array([-1.5, 0.0, 2.0, nan, inf, -inf], dtype="bfloat16", device=device)
+    largest = (2 - 2.0 ** -7) * 2.0 ** 127  # bfloat16's largest finite value
+    got = np.nan_to_num(x)
+    assert got.dtype == bfloat16
+    assert_almost_equal(got, onp.array([-1.5, 0.0, 2.0, 0.0, largest, -largest]), rtol=0,
+                        atol=0)
+    assert_almost_equal(np.copysign(x, -1.0), onp.copysign(x.asnumpy(), -1.0), rtol=0, atol=0,
+                        equal_nan=True)
+    assert_almost_equal(np.heaviside(x, 0.5), onp.heaviside(x.asnumpy(), 0.5), rtol=0, atol=0,
+                        equal_nan=True)
+    exponents = np.array([1, 2, 3, 4, 5, 6], dtype="int32", device=device)
+    assert_almost_equal(np.ldexp(x, exponents), onp.ldexp(x.asnumpy(), exponents.asnumpy()),
+                        rtol=0, atol=0, equal_nan=True)
+    xp, fp = (np.array(v, dtype="bfloat16", device=device) for v in ([0.0, 1.0], [1.0, 2.0]))
+    results = [np.copysign(x, -1.0), np.heaviside(x, 0.5), np.ldexp(x, exponents),
+               np.interp(x, xp, fp), np.polyval(fp, x)]
+    assert [r.dtype for r in results] == [bfloat16] * len(results)
+    # NaN sorts last in bfloat16 too.
+    a = np.array([0.0, 1.0, 2.0, nan], dtype="bfloat16", device=device)
+    for side in ("left", "right"):
+        assert_almost_equal(np.searchsorted(a, x, side=side),
+                            onp.searchsorted(a.asnumpy(), x.asnumpy(), side=side))
 
 
 def test_bincount_count_nonzero(device):

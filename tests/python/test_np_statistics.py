@@ -5,7 +5,9 @@ import warnings
 import numpy as onp
 import pytest
 
+import pymx
 from pymx import gluon, np
+from pymx.base import bfloat16
 from pymx.ndarray import ndarray
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
 
@@ -73,6 +75,18 @@ def test_median(device):
               onp.median(onp.zeros((2, 0)), axis=1), device)
 
 
+def test_quantiles_with_an_empty_kept_axis(device):
+    # The reduced axes are not empty, a kept one is: the result is empty, as in NumPy.
+    empty = onp.zeros((2, 0, 3))
+    check(np.median(on(device, empty), axis=-1), onp.median(empty, axis=-1), device)
+    check(np.quantile(on(device, empty), [0.2, 0.5], axis=0),
+          onp.quantile(empty, [0.2, 0.5], axis=0), device)
+    check(np.percentile(on(device, empty), 30, axis=2, keepdims=True),
+          onp.percentile(empty, 30, axis=2, keepdims=True), device)
+    got = np.median(on(device, empty), axis=(0, 2))  # NumPy 2.x cannot reshape this one
+    assert got.shape == (0,) and got.device == device
+
+
 def test_quantile_gradient(device):
     x = rand((3, 5))
     check_numeric_gradient(lambda a: np.median(a, axis=1), [x], device=device)
@@ -125,8 +139,15 @@ def test_ptp(device):
     check(np.ptp(on(device, x), axis=1, keepdims=True), onp.ptp(x, axis=1, keepdims=True),
           device)
     check_numeric_gradient(lambda a: np.ptp(a, axis=0), [rand((3, 2))], device=device)
-    with pytest.raises(ValueError, match=r"zero-size array of shape \(0,\)"):
+    with pytest.raises(ValueError, match="zero-size array to reduction operation max"):
         np.ptp(on(device, onp.zeros(0)))
+    # Empty kept axes give an empty result; only an empty reduced axis has no range.
+    empty = onp.zeros((2, 0, 3))
+    for axis in (-1, (0, 2)):
+        check(np.ptp(on(device, empty), axis=axis, keepdims=True),
+              onp.ptp(empty, axis=axis, keepdims=True), device)
+    with pytest.raises(ValueError, match="zero-size array to reduction operation max"):
+        np.ptp(on(device, empty), axis=1)
 
 
 def test_cov_corrcoef(device):
@@ -163,6 +184,32 @@ def test_cov_corrcoef(device):
         np.cov(on(device, m), fweights=on(device, fweights[:3]))
     with pytest.raises(ValueError, match="ddof must be an integer, got 1.5"):
         np.cov(on(device, m), ddof=1.5)
+
+
+def test_cov_weights_follow_the_array_device():
+    other = pymx.cpu(1)  # not the current device: list weights must be made where m is
+    m = rand((2, 4))
+    fweights, aweights = [1, 2, 1, 3], [0.5, 1.0, 0.25, 2.0]
+    check(np.cov(on(other, m), fweights=fweights, aweights=aweights),
+          onp.cov(m, fweights=fweights, aweights=aweights), other, rtol=1e-10)
+
+
+def test_bfloat16_keeps_its_dtype_and_its_nan(device):
+    values = onp.array([[-1.5, 0.5, onp.nan, 2.0], [1.0, 3.0, -2.0, 0.25]])
+    x = np.array(values, dtype="bfloat16", device=device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for name in ("nansum", "nanmean", "nanmax", "nanmin"):
+            got = getattr(np, name)(x, axis=1)
+            assert got.dtype == bfloat16, name
+            assert_almost_equal(got, getattr(onp, name)(values, axis=1), names=(name, "numpy"))
+    finite = x[1]
+    results = {"median": np.median(finite), "quantile": np.quantile(finite, 0.3),
+               "cov": np.cov(x[:, [0, 1, 3]]), "histogram edges": np.histogram(finite, 3)[1]}
+    for name, got in results.items():
+        assert got.dtype == bfloat16, name
+    assert_almost_equal(results["median"], onp.median(values[1]))
+    assert_almost_equal(results["cov"], onp.cov(values[:, [0, 1, 3]]))
 
 
 def test_histogram(device):

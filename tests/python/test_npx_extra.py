@@ -192,7 +192,8 @@ def test_slice_like_and_broadcast_like(device):
     assert_almost_equal(out, onp.broadcast_to(lhs, (6, 3, 5)), rtol=0, atol=0)
     check_numeric_gradient(lambda x: npx.broadcast_like(x, np.zeros((2, 3, 4), device=device)),
                            [lhs], device=device)
-    with pytest.raises(ValueError, match="axis 1 of lhs .* has size 3, which does not broadcast to 5"):
+    with pytest.raises(ValueError,
+                       match="axis 1 of lhs .* has size 3, which does not broadcast to 5"):
         npx.broadcast_like(arr(lhs, device), np.zeros((5,)), lhs_axes=(1,), rhs_axes=(0,))
     with pytest.raises(ValueError, match="give both lhs_axes and rhs_axes"):
         npx.broadcast_like(arr(lhs, device), np.zeros((5,)), lhs_axes=(1,))
@@ -301,6 +302,23 @@ def test_masked_softmax(device):
         device=device)
     with pytest.raises(ValueError, match=r"mask of shape \(3,\) does not broadcast"):
         npx.masked_softmax(lx, np.ones(3, dtype="bool"))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_masked_and_length_softmax_in_half_precision(dtype, device):
+    # The left-out positions enter as the dtype's lowest finite value, also for bfloat16.
+    x = rand(2, 4)
+    mask = onp.array([[True, False, True, True], [False, False, False, False]])
+    length = onp.array([2, 4])
+    data = arr(x, device).astype(dtype)
+    values = data.astype("float64").asnumpy()  # what the half-precision array holds
+    got = npx.masked_softmax(data, arr(mask, device, "bool"))
+    assert got.dtype == data.dtype
+    assert_almost_equal(got, ref_softmax(values, mask, -1)[0])
+    got = npx.softmax(data, arr(length, device, "int32"), use_length=True, temperature=0.5)
+    assert got.dtype == data.dtype
+    valid = onp.arange(4) < length[:, None]
+    assert_almost_equal(got, ref_softmax(values, valid, -1, 0.5)[0])
 
 
 # ------------------------------------------------------------------------------------------
