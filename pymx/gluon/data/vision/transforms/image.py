@@ -26,10 +26,11 @@ from ....block import Block, HybridBlock
 __all__ = ["ToTensor", "Normalize", "Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop",
            "CropResize", "RandomFlipLeftRight", "RandomFlipTopBottom", "RandomBrightness",
            "RandomContrast", "RandomSaturation", "RandomHue", "RandomColorJitter",
-           "RandomLighting", "adjust_brightness", "adjust_contrast", "adjust_saturation",
+           "RandomLighting", "RandomGray", "adjust_brightness", "adjust_contrast", "adjust_saturation",
            "adjust_hue", "adjust_lighting"]
 
 _GRAY_COEF = (0.299, 0.587, 0.114)      # ITU-R 601 luma, as MXNet's contrast/saturation
+_RANDOM_GRAY_COEF = (0.2989, 0.5870, 0.1140)    # MXNet's RandomGray weights
 
 
 def _pair(size):
@@ -392,3 +393,32 @@ class RandomLighting(Block):
         if self._alpha <= 0:
             return x
         return adjust_lighting(x, onp.random.normal(0.0, self._alpha, 3))
+
+
+class RandomGray(Block):
+    """With probability p, replaces every channel of an (N)HWC RGB image by its luma
+    0.2989 R + 0.5870 G + 0.1140 B; the result keeps the image's dtype (uint8 is rounded to
+    nearest). One-channel images are already gray and are returned as they are.
+
+    MXNet's RandomGray multiplies by a matrix whose columns are constant, which gives channel j
+    the value coef[j] * (R + G + B) instead of the luma, and always returns float32; pymx gives
+    the gray image the transform is named for and keeps the dtype as its other colour
+    transforms do. See Note [Random draws in transforms]."""
+
+    def __init__(self, p=0.5):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError("RandomGray: p must be in [0, 1], got %r" % (p,))
+        self.p = p
+
+    def forward(self, x):
+        if x.ndim not in (3, 4) or x.shape[-1] not in (1, 3):
+            raise ValueError("RandomGray: expected an image (H, W, C) or a batch (N, H, W, C) "
+                             "with 1 or 3 channels, but got shape %s" % (x.shape,))
+        if onp.random.uniform() >= self.p or x.shape[-1] == 1:
+            return x
+        # float64 images keep their precision; the others are weighted in float32
+        dtype = onp.float64 if x.dtype == onp.float64 else onp.float32
+        weights = _np.array(onp.array(_RANDOM_GRAY_COEF)[:, None], dtype=dtype, device=x.device)
+        gray = _np.matmul(x.astype(dtype), weights)      # (..., 1)
+        return _saturate(_np.broadcast_to(gray, x.shape), x)
