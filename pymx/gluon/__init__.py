@@ -1,5 +1,5 @@
 """Gluon: the imperative/hybrid model API (MXNet's `mxnet.gluon`)."""
-from . import data, loss, metric, model_zoo, nn, rnn, utils
+from . import contrib, data, loss, metric, model_zoo, nn, rnn, utils
 from .block import Block, HybridBlock
 from .parameter import Constant, DeferredInitializationError, Parameter
 from .symbol_block import SymbolBlock
@@ -7,4 +7,4 @@ from .trainer import Trainer
 
 __all__ = ['Block', 'HybridBlock', 'SymbolBlock', 'Parameter', 'Constant',
            'DeferredInitializationError', 'Trainer', 'nn', 'rnn', 'loss', 'metric', 'utils',
-           'data', 'model_zoo']
+           'data', 'model_zoo', 'contrib']

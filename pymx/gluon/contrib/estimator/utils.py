@@ -1,0 +1,40 @@
+"""Checks shared by the Estimator and its event handlers."""
+from ...loss import SoftmaxCrossEntropyLoss
+from ...metric import Accuracy, CompositeEvalMetric, EvalMetric
+
+
+def _check_metrics(metrics):
+    """A list of EvalMetrics from None, one metric or a list; a CompositeEvalMetric is
+    flattened into its members."""
+    if isinstance(metrics, CompositeEvalMetric):
+        return [m for member in metrics.metrics for m in _check_metrics(member)]
+    if isinstance(metrics, EvalMetric):
+        return [metrics]
+    metrics = list(metrics or [])
+    for metric in metrics:
+        if not isinstance(metric, EvalMetric):
+            raise ValueError(f"metrics must be an EvalMetric or a list of EvalMetrics "
+                             f"(gluon.metric), but got a {type(metric).__name__}: {metric!r}")
+    return metrics
+
+
+def _suggest_metric_for_loss(loss):
+    """The metric the Estimator adds by default for `loss`, or None."""
+    if isinstance(loss, SoftmaxCrossEntropyLoss):
+        return Accuracy()
+    return None
+
+
+def _check_handler_metric_ref(handler, known_metrics):
+    """Raises ValueError when `handler` holds (in an attribute named *metric* or *monitor*) a
+    metric that is not one of `known_metrics`: such a metric would never be updated."""
+    for attribute, value in vars(handler).items():
+        if 'metric' not in attribute and 'monitor' not in attribute:
+            continue
+        for metric in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(metric, EvalMetric) and not any(metric is m for m in known_metrics):
+                raise ValueError(
+                    f"Event handler {type(handler).__name__} refers (in {attribute}) to the "
+                    f"metric '{metric.name}', which is not one of the estimator's training and "
+                    f"validation metrics {[m.name for m in known_metrics]}; use the metrics "
+                    f"from estimator.train_metrics and estimator.val_metrics instead.")
