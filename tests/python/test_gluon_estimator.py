@@ -15,7 +15,6 @@ from pymx.gluon.contrib.estimator import (BatchEnd, BatchProcessor, CheckpointHa
                                           EarlyStoppingHandler, EpochBegin, Estimator,
                                           GradientUpdateHandler, LoggingHandler, MetricHandler,
                                           StoppingHandler, ValidationHandler)
-from pymx.gluon.utils import split_and_load
 from pymx.test_utils import assert_almost_equal
 
 pytestmark = pytest.mark.filterwarnings("ignore:No trainer specified")
@@ -299,6 +298,8 @@ def test_estimator_errors(tmp_path):
     with pytest.raises(ValueError, match="has no evaluate_batch"):
         Estimator(_net(), loss, batch_processor=type('P', (), {'fit_batch': lambda s: 0})())
     est = Estimator(_net(), loss)
+    with pytest.raises(ValueError, match=r"a \(data, label\) pair, got ndarray"):
+        BatchProcessor().fit_batch(est, np.zeros((2, 4)))
     with pytest.raises(ValueError, match="exactly one of them, got epochs=2, batches=3"):
         est.fit(_loader(), epochs=2, batches=3)
     with pytest.raises(ValueError, match="exactly one of them, got epochs=None, batches=None"):

@@ -26,8 +26,8 @@ from ....block import Block, HybridBlock
 __all__ = ["ToTensor", "Normalize", "Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop",
            "CropResize", "RandomFlipLeftRight", "RandomFlipTopBottom", "RandomBrightness",
            "RandomContrast", "RandomSaturation", "RandomHue", "RandomColorJitter",
-           "RandomLighting", "RandomGray", "adjust_brightness", "adjust_contrast", "adjust_saturation",
-           "adjust_hue", "adjust_lighting"]
+           "RandomLighting", "RandomGray", "adjust_brightness", "adjust_contrast",
+           "adjust_saturation", "adjust_hue", "adjust_lighting"]
 
 _GRAY_COEF = (0.299, 0.587, 0.114)      # ITU-R 601 luma, as MXNet's contrast/saturation
 _RANDOM_GRAY_COEF = (0.2989, 0.5870, 0.1140)    # MXNet's RandomGray weights
