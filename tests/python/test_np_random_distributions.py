@@ -493,3 +493,46 @@ def test_threaded_engine_equals_naive_engine_bitwise():
         assert result.returncode == 0, result.stderr
         outputs.append(result.stdout)
     assert outputs[0] == outputs[1]
+
+
+def test_hybridized_sampling_equals_imperative(device):
+    from pymx import gluon
+
+    class Noisy(gluon.HybridBlock):
+        def forward(self, x):
+            return (x + np.random.gamma(np.abs(x) + 0.5, 2.0) + np.random.poisson(3.0, size=x.shape)
+                    + np.random.laplace(x, 1.0) + np.random.binomial(20, 0.4, size=x.shape))
+
+    x = np.array([[1.0, -2.0, 3.0], [0.5, 0.1, 9.0]], device=device)
+    results = []
+    for hybridize in (False, True):
+        net = Noisy()
+        if hybridize:
+            net.hybridize()
+        np.random.seed(FIXED_SEED)
+        results.append([net(x).asnumpy() for _ in range(3)])  # trace, then replays
+    onp.testing.assert_array_equal(onp.stack(results[0]), onp.stack(results[1]))
+    assert not onp.array_equal(results[1][1], results[1][2])  # each replay draws anew
+
+
+# ---------------------------------------------------------------------------------------------
+# npx.random.uniform_n / normal_n, dtypes
+# ---------------------------------------------------------------------------------------------
+
+def test_uniform_n_and_normal_n(device):
+    low = np.array([0.0, 10.0], device=device)
+    u = npx.random.uniform_n(low, low + 1.0, batch_shape=(3000,), device=device)
+    assert u.shape == (3000, 2) and u.dtype == onp.float32
+    u = u.asnumpy()
+    assert (u[:, 0] < 1).all() and (u[:, 1] >= 10).all()
+    n = npx.random.normal_n(np.zeros((2, 1), device=device), np.ones((3,), device=device),
+                            batch_shape=4, dtype="float64", device=device)
+    assert n.shape == (4, 2, 3) and n.dtype == onp.float64
+    assert npx.random.normal_n(batch_shape=(5,), device=device).shape == (5,)
+
+
+def test_continuous_samplers_refuse_integer_dtypes():
+    with pytest.raises(TypeError, match="gamma: dtype must be a floating-point type, got int32"):
+        np.random.gamma(1.0, dtype="int32")
+    with pytest.raises(TypeError, match="exponential: dtype must be a floating-point type"):
+        np.random.exponential(size=(2,), dtype="int64")
