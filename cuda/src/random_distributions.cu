@@ -2,8 +2,8 @@
 // engine/src/ops/random_distributions.cc). Each thread runs the shared sampler of
 // engine/src/ops/random_samplers.h on its element's own stream, so a GPU draw uses exactly the
 // uniforms its CPU twin uses. Counts equal the CPU's unless a CUDA logarithm or exponential one
-// ulp away from the host's flips an acceptance test (probability about 1e-16 per test); gamma
-// draws equal the CPU's to a few ulps of double.
+// ulp away from the host's flips an acceptance test (probability about 1e-16 per test); gamma and
+// beta draws equal the CPU's to a few ulps of double.
 #include <cmath>
 #include <type_traits>
 
@@ -15,7 +15,7 @@ namespace pymx {
 namespace gpu {
 namespace {
 
-enum class Sampler : int { kGamma, kPoisson, kBinomial };
+enum class Sampler : int { kGamma, kBeta, kPoisson, kBinomial };
 
 // y[i] = the sampler's draw with parameters a[i] (and b[i]); NaN (an invalid parameter) is -1
 // in an integer output.
@@ -27,6 +27,7 @@ __global__ void sample_kernel(T* y, const double* a, const double* b, int64_t n,
     double v;
     switch (sampler) {
       case Sampler::kGamma: v = b[i] * rng::sample_gamma(a[i], stream); break;
+      case Sampler::kBeta: v = rng::sample_beta(a[i], b[i], stream); break;
       case Sampler::kPoisson: v = rng::sample_poisson(a[i], stream); break;
       default: v = rng::sample_binomial(a[i], b[i], stream); break;  // kBinomial
     }
@@ -43,7 +44,8 @@ void sample(const OpContext& ctx, const std::vector<TBlob>& in, const TBlob& out
   if (n == 0) return;
   const double* a = in[0].data<double>();
   const double* b = in.size() > 1 ? in[1].data<double>() : nullptr;
-  // Output dtypes: float32 and float64 (gamma), also int32 and int64 (counts); see the op's infer.
+  // Output dtypes: float32 and float64 (gamma, beta), also int32 and int64 (counts); see the
+  // op's infer.
   switch (out.dtype) {
     case DType::kFloat32:
       sample_kernel<float><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(out.data<float>(), a, b, n,
@@ -71,6 +73,9 @@ const bool registered = [] {
   using Blobs = const std::vector<TBlob>&;
   op_registry::get_or_create("random_gamma").set_gpu([](const OpContext& ctx, Blobs in, Blobs out) {
     sample(ctx, in, out[0], Sampler::kGamma);
+  });
+  op_registry::get_or_create("random_beta").set_gpu([](const OpContext& ctx, Blobs in, Blobs out) {
+    sample(ctx, in, out[0], Sampler::kBeta);
   });
   op_registry::get_or_create("random_poisson").set_gpu([](const OpContext& ctx, Blobs in, Blobs out) {
     sample(ctx, in, out[0], Sampler::kPoisson);

@@ -11,9 +11,10 @@ How each distribution is drawn (all arithmetic in float64, cast to `dtype` once 
 U is uniform on [0, 1), N standard normal, E = -log(1 - U) standard exponential):
   - uniform, normal: native ops (random.cc); with array parameters low + (high - low) U and
     loc + scale N.
-  - gamma, poisson, binomial: native per-element rejection samplers (random_distributions.cc:
-    Marsaglia-Tsang, inversion / PTRS, inversion / BTRS), the same numbers on CPU and GPU.
-  - beta: X / (X + Y) of two gammas; chisquare: 2 Gamma(df / 2); f: a ratio of scaled chi-squares;
+  - gamma, beta, poisson, binomial: native per-element rejection samplers
+    (random_distributions.cc: Marsaglia-Tsang, X / (X + Y) of two gammas in log space,
+    inversion / PTRS, inversion / BTRS), the same numbers on CPU and GPU.
+  - chisquare: 2 Gamma(df / 2); f: a ratio of scaled chi-squares;
     standard_t: N / sqrt(chisquare(df) / df); negative_binomial: Poisson(Gamma(n, (1 - p) / p));
     multinomial: binomials conditioned on the counts so far, one category at a time.
   - exponential, laplace, gumbel, logistic, rayleigh, weibull, pareto, power: the inverse CDF
@@ -26,8 +27,6 @@ Deliberate differences from NumPy / MXNet 2.x:
     up to 2^53 (a float n such as 2.5 is a ValueError, where NumPy truncates).
   - multivariate_normal factors cov by Cholesky, so cov must be positive definite (NumPy's SVD
     also takes singular covariances); check_valid and tol are accepted and unused.
-  - beta with both a and b below about 1e-3 may return NaN: both gamma draws underflow to 0 with
-    a probability that is then noticeable.
   - Inverse-CDF samplers take U on the 2^-53 grid of [0, 1), so their tails end where that grid
     ends (E <= 36.7: a probability of 2^-53 is cut off) and U = 0 (probability 2^-53) gives the
     infinite end value for gumbel and logistic.
@@ -180,10 +179,11 @@ def _standard_exponential(shape, device):
     return _np.negative(_np.log1p(_np.negative(_standard("uniform", shape, device))))
 
 
-def _gamma(alpha, scale, shape, device, dtype=_onp.float64):
+def _gamma(alpha, scale, shape, device):
+    """scale * Gamma(alpha) in float64."""
     return _c_core.invoke("random_gamma", [_filled(alpha, shape, device),
                                            _filled(scale, shape, device)],
-                          {"dtype": dtype_name(dtype)})[0]
+                          {"dtype": "float64"})[0]
 
 
 def _native(op, params, shape, device, dtype, out):
@@ -191,7 +191,8 @@ def _native(op, params, shape, device, dtype, out):
     inputs = [_filled(p, shape, device) for p in params]
     if out is not None and out.shape != shape:
         raise ValueError(f"out has shape {out.shape}, the samples have shape {shape}")
-    written = ("float32", "float64") if op == "random_gamma" else _COUNT_DTYPES
+    written = _COUNT_DTYPES if op in ("random_poisson", "random_binomial") else ("float32",
+                                                                              "float64")
     if dtype.name in written:
         return _c_core.invoke(op, inputs, {"dtype": dtype_name(dtype)}, out=out)[0]
     drawn = _c_core.invoke(op, inputs, {"dtype": "float64"})[0]
@@ -338,12 +339,12 @@ def gamma(shape, scale=1.0, size=None, dtype=None, device=None, out=None, ctx=No
 
 
 def beta(a, b, size=None, dtype=None, device=None, out=None, ctx=None):
-    """Samples Beta(a, b) as X / (X + Y), X ~ Gamma(a), Y ~ Gamma(b)."""
+    """Samples Beta(a, b) as X / (X + Y), X ~ Gamma(a), Y ~ Gamma(b) (native: through log-gamma
+    draws, so that tiny a and b do not give 0 / 0)."""
     (a, b), shape, dtype, device = _prepare("beta", [a, b], size, dtype, device, ctx, out)
     _check("beta", "a", a, lambda v: v > 0, "positive")
     _check("beta", "b", b, lambda v: v > 0, "positive")
-    x, y = _gamma(a, 1.0, shape, device), _gamma(b, 1.0, shape, device)
-    return _finish(_np.divide(x, _np.add(x, y)), dtype, out)
+    return _native("random_beta", [a, b], shape, device, dtype, out)
 
 
 def chisquare(df, size=None, dtype=None, device=None, out=None, ctx=None):

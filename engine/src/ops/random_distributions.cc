@@ -5,6 +5,7 @@
 //
 //   op               inputs          attrs                      output
 //   random_gamma     alpha, scale    dtype (float32|float64)    scale * Gamma(alpha, 1)
+//   random_beta      a, b            dtype (float32|float64)    Beta(a, b)
 //   random_poisson   lam             dtype (int64 default; int32, float32, float64)   Poisson(lam)
 //   random_binomial  n, p            dtype (as random_poisson)  Binomial(n, p)
 //
@@ -82,6 +83,16 @@ PMX_REGISTER_OP(random_gamma)
     .set_cpu([](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
       sample(ctx, in, out[0], [](double alpha, double scale, rng::ElementStream& s) {
         return scale * rng::sample_gamma(alpha, s);
+      });
+    });
+
+PMX_REGISTER_OP(random_beta)
+    .set_num_inputs(2)
+    .set_uses_rng()
+    .set_infer(infer_sampler("random_beta", DType::kFloat32, false))
+    .set_cpu([](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
+      sample(ctx, in, out[0], [](double a, double b, rng::ElementStream& s) {
+        return rng::sample_beta(a, b, s);
       });
     });
 

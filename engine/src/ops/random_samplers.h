@@ -1,19 +1,21 @@
-// The per-element rejection samplers of the random_gamma, random_poisson and random_binomial ops,
-// one definition for the CPU kernels (random_distributions.cc) and the GPU kernels
-// (cuda/src/random_distributions.cu), so that both run the same algorithm on the same numbers.
-// All arithmetic is in double; a sampler returns its draw as a double (counts are exact integers
-// below 2^53).
+// The per-element rejection samplers of the random_gamma, random_beta, random_poisson and
+// random_binomial ops, one definition for the CPU kernels (random_distributions.cc) and the GPU
+// kernels (cuda/src/random_distributions.cu), so that both run the same algorithm on the same
+// numbers. All arithmetic is in double; a sampler returns its draw as a double (counts are exact
+// integers below 2^53).
 //
-// | sampler        | algorithm                                                                |
-// |----------------|--------------------------------------------------------------------------|
-// | sample_gamma   | Marsaglia and Tsang (2000); for alpha < 1, Gamma(alpha + 1) * U^(1/alpha) |
-// | sample_poisson | lam < 10: inversion by sequential multiplication of uniforms;             |
-// |                | lam >= 10: Hoermann's PTRS, transformed rejection with squeeze (1993)     |
-// | sample_binomial| n min(p, 1-p) < 10: inversion (sequential search of the CDF);             |
-// |                | otherwise Hoermann's BTRS (1993); p > 1/2 samples n - Binomial(n, 1 - p)  |
+// | sampler         | algorithm                                                                 |
+// |-----------------|---------------------------------------------------------------------------|
+// | sample_gamma    | Marsaglia and Tsang (2000); for alpha < 1, Gamma(alpha + 1) * U^(1/alpha) |
+// | sample_beta     | 1 / (1 + Y / X), X ~ Gamma(a), Y ~ Gamma(b), Y / X from log-gamma draws   |
+// | sample_poisson  | lam < 10: inversion by sequential multiplication of uniforms;             |
+// |                 | lam >= 10: Hoermann's PTRS, transformed rejection with squeeze (1993)     |
+// | sample_binomial | n min(p, 1-p) < 10: inversion (sequential search of the CDF);             |
+// |                 | otherwise Hoermann's BTRS (1993); p > 1/2 samples n - Binomial(n, 1 - p)  |
 //
-// Invalid parameters (alpha < 0, lam < 0, n < 0, p outside [0, 1], NaN) give NaN: callers
-// check parameters before they launch (pymx.np.random does), the kernels only must not loop.
+// Invalid parameters (alpha < 0, a or b <= 0, lam < 0, n < 0, p outside [0, 1], NaN) give NaN:
+// callers check parameters before they launch (pymx.np.random does); the kernels only must not
+// loop forever.
 #pragma once
 
 #include <cmath>
@@ -69,13 +71,9 @@ PMX_RNG_FN double quiet_nan() { return __builtin_nan(""); }
 // Neither infinite nor NaN (without std::isfinite, which device code lacks).
 PMX_RNG_FN bool is_finite(double x) { return x - x == 0; }
 
-// Gamma(alpha, 1). Marsaglia-Tsang accepts about 95% of proposals or more for every alpha >= 1,
-// so the loop ends after a few draws.
-// Gamma(0) is the point mass at 0, as NumPy samples it.
-PMX_RNG_FN double sample_gamma(double alpha, ElementStream& s) {
-  if (!(alpha >= 0)) return quiet_nan();
-  if (alpha == 0) return 0;
-  const double a = alpha < 1 ? alpha + 1 : alpha;
+// Gamma(a, 1) for a >= 1 by Marsaglia and Tsang: it accepts about 95% of proposals or more, so
+// the loop ends after a few draws.
+PMX_RNG_FN double marsaglia_tsang(double a, ElementStream& s) {
   const double d = a - 1.0 / 3.0, c = 1.0 / ::sqrt(9.0 * d);
   double x, v;
   for (;;) {
@@ -88,10 +86,33 @@ PMX_RNG_FN double sample_gamma(double alpha, ElementStream& s) {
     if (u < 1.0 - 0.0331 * x2 * x2) break;  // the squeeze: no logarithm needed
     if (::log(u) < 0.5 * x2 + d * (1.0 - v + ::log(v))) break;
   }
-  double g = d * v;
-  // Boost: if G ~ Gamma(alpha + 1) and U ~ U(0, 1], G U^(1/alpha) ~ Gamma(alpha).
-  if (alpha < 1) g *= ::exp(::log(1.0 - s.uniform()) / alpha);
-  return g;
+  return d * v;
+}
+
+// Gamma(alpha, 1); Gamma(0) is the point mass at 0, as NumPy samples it. For alpha < 1 the boost:
+// if G ~ Gamma(alpha + 1) and U ~ U(0, 1], G U^(1/alpha) ~ Gamma(alpha).
+PMX_RNG_FN double sample_gamma(double alpha, ElementStream& s) {
+  if (!(alpha >= 0)) return quiet_nan();
+  if (alpha == 0) return 0;
+  if (alpha >= 1) return marsaglia_tsang(alpha, s);
+  const double g = marsaglia_tsang(alpha + 1, s);
+  return g * ::exp(::log(1.0 - s.uniform()) / alpha);
+}
+
+// The logarithm of a Gamma(alpha, 1) draw (alpha > 0), finite even where the draw itself
+// underflows: for alpha = 1e-3 about half of all draws are below the smallest double.
+PMX_RNG_FN double sample_log_gamma(double alpha, ElementStream& s) {
+  if (alpha >= 1) return ::log(marsaglia_tsang(alpha, s));
+  const double g = marsaglia_tsang(alpha + 1, s);
+  return ::log(g) + ::log(1.0 - s.uniform()) / alpha;
+}
+
+// Beta(a, b) = X / (X + Y) = 1 / (1 + Y / X) for X ~ Gamma(a), Y ~ Gamma(b), with Y / X taken
+// from the logarithms, so that small a and b (both draws underflowing) still give a number.
+PMX_RNG_FN double sample_beta(double a, double b, ElementStream& s) {
+  if (!(a > 0) || !(b > 0)) return quiet_nan();
+  const double log_x = sample_log_gamma(a, s), log_y = sample_log_gamma(b, s);
+  return 1.0 / (1.0 + ::exp(log_y - log_x));
 }
 
 // log(k!) - [(k + 1/2) log(k + 1) - (k + 1) + log(2 pi) / 2], the error of Stirling's formula
