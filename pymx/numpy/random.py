@@ -110,23 +110,31 @@ def _device(device, ctx, out, params):
     return current_device()
 
 
+def _broadcast_shape(shapes):
+    """NumPy's broadcast of `shapes`, or None when they do not broadcast. (numpy.broadcast_shapes
+    would refuse shapes too big for an array, whose allocation should fail instead, naming its
+    size.)"""
+    result = []
+    for axis in range(1, max((len(s) for s in shapes), default=0) + 1):
+        sizes = {s[-axis] for s in shapes if len(s) >= axis} - {1}
+        if len(sizes) > 1:
+            return None
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(reversed(result))
+
+
 def _output_shape(op, size, out, params):
     """`size` (which every parameter must broadcast to), else out's shape, else the parameters'
     broadcast shape."""
     shapes = [() if isinstance(p, float) else p.shape for p in params]
-    try:
-        common = _onp.broadcast_shapes(*shapes)
-    except ValueError:
+    common = _broadcast_shape(shapes)
+    if common is None:
         raise ValueError(f"{op}: parameters of shapes {', '.join(map(str, shapes))} do not "
-                         f"broadcast together") from None
+                         f"broadcast together")
     if size is None:
         return out.shape if out is not None else common
     shape = _size(size)
-    try:
-        fits = _onp.broadcast_shapes(shape, common) == shape
-    except ValueError:
-        fits = False
-    if not fits:
+    if _broadcast_shape([shape, common]) != shape:
         raise ValueError(f"{op}: parameters of shapes {', '.join(map(str, shapes))} do not "
                          f"broadcast to size {shape}")
     return shape

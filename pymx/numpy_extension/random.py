@@ -45,8 +45,12 @@ def bernoulli(prob=None, logit=None, size=None, dtype=None, device=None, out=Non
 def _batched(batch_shape, params):
     """batch_shape + the parameters' broadcast shape (what uniform_n / normal_n draw)."""
     batch = () if batch_shape is None else _np._shape_tuple(batch_shape)
-    shapes = [_np.shape(p) if isinstance(p, _np.ndarray) else _onp.shape(p) for p in params]
-    return batch + tuple(_onp.broadcast_shapes(*shapes))
+    shapes = [_onp.shape(p) if not isinstance(p, _np.ndarray) else p.shape for p in params]
+    common = _random._broadcast_shape(shapes)
+    if common is None:
+        raise ValueError(f"parameters of shapes {', '.join(map(str, shapes))} do not broadcast "
+                         f"together")
+    return batch + common
 
 
 def uniform_n(low=0.0, high=1.0, batch_shape=None, dtype=None, device=None, ctx=None):
