@@ -17,8 +17,8 @@ namespace {
 
 enum class Sampler : int { kGamma, kBeta, kPoisson, kBinomial };
 
-// y[i] = the sampler's draw with parameters a[i] (and b[i]); NaN (an invalid parameter) is -1
-// in an integer output.
+// y[i] = the sampler's draw with parameters a[i] (and b[i]), converted to an integer output by
+// rng::to_count.
 template <typename T>
 __global__ void sample_kernel(T* y, const double* a, const double* b, int64_t n, uint64_t seed,
                               Sampler sampler) {
@@ -32,7 +32,7 @@ __global__ void sample_kernel(T* y, const double* a, const double* b, int64_t n,
       default: v = rng::sample_binomial(a[i], b[i], stream); break;  // kBinomial
     }
     if constexpr (std::is_integral_v<T>) {
-      y[i] = isnan(v) ? T(-1) : static_cast<T>(v);
+      y[i] = rng::to_count<T>(v);
     } else {
       y[i] = static_cast<T>(v);
     }

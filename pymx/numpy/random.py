@@ -23,8 +23,10 @@ U is uniform on [0, 1), N standard normal, E = -log(1 - U) standard exponential)
 
 Deliberate differences from NumPy / MXNet 2.x:
   - Counts (poisson, binomial, negative_binomial, multinomial) are int64 by default, as in
-    NumPy; `dtype` may also be int32, float32 or float64. binomial's n must hold integer values
-    up to 2^53 (a float n such as 2.5 is a ValueError, where NumPy truncates).
+    NumPy. `dtype` may be any numeric type: int32 counts beyond its range saturate at its
+    maximum; types other than int32, int64, float32 and float64 are cast from float64 draws as
+    astype casts. binomial's n must hold integer values up to 2^53 (a float n such as 2.5 is a
+    ValueError, where NumPy truncates).
   - multivariate_normal factors cov by Cholesky, so cov must be positive definite (NumPy's SVD
     also takes singular covariances); check_valid and tol are accepted and unused.
   - Inverse-CDF samplers take U on the 2^-53 grid of [0, 1), so their tails end where that grid

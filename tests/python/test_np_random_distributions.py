@@ -390,6 +390,12 @@ def test_count_dtypes(device):
     onp.testing.assert_array_equal(as_int64.asnumpy(), as_float.asnumpy())
 
 
+def test_counts_beyond_int32_saturate(device):
+    x = np.random.poisson(np.array([3.0, 5e9], device=device), size=(4, 2), dtype="int32",
+                          device=device).asnumpy()
+    assert (x[:, 1] == onp.iinfo(onp.int32).max).all() and (x[:, 0] < 100).all()
+
+
 def test_degenerate_parameters(device):
     assert (np.random.gamma(0.0, 2.0, size=(5,), device=device).asnumpy() == 0).all()
     assert (np.random.poisson(0.0, size=(5,), device=device).asnumpy() == 0).all()

@@ -10,10 +10,11 @@
 //   random_binomial  n, p            dtype (as random_poisson)  Binomial(n, p)
 //
 // Invalid parameters (pymx.np.random refuses them before it launches) give NaN in a float output
-// and -1 in an integer one.
+// and -1 in an integer one; counts beyond an integer dtype's range saturate at its maximum.
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "ops/elemwise.h"
 #include "ops/random_samplers.h"
@@ -65,7 +66,7 @@ void sample(const OpContext& ctx, const std::vector<TBlob>& in, const TBlob& out
         rng::ElementStream stream(seed, static_cast<uint64_t>(i));
         const double v = draw(a[i], b ? b[i] : 0.0, stream);
         if constexpr (std::is_integral_v<T>) {
-          y[i] = std::isnan(v) ? T(-1) : static_cast<T>(v);
+          y[i] = rng::to_count<T>(v);
         } else {
           y[i] = static_cast<T>(static_cast<ops::compute_t<T>>(v));
         }

@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #ifdef __CUDACC__
 #define PMX_RNG_FN __host__ __device__ __forceinline__
@@ -70,6 +71,15 @@ PMX_RNG_FN double quiet_nan() { return __builtin_nan(""); }
 
 // Neither infinite nor NaN (without std::isfinite, which device code lacks).
 PMX_RNG_FN bool is_finite(double x) { return x - x == 0; }
+
+// A count (or NaN, for invalid parameters) in the integer type T: NaN gives -1, and counts beyond
+// T's range saturate at its maximum (the plain conversion would be undefined).
+template <typename T>
+PMX_RNG_FN T to_count(double v) {
+  constexpr T top = std::numeric_limits<T>::max();
+  if (v != v) return T(-1);
+  return v >= static_cast<double>(top) ? top : static_cast<T>(v);
+}
 
 // Gamma(a, 1) for a >= 1 by Marsaglia and Tsang: it accepts about 95% of proposals or more, so
 // the loop ends after a few draws.
