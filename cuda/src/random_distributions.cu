@@ -26,7 +26,7 @@ __global__ void sample_kernel(T* y, const double* a, const double* b, int64_t n,
     rng::ElementStream stream(seed, static_cast<uint64_t>(i));
     double v;
     switch (sampler) {
-      case Sampler::kGamma: v = b[i] * rng::sample_gamma(a[i], stream); break;
+      case Sampler::kGamma: v = rng::sample_gamma(a[i], stream); break;
       case Sampler::kBeta: v = rng::sample_beta(a[i], b[i], stream); break;
       case Sampler::kPoisson: v = rng::sample_poisson(a[i], stream); break;
       default: v = rng::sample_binomial(a[i], b[i], stream); break;  // kBinomial

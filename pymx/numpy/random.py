@@ -21,6 +21,12 @@ U is uniform on [0, 1), N standard normal, E = -log(1 - U) standard exponential)
     applied to U (through E); lognormal: exp of a normal; multivariate_normal: mean + L N with L
     the Cholesky factor of cov.
 
+Gradients: under autograd.record() the compositions are differentiable where the draw is a
+smooth function of its parameters (normal's loc and scale, exponential's and gamma's scale,
+lognormal, laplace, ...: the pathwise or reparameterization gradient). The native samplers have
+no gradient in their own parameters (gamma's shape, beta's a and b, counts): a gradient
+requested through one raises a ValueError naming the op.
+
 Deliberate differences from NumPy / MXNet 2.x:
   - Counts (poisson, binomial, negative_binomial, multinomial) are int64 by default, as in
     NumPy. `dtype` may be any numeric type: int32 counts beyond its range saturate at its
@@ -31,7 +37,7 @@ Deliberate differences from NumPy / MXNet 2.x:
     also takes singular covariances); check_valid and tol are accepted and unused.
   - Inverse-CDF samplers take U on the 2^-53 grid of [0, 1), so their tails end where that grid
     ends (E <= 36.7: a probability of 2^-53 is cut off) and U = 0 (probability 2^-53) gives the
-    infinite end value for gumbel and logistic.
+    infinite end value for gumbel, logistic and laplace.
   - uniform with array bounds may return `high` itself when low + (high - low) U rounds up in the
     output dtype (as NumPy's documentation warns); with scalar bounds it never does.
 """
@@ -190,10 +196,10 @@ def _standard_exponential(shape, device):
 
 
 def _gamma(alpha, scale, shape, device):
-    """scale * Gamma(alpha) in float64."""
-    return _c_core.invoke("random_gamma", [_filled(alpha, shape, device),
-                                           _filled(scale, shape, device)],
-                          {"dtype": "float64"})[0]
+    """scale * Gamma(alpha) in float64 (differentiable in scale)."""
+    draws = _c_core.invoke("random_gamma", [_filled(alpha, shape, device)],
+                           {"dtype": "float64"})[0]
+    return draws if isinstance(scale, float) and scale == 1.0 else _np.multiply(scale, draws)
 
 
 def _native(op, params, shape, device, dtype, out):
@@ -276,7 +282,7 @@ def laplace(loc=0.0, scale=1.0, size=None, dtype=None, device=None, out=None, ct
     (loc, scale), shape, dtype, device = _prepare("laplace", [loc, scale], size, dtype, device,
                                                   ctx, out)
     _check("laplace", "scale", scale, lambda v: v >= 0, "non-negative")
-    # u = U - 1/2 in [-1/2, 1/2): loc - scale sign(u) log(1 - 2|u|), and 1 - 2|u| > 0.
+    # u = U - 1/2 in [-1/2, 1/2): loc - scale sign(u) log(1 - 2|u|).
     u = _np.subtract(_standard("uniform", shape, device), 0.5)
     magnitude = _np.negative(_np.log1p(_np.multiply(_np.abs(u), -2.0)))
     return _finish(_np.add(loc, _np.multiply(scale, _np.multiply(_np.sign(u), magnitude))),
@@ -345,7 +351,9 @@ def gamma(shape, scale=1.0, size=None, dtype=None, device=None, out=None, ctx=No
                                                         device, ctx, out)
     _check("gamma", "shape", alpha, lambda v: v >= 0, "non-negative")
     _check("gamma", "scale", scale, lambda v: v >= 0, "non-negative")
-    return _native("random_gamma", [alpha, scale], out_shape, device, dtype, out)
+    if isinstance(scale, float) and scale == 1.0:
+        return _native("random_gamma", [alpha], out_shape, device, dtype, out)
+    return _finish(_gamma(alpha, scale, out_shape, device), dtype, out)
 
 
 def beta(a, b, size=None, dtype=None, device=None, out=None, ctx=None):
@@ -361,7 +369,7 @@ def chisquare(df, size=None, dtype=None, device=None, out=None, ctx=None):
     """Samples the chi-square distribution with df degrees of freedom: 2 Gamma(df / 2)."""
     (df,), shape, dtype, device = _prepare("chisquare", [df], size, dtype, device, ctx, out)
     _check("chisquare", "df", df, lambda v: v > 0, "positive")
-    return _native("random_gamma", [df * 0.5, 2.0], shape, device, dtype, out)
+    return _finish(_gamma(df * 0.5, 2.0, shape, device), dtype, out)
 
 
 def _chisquare_per_df(df, shape, device):

@@ -534,6 +534,34 @@ def test_hybridized_sampling_equals_imperative(device):
     assert not onp.array_equal(results[1][1], results[1][2])  # each replay draws anew
 
 
+def test_pathwise_gradients(device):
+    """d/d scale of scale * (a draw that does not depend on scale) is the draw itself."""
+    from pymx import autograd
+    loc = np.array([1.0, 2.0], dtype="float64", device=device)
+    scale = np.array([0.5, 3.0], dtype="float64", device=device)
+    for p in (loc, scale):
+        p.attach_grad()
+    np.random.seed(FIXED_SEED)
+    with autograd.record():
+        y = np.random.normal(loc, scale, size=(4, 2), dtype="float64")
+    y.backward()
+    standard = (y.asnumpy() - loc.asnumpy()) / scale.asnumpy()
+    onp.testing.assert_allclose(loc.grad.asnumpy(), [4.0, 4.0])
+    onp.testing.assert_allclose(scale.grad.asnumpy(), standard.sum(axis=0), rtol=1e-12)
+    theta = np.array([2.0], dtype="float64", device=device)
+    theta.attach_grad()
+    with autograd.record():
+        g = np.random.gamma(3.0, theta, size=(5,), dtype="float64")
+    g.backward()
+    onp.testing.assert_allclose(theta.grad.asnumpy(), [g.asnumpy().sum() / 2.0], rtol=1e-12)
+    alpha = np.array([2.0], dtype="float64", device=device)
+    alpha.attach_grad()
+    with pytest.raises(ValueError, match="random_gamma' is not differentiable"):
+        with autograd.record():
+            g = np.random.gamma(alpha, size=(5,), dtype="float64")
+        g.backward()
+
+
 # ---------------------------------------------------------------------------------------------
 # npx.random.uniform_n / normal_n, dtypes
 # ---------------------------------------------------------------------------------------------

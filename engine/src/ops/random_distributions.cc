@@ -1,10 +1,11 @@
 // Samplers with per-element rejection loops (uses_rng: invoke() hands each call its own seed,
 // Note [RNG seeds] in invoke.cc; element streams: Note [Per-element random streams] in
 // random_samplers.h, where the algorithms are). Parameters come as float64 arrays of the output's
-// shape (pymx.np.random broadcasts them); element i of the output uses element i of each.
+// shape (pymx.np.random broadcasts them); element i of the output uses element i of each. None is
+// differentiable: the scale of a gamma is applied by pymx.np.random, so its gradient flows.
 //
 //   op               inputs          attrs                      output
-//   random_gamma     alpha, scale    dtype (float32|float64)    scale * Gamma(alpha, 1)
+//   random_gamma     alpha           dtype (float32|float64)    Gamma(alpha, 1)
 //   random_beta      a, b            dtype (float32|float64)    Beta(a, b)
 //   random_poisson   lam             dtype (int64 default; int32, float32, float64)   Poisson(lam)
 //   random_binomial  n, p            dtype (as random_poisson)  Binomial(n, p)
@@ -78,12 +79,12 @@ void sample(const OpContext& ctx, const std::vector<TBlob>& in, const TBlob& out
 }  // namespace
 
 PMX_REGISTER_OP(random_gamma)
-    .set_num_inputs(2)
+    .set_num_inputs(1)
     .set_uses_rng()
     .set_infer(infer_sampler("random_gamma", DType::kFloat32, false))
     .set_cpu([](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
-      sample(ctx, in, out[0], [](double alpha, double scale, rng::ElementStream& s) {
-        return scale * rng::sample_gamma(alpha, s);
+      sample(ctx, in, out[0], [](double alpha, double, rng::ElementStream& s) {
+        return rng::sample_gamma(alpha, s);
       });
     });
 

@@ -31,6 +31,7 @@
 namespace pymx {
 namespace rng {
 
+// splitmix64's finaliser: a bijective mix of 64 bits, the hash of every counter-based stream.
 PMX_RNG_FN uint64_t splitmix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -69,7 +70,7 @@ class ElementStream {
 
 PMX_RNG_FN double quiet_nan() { return __builtin_nan(""); }
 
-// Neither infinite nor NaN (without std::isfinite, which device code lacks).
+// Neither infinite nor NaN (one expression for host and device code).
 PMX_RNG_FN bool is_finite(double x) { return x - x == 0; }
 
 // A count (or NaN, for invalid parameters) in the integer type T: NaN gives -1, and counts beyond
