@@ -13,7 +13,9 @@ U is uniform on [0, 1), N standard normal, E = -log(1 - U) standard exponential)
     loc + scale N.
   - gamma, beta, poisson, binomial: native per-element rejection samplers
     (random_distributions.cc: Marsaglia-Tsang, X / (X + Y) of two gammas in log space,
-    inversion / PTRS, inversion / BTRS), the same numbers on CPU and GPU.
+    inversion / PTRS, inversion / BTRS), each element on its own counter-based stream. CPU and
+    GPU run them on the same numbers: counts are equal, real values equal up to a few ulps
+    (CUDA's logarithms and exponentials round differently from the host's).
   - chisquare: 2 Gamma(df / 2); f: a ratio of scaled chi-squares;
     standard_t: N / sqrt(chisquare(df) / df); negative_binomial: Poisson(Gamma(n, (1 - p) / p));
     multinomial: binomials conditioned on the counts so far, one category at a time.

@@ -1,11 +1,11 @@
-"""np.random's distributions and npx.random.bernoulli: goodness of fit, moments, parameter
-checks, broadcasting, out=, dtype, and determinism (same seed, same numbers; threaded engine ==
-naive engine).
+"""np.random's distributions and npx.random (bernoulli, uniform_n, normal_n): goodness of fit,
+moments, parameter checks, broadcasting, out=, dtype, gradients, hybridize, and determinism (same
+seed, same numbers; threaded engine == naive engine).
 
 Statistical tests draw with a fixed seed, so each is deterministic: a pass stays a pass. Their
-thresholds are those of a test at significance 0.001 (Kolmogorov-Smirnov: D < 1.95 / sqrt(n);
-chi-square: the 0.999 quantile; moments: 4.5 standard errors), so that a correct sampler with
-another seed would still pass 999 times in 1000, while a wrong shape, scale or tail (a
+thresholds are those of tests at significance 0.001 (Kolmogorov-Smirnov: D < 1.95 / sqrt(n);
+chi-square: the 0.999 quantile) or below (moments: within 4.5 standard errors), so that a correct
+sampler would pass with almost any other seed too, while a wrong shape, scale or tail (a
 systematic error of a few percent) fails. Reference CDFs and probability masses are computed
 here in float64 (no SciPy).
 """
