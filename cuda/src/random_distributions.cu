@@ -71,18 +71,15 @@ void sample(const OpContext& ctx, const std::vector<TBlob>& in, const TBlob& out
 
 const bool registered = [] {
   using Blobs = const std::vector<TBlob>&;
-  op_registry::get_or_create("random_gamma").set_gpu([](const OpContext& ctx, Blobs in, Blobs out) {
-    sample(ctx, in, out[0], Sampler::kGamma);
-  });
-  op_registry::get_or_create("random_beta").set_gpu([](const OpContext& ctx, Blobs in, Blobs out) {
-    sample(ctx, in, out[0], Sampler::kBeta);
-  });
-  op_registry::get_or_create("random_poisson").set_gpu([](const OpContext& ctx, Blobs in, Blobs out) {
-    sample(ctx, in, out[0], Sampler::kPoisson);
-  });
-  op_registry::get_or_create("random_binomial").set_gpu([](const OpContext& ctx, Blobs in, Blobs out) {
-    sample(ctx, in, out[0], Sampler::kBinomial);
-  });
+  const auto kernel = [](Sampler sampler) {
+    return [sampler](const OpContext& ctx, Blobs in, Blobs out) {
+      sample(ctx, in, out[0], sampler);
+    };
+  };
+  op_registry::get_or_create("random_gamma").set_gpu(kernel(Sampler::kGamma));
+  op_registry::get_or_create("random_beta").set_gpu(kernel(Sampler::kBeta));
+  op_registry::get_or_create("random_poisson").set_gpu(kernel(Sampler::kPoisson));
+  op_registry::get_or_create("random_binomial").set_gpu(kernel(Sampler::kBinomial));
   return true;
 }();
 

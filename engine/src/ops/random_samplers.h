@@ -130,8 +130,9 @@ PMX_RNG_FN double sample_beta(double a, double b, ElementStream& s) {
 // for log(k!): exact through lgamma for small k, the asymptotic series (error below 1e-16)
 // from k = 10 on, where lgamma's digits would cancel.
 PMX_RNG_FN double stirling_tail(double k) {
+  constexpr double kHalfLog2Pi = 0.91893853320467274178032973640562;
   const double k1 = k + 1.0;
-  if (k < 10) return ::lgamma(k1) - ((k + 0.5) * ::log(k1) - k1 + 0.91893853320467274178032973640562);
+  if (k < 10) return ::lgamma(k1) - ((k + 0.5) * ::log(k1) - k1 + kHalfLog2Pi);
   const double k1sq = k1 * k1;
   return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / k1sq) / k1sq) / k1;
 }
@@ -213,7 +214,8 @@ PMX_RNG_FN double sample_binomial(double n, double p, ElementStream& s) {
   if (p == 1) return n;
   const bool flip = p > 0.5;  // both algorithms want p <= 1/2
   const double small_p = flip ? 1.0 - p : p;
-  const double k = n * small_p < 10 ? binomial_inversion(n, small_p, s) : binomial_btrs(n, small_p, s);
+  const double k =
+      n * small_p < 10 ? binomial_inversion(n, small_p, s) : binomial_btrs(n, small_p, s);
   return flip ? n - k : k;
 }
 
