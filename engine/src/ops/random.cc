@@ -7,6 +7,9 @@
 //   normal       loc (0), scale (1), shape, dtype         N(loc, scale^2)
 //   randint      low, high (None: [0, low)), shape, dtype (int64)   integers in [low, high)
 //   permutation  n, dtype (int64)                        a random permutation of 0..n-1
+//
+// The other distributions: random_distributions.cc (gamma, poisson, binomial) and
+// pymx/numpy/random.py (compositions of these ops).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,20 +18,14 @@
 #include <type_traits>
 
 #include "ops/elemwise.h"
+#include "ops/random_samplers.h"
 #include "ops/uniform_cap.h"
 
 namespace pymx {
 namespace {
 
-uint64_t mix(uint64_t x) {  // splitmix64's finaliser
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // The i-th 64 random bits of the stream `seed`.
-uint64_t bits(uint64_t seed, uint64_t i) { return mix(seed ^ mix(i)); }
+uint64_t bits(uint64_t seed, uint64_t i) { return rng::splitmix(seed ^ rng::splitmix(i)); }
 
 // Uniform in [0, 1) with 53 random bits.
 double unit(uint64_t seed, uint64_t i) { return static_cast<double>(bits(seed, i) >> 11) * 0x1.0p-53; }
