@@ -3,6 +3,14 @@
     python bench/measure_pymx.py tiny_op [--ops 10000] [--device gpu] [--record]
     python bench/measure_pymx.py leafnet --mode train|infer --batch 64 [--hybridize] [--device gpu]
                                  [--dtype bfloat16]
+    python bench/measure_pymx.py lstm --mode train|infer [--batch 32] [--hybridize] [--device gpu]
+    python bench/measure_pymx.py resnet --mode train|infer --batch 8 [--image-size 224]
+                                 [--hybridize] [--device gpu]
+
+lstm: gluon.rnn.LSTM, 2 layers, hidden 256, input 128, 35 steps (layout TNC, zero begin states);
+its training step is L2 loss on the outputs, backward and an SGD update. resnet: the model zoo's
+resnet18_v1 (1000 classes); its training step is softmax cross-entropy, backward and SGD. Both
+in float32, samples/s; bench/peers/{lstm,resnet}_{torch,mxnet}.py build the same models.
 """
 import argparse
 import json
@@ -10,10 +18,16 @@ import os
 import sys
 import time
 
+import numpy as onp
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pymx  # noqa: E402
-from pymx import autograd, np  # noqa: E402
+from pymx import autograd, gluon, np  # noqa: E402
+from pymx.gluon.model_zoo import vision  # noqa: E402
+
+# The word-level language-model shape of the lstm case (the peers use the same).
+LSTM_LAYERS, LSTM_HIDDEN, LSTM_INPUT, LSTM_STEPS = 2, 256, 128, 35
 
 
 def tiny_op(ops, device, record):
@@ -37,9 +51,53 @@ def tiny_op(ops, device, record):
     return best
 
 
+def samples_per_s(net, x, y, loss_fn, mode, batch, hybridize, seconds):
+    """Samples/s of a training step (forward, loss, backward, SGD) or of inference on `net`,
+    measured as the LeafNetwork case is (leafnet_bench._time: each step waits for its result)."""
+    import leafnet_bench
+    net(x).wait_to_read()  # finish deferred initialisation before hybridizing
+    if hybridize:
+        net.hybridize(static_alloc=True, static_shape=True)
+    if mode == "infer":
+        return leafnet_bench._time(lambda: net(x), batch, seconds)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01})
+    first_param = next(iter(net.collect_params().values()))
+
+    def step():
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(batch)
+        return first_param.data()  # written by the update, the step's last op
+
+    return leafnet_bench._time(step, batch, seconds)
+
+
+def lstm_samples_per_s(mode, batch, hybridize, seconds, device):
+    net = gluon.rnn.LSTM(LSTM_HIDDEN, num_layers=LSTM_LAYERS, input_size=LSTM_INPUT)
+    net.initialize(device=device)
+    rng = onp.random.default_rng(0)
+    x = np.array(rng.standard_normal((LSTM_STEPS, batch, LSTM_INPUT), dtype=onp.float32),
+                 device=device)
+    y = np.array(rng.standard_normal((LSTM_STEPS, batch, LSTM_HIDDEN), dtype=onp.float32),
+                 device=device)
+    return samples_per_s(net, x, y, gluon.loss.L2Loss(), mode, batch, hybridize, seconds)
+
+
+def resnet_samples_per_s(mode, batch, image_size, hybridize, seconds, device):
+    net = vision.resnet18_v1()
+    net.initialize(device=device)
+    rng = onp.random.default_rng(0)
+    x = np.array(rng.random((batch, 3, image_size, image_size), dtype=onp.float32),
+                 device=device)
+    y = np.array(rng.integers(0, 1000, batch).astype(onp.float32), device=device)
+    return samples_per_s(net, x, y, gluon.loss.SoftmaxCrossEntropyLoss(), mode, batch,
+                         hybridize, seconds)
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["tiny_op", "leafnet"])
+    parser.add_argument("what", choices=["tiny_op", "leafnet", "lstm", "resnet"])
     parser.add_argument("--ops", type=int, default=10000)
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--mode", choices=["train", "infer"], default="train")
@@ -48,10 +106,18 @@ def main():
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", help="leafnet training: the net's dtype")
+    parser.add_argument("--image-size", type=int, default=224, help="resnet: input height/width")
     args = parser.parse_args()
     device = pymx.gpu(0) if args.device in ("gpu", "cuda") else pymx.cpu(0)
     if args.what == "tiny_op":
         result = {"value": tiny_op(args.ops, device, args.record), "unit": "us/op"}
+    elif args.what == "lstm":
+        result = {"value": lstm_samples_per_s(args.mode, args.batch, args.hybridize,
+                                              args.seconds, device), "unit": "samples/s"}
+    elif args.what == "resnet":
+        result = {"value": resnet_samples_per_s(args.mode, args.batch, args.image_size,
+                                                args.hybridize, args.seconds, device),
+                  "unit": "samples/s"}
     else:
         import leafnet_bench
         if args.mode == "train":
