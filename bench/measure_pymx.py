@@ -4,13 +4,15 @@
     python bench/measure_pymx.py leafnet --mode train|infer --batch 64 [--hybridize] [--device gpu]
                                  [--dtype bfloat16]
     python bench/measure_pymx.py lstm --mode train|infer [--batch 32] [--hybridize] [--device gpu]
+                                 [--profile STEPS]
     python bench/measure_pymx.py resnet --mode train|infer --batch 8 [--image-size 224]
-                                 [--hybridize] [--device gpu]
+                                 [--hybridize] [--device gpu] [--profile STEPS]
 
 lstm: gluon.rnn.LSTM, 2 layers, hidden 256, input 128, 35 steps (layout TNC, zero begin states);
 its training step is L2 loss on the outputs, backward and an SGD update. resnet: the model zoo's
 resnet18_v1 (1000 classes); its training step is softmax cross-entropy, backward and SGD. Both
 in float32, samples/s; bench/peers/{lstm,resnet}_{torch,mxnet}.py build the same models.
+--profile STEPS prints where a step's time goes instead (pymx.profiler, per operator).
 """
 import argparse
 import json
@@ -23,7 +25,7 @@ import numpy as onp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pymx  # noqa: E402
-from pymx import autograd, gluon, np  # noqa: E402
+from pymx import autograd, gluon, np, profiler  # noqa: E402
 from pymx.gluon.model_zoo import vision  # noqa: E402
 
 # The word-level language-model shape of the lstm case (the peers use the same).
@@ -51,15 +53,14 @@ def tiny_op(ops, device, record):
     return best
 
 
-def samples_per_s(net, x, y, loss_fn, mode, batch, hybridize, seconds):
-    """Samples/s of a training step (forward, loss, backward, SGD) or of inference on `net`,
-    measured as the LeafNetwork case is (leafnet_bench._time: each step waits for its result)."""
-    import leafnet_bench
+def model_step(net, x, y, loss_fn, mode, batch, hybridize):
+    """The step of the lstm and resnet cases: a training step (forward, loss, backward, SGD) or
+    inference on `net`; it returns an array to wait on, written by the step's last op."""
     net(x).wait_to_read()  # finish deferred initialisation before hybridizing
     if hybridize:
         net.hybridize(static_alloc=True, static_shape=True)
     if mode == "infer":
-        return leafnet_bench._time(lambda: net(x), batch, seconds)
+        return lambda: net(x)
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01})
     first_param = next(iter(net.collect_params().values()))
 
@@ -68,12 +69,40 @@ def samples_per_s(net, x, y, loss_fn, mode, batch, hybridize, seconds):
             loss = loss_fn(net(x), y)
         loss.backward()
         trainer.step(batch)
-        return first_param.data()  # written by the update, the step's last op
+        return first_param.data()
 
-    return leafnet_bench._time(step, batch, seconds)
+    return step
 
 
-def lstm_samples_per_s(mode, batch, hybridize, seconds, device):
+def profile_table(step, steps):
+    """pymx.profiler's operators over `steps` steps (after 2 warm-up steps), per step: calls,
+    ms, share of the operators' total, µs per call; headed by the wall time per step."""
+    for _ in range(2):
+        step().wait_to_read()
+    pymx.waitall()
+    profiler.dumps(reset=True)
+    profiler.set_state("run")
+    start = time.perf_counter()
+    for _ in range(steps):
+        step().wait_to_read()
+    pymx.waitall()
+    wall = (time.perf_counter() - start) / steps
+    profiler.set_state("stop")
+    entries = json.loads(profiler.dumps(format="json", reset=True))
+    # A hybridized replay is one engine op, "graph", whose operators are profiled one by one as
+    # well (Note [Bulk execution]): its span contains theirs, so it stays out of the sums.
+    total = sum(e["total_ms"] for e in entries if e["name"] != "graph")
+    calls = sum(e["count"] for e in entries if e["name"] != "graph")
+    lines = [f"{wall * 1e3:.2f} ms per step (wall); operators: {calls / steps:.0f} calls, "
+             f"{total / steps:.2f} ms per step (worker time)",
+             "| operator | calls/step | ms/step | share | us/call |", "|---|---|---|---|---|"]
+    for e in entries:
+        lines.append(f"| {e['name']} | {e['count'] / steps:.0f} | {e['total_ms'] / steps:.2f} | "
+                     f"{e['total_ms'] / total:.1%} | {e['avg_ms'] * 1e3:.1f} |")
+    return "\n".join(lines)
+
+
+def lstm_step(mode, batch, hybridize, device):
     net = gluon.rnn.LSTM(LSTM_HIDDEN, num_layers=LSTM_LAYERS, input_size=LSTM_INPUT)
     net.initialize(device=device)
     rng = onp.random.default_rng(0)
@@ -81,18 +110,17 @@ def lstm_samples_per_s(mode, batch, hybridize, seconds, device):
                  device=device)
     y = np.array(rng.standard_normal((LSTM_STEPS, batch, LSTM_HIDDEN), dtype=onp.float32),
                  device=device)
-    return samples_per_s(net, x, y, gluon.loss.L2Loss(), mode, batch, hybridize, seconds)
+    return model_step(net, x, y, gluon.loss.L2Loss(), mode, batch, hybridize)
 
 
-def resnet_samples_per_s(mode, batch, image_size, hybridize, seconds, device):
+def resnet_step(mode, batch, image_size, hybridize, device):
     net = vision.resnet18_v1()
     net.initialize(device=device)
     rng = onp.random.default_rng(0)
     x = np.array(rng.random((batch, 3, image_size, image_size), dtype=onp.float32),
                  device=device)
     y = np.array(rng.integers(0, 1000, batch).astype(onp.float32), device=device)
-    return samples_per_s(net, x, y, gluon.loss.SoftmaxCrossEntropyLoss(), mode, batch,
-                         hybridize, seconds)
+    return model_step(net, x, y, gluon.loss.SoftmaxCrossEntropyLoss(), mode, batch, hybridize)
 
 
 def main():
@@ -107,16 +135,22 @@ def main():
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", help="leafnet training: the net's dtype")
     parser.add_argument("--image-size", type=int, default=224, help="resnet: input height/width")
+    parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                        help="lstm, resnet: print pymx.profiler's per-step operator table over "
+                             "STEPS steps instead of measuring")
     args = parser.parse_args()
     device = pymx.gpu(0) if args.device in ("gpu", "cuda") else pymx.cpu(0)
     if args.what == "tiny_op":
         result = {"value": tiny_op(args.ops, device, args.record), "unit": "us/op"}
-    elif args.what == "lstm":
-        result = {"value": lstm_samples_per_s(args.mode, args.batch, args.hybridize,
-                                              args.seconds, device), "unit": "samples/s"}
-    elif args.what == "resnet":
-        result = {"value": resnet_samples_per_s(args.mode, args.batch, args.image_size,
-                                                args.hybridize, args.seconds, device),
+    elif args.what in ("lstm", "resnet"):
+        import leafnet_bench
+        step = (lstm_step(args.mode, args.batch, args.hybridize, device) if args.what == "lstm"
+                else resnet_step(args.mode, args.batch, args.image_size, args.hybridize, device))
+        if args.profile:
+            print(profile_table(step, args.profile))
+            return
+        # Timed as the LeafNetwork case: each step waits for its result.
+        result = {"value": leafnet_bench._time(step, args.batch, args.seconds),
                   "unit": "samples/s"}
     else:
         import leafnet_bench
