@@ -2,14 +2,14 @@
 
     python bench/run.py [--quick] [--rounds 3]
                         [--cases tiny_op,leafnet,leafnet16,memory,conv,ops,pipeline,engine,
-                                 lstm,resnet,linalg,einsum]
+                                 lstm,resnet,resnet_convs,linalg,einsum]
                         [--leafnet-shapes train:1,infer:4] [--resnet-image-size 224]
                         [--torch-python PATH] [--mxnet-python PATH] [--device cpu|gpu]
                         [--json results.json] [--markdown results.md]
 
 Each measurement is a fresh process (bench/measure_pymx.py, bench/peers/*.py) printing one JSON
-line {"value", "unit"} (conv, linalg, einsum: one line per layer or operation); the `memory` case instead reads the peak
-resident set size the kernel recorded for the training process (wait4's rusage). `ops`, `pipeline` and `engine` are suites that
+line {"value", "unit"} (conv, resnet_convs, linalg, einsum: one line per layer or operation); the
+`memory` case instead reads the peak resident set size the kernel recorded for the training process (wait4's rusage). `ops`, `pipeline` and `engine` are suites that
 already compare with their peer inside one process (NumPy; Pillow + NumPy; the naive engine):
 their tables are copied through. Peers live in their own virtual environments (MXNet 1.9.1 needs
 numpy<1.24), hence the interpreter paths. A peer whose interpreter is missing is left out of the
@@ -129,14 +129,18 @@ def cases(args):
                                "--hybridize", "static"]))
             out.append((f"resnet18_v1 {mode} batch {batch} 3x{size}x{size} ({dev})", "higher",
                         impls))
-    for case, script, title in (("linalg", "measure_linalg.py", "np.linalg (cpu)"),
-                                ("einsum", "measure_einsum.py", "einsum float32 (cpu)")):
+    for case, script, title, peers in (
+            ("linalg", "measure_linalg.py", "np.linalg (cpu)", ("numpy", "torch")),
+            ("einsum", "measure_einsum.py", "einsum float32 (cpu)", ("numpy", "torch")),
+            ("resnet_convs", "measure_resnet_convs.py",
+             "resnet18_v1's convolutions, batch 8, 3x224x224 (cpu)", ("torch",))):
         if case in args.cases:
-            argv = [os.path.join(HERE, script), "--budget", "0.1" if args.quick else "0.3"]
-            out.append((title, "lower", [
-                ("pymx", [sys.executable, *argv, "--impl", "pymx"]),
-                ("numpy", [sys.executable, *argv, "--impl", "numpy"]),
-                ("torch", [torch, *argv, "--impl", "torch"])]))
+            argv = [os.path.join(HERE, script)]
+            if case != "resnet_convs":
+                argv += ["--budget", "0.1" if args.quick else "0.3"]
+            interpreters = {"numpy": sys.executable, "torch": torch}
+            out.append((title, "lower", [("pymx", [sys.executable, *argv, "--impl", "pymx"])] +
+                        [(peer, [interpreters[peer], *argv, "--impl", peer]) for peer in peers]))
     if "conv" in args.cases:
         batch = "8" if args.quick else "64"
         conv = os.path.join(HERE, "conv_bench.py")
