@@ -9,11 +9,12 @@
 
 Each measurement is a fresh process (bench/measure_pymx.py, bench/peers/*.py) printing one JSON
 line {"value", "unit"} (conv, resnet_convs, linalg, einsum: one line per layer or operation); the
-`memory` case instead reads the peak resident set size the kernel recorded for the training process (wait4's rusage). `ops`, `pipeline` and `engine` are suites that
-already compare with their peer inside one process (NumPy; Pillow + NumPy; the naive engine):
-their tables are copied through. Peers live in their own virtual environments (MXNet 1.9.1 needs
-numpy<1.24), hence the interpreter paths. A peer whose interpreter is missing is left out of the
-table rather than failing the run. Nothing here asserts on speed.
+`memory` case instead reads the peak resident set size the kernel recorded for the training
+process (wait4's rusage). `ops`, `pipeline` and `engine` are suites that already compare with
+their peer inside one process (NumPy; Pillow + NumPy; the naive engine): their tables are copied
+through. Peers live in their own virtual environments (MXNet 1.9.1 needs numpy<1.24), hence the
+interpreter paths. A peer whose interpreter is missing is left out of the table rather than
+failing the run. Nothing here asserts on speed.
 """
 import argparse
 import json
@@ -100,7 +101,8 @@ def cases(args):
         for mode in ("train", "infer"):
             common = ["--mode", mode, "--batch", "32", "--seconds", seconds]
             impls = [("pymx imperative", pymx_cmd("lstm", *common, "--device", dev)),
-                     ("pymx hybridized", pymx_cmd("lstm", *common, "--hybridize", "--device", dev)),
+                     ("pymx hybridized", pymx_cmd("lstm", *common, "--hybridize",
+                                                  "--device", dev)),
                      ("torch eager", [torch, os.path.join(PEERS, "lstm_torch.py"), *common,
                                       "--device", "cuda" if dev == "gpu" else "cpu"])]
             if dev == "cpu":
