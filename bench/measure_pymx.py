@@ -3,6 +3,16 @@
     python bench/measure_pymx.py tiny_op [--ops 10000] [--device gpu] [--record]
     python bench/measure_pymx.py leafnet --mode train|infer --batch 64 [--hybridize] [--device gpu]
                                  [--dtype bfloat16]
+    python bench/measure_pymx.py lstm --mode train|infer [--batch 32] [--hybridize] [--device gpu]
+                                 [--profile STEPS]
+    python bench/measure_pymx.py resnet --mode train|infer --batch 8 [--image-size 224]
+                                 [--hybridize] [--device gpu] [--profile STEPS]
+
+lstm: gluon.rnn.LSTM, 2 layers, hidden 256, input 128, 35 steps (layout TNC, zero begin states);
+its training step is L2 loss on the outputs, backward and an SGD update. resnet: the model zoo's
+resnet18_v1 (1000 classes); its training step is softmax cross-entropy, backward and SGD. Both
+in float32, samples/s; bench/peers/{lstm,resnet}_{torch,mxnet}.py build the same models.
+--profile STEPS prints where a step's time goes instead (pymx.profiler, per operator).
 """
 import argparse
 import json
@@ -10,10 +20,16 @@ import os
 import sys
 import time
 
+import numpy as onp
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pymx  # noqa: E402
-from pymx import autograd, np  # noqa: E402
+from pymx import autograd, gluon, np, profiler  # noqa: E402
+from pymx.gluon.model_zoo import vision  # noqa: E402
+
+# The word-level language-model shape of the lstm case (the peers use the same).
+LSTM_LAYERS, LSTM_HIDDEN, LSTM_INPUT, LSTM_STEPS = 2, 256, 128, 35
 
 
 def tiny_op(ops, device, record):
@@ -37,9 +53,79 @@ def tiny_op(ops, device, record):
     return best
 
 
+def model_step(net, x, y, loss_fn, mode, batch, hybridize):
+    """The step of the lstm and resnet cases: a training step (forward, loss, backward, SGD) or
+    inference on `net`; it returns an array to wait on, written by the step's last op."""
+    net(x).wait_to_read()  # finish deferred initialisation before hybridizing
+    if hybridize:
+        net.hybridize(static_alloc=True, static_shape=True)
+    if mode == "infer":
+        return lambda: net(x)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01})
+    first_param = next(iter(net.collect_params().values()))
+
+    def step():
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(batch)
+        return first_param.data()
+
+    return step
+
+
+def profile_table(step, steps):
+    """pymx.profiler's operators over `steps` steps (after 2 warm-up steps), per step: calls,
+    ms, share of the operators' total, µs per call; headed by the wall time per step."""
+    for _ in range(2):
+        step().wait_to_read()
+    pymx.waitall()
+    profiler.dumps(reset=True)
+    profiler.set_state("run")
+    start = time.perf_counter()
+    for _ in range(steps):
+        step().wait_to_read()
+    pymx.waitall()
+    wall = (time.perf_counter() - start) / steps
+    profiler.set_state("stop")
+    entries = json.loads(profiler.dumps(format="json", reset=True))
+    # A hybridized replay is one engine op, "graph", whose operators are profiled one by one as
+    # well (Note [Bulk execution]): its span contains theirs, so it stays out of the sums.
+    total = sum(e["total_ms"] for e in entries if e["name"] != "graph")
+    calls = sum(e["count"] for e in entries if e["name"] != "graph")
+    lines = [f"{wall * 1e3:.2f} ms per step (wall); operators: {calls / steps:.0f} calls, "
+             f"{total / steps:.2f} ms per step (worker time)",
+             "| operator | calls/step | ms/step | share | us/call |", "|---|---|---|---|---|"]
+    for e in entries:
+        lines.append(f"| {e['name']} | {e['count'] / steps:.0f} | {e['total_ms'] / steps:.2f} | "
+                     f"{e['total_ms'] / total:.1%} | {e['avg_ms'] * 1e3:.1f} |")
+    return "\n".join(lines)
+
+
+def lstm_step(mode, batch, hybridize, device):
+    net = gluon.rnn.LSTM(LSTM_HIDDEN, num_layers=LSTM_LAYERS, input_size=LSTM_INPUT)
+    net.initialize(device=device)
+    rng = onp.random.default_rng(0)
+    x = np.array(rng.standard_normal((LSTM_STEPS, batch, LSTM_INPUT), dtype=onp.float32),
+                 device=device)
+    y = np.array(rng.standard_normal((LSTM_STEPS, batch, LSTM_HIDDEN), dtype=onp.float32),
+                 device=device)
+    return model_step(net, x, y, gluon.loss.L2Loss(), mode, batch, hybridize)
+
+
+def resnet_step(mode, batch, image_size, hybridize, device):
+    net = vision.resnet18_v1()
+    net.initialize(device=device)
+    rng = onp.random.default_rng(0)
+    x = np.array(rng.random((batch, 3, image_size, image_size), dtype=onp.float32),
+                 device=device)
+    y = np.array(rng.integers(0, 1000, batch).astype(onp.float32), device=device)
+    return model_step(net, x, y, gluon.loss.SoftmaxCrossEntropyLoss(), mode, batch, hybridize)
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["tiny_op", "leafnet"])
+    parser.add_argument("what", choices=["tiny_op", "leafnet", "lstm", "resnet"])
     parser.add_argument("--ops", type=int, default=10000)
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--mode", choices=["train", "infer"], default="train")
@@ -48,10 +134,24 @@ def main():
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", help="leafnet training: the net's dtype")
+    parser.add_argument("--image-size", type=int, default=224, help="resnet: input height/width")
+    parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                        help="lstm, resnet: print pymx.profiler's per-step operator table over "
+                             "STEPS steps instead of measuring")
     args = parser.parse_args()
     device = pymx.gpu(0) if args.device in ("gpu", "cuda") else pymx.cpu(0)
     if args.what == "tiny_op":
         result = {"value": tiny_op(args.ops, device, args.record), "unit": "us/op"}
+    elif args.what in ("lstm", "resnet"):
+        import leafnet_bench
+        step = (lstm_step(args.mode, args.batch, args.hybridize, device) if args.what == "lstm"
+                else resnet_step(args.mode, args.batch, args.image_size, args.hybridize, device))
+        if args.profile:
+            print(profile_table(step, args.profile))
+            return
+        # Timed as the LeafNetwork case: each step waits for its result.
+        result = {"value": leafnet_bench._time(step, args.batch, args.seconds),
+                  "unit": "samples/s"}
     else:
         import leafnet_bench
         if args.mode == "train":

@@ -1,18 +1,20 @@
 """Runs pymx and its peers side by side, alternating rounds, and reports medians and ratios.
 
     python bench/run.py [--quick] [--rounds 3]
-                        [--cases tiny_op,leafnet,leafnet16,memory,conv,ops,pipeline,engine]
-                        [--leafnet-shapes train:1,infer:4]
+                        [--cases tiny_op,leafnet,leafnet16,memory,conv,ops,pipeline,engine,
+                                 lstm,resnet,resnet_convs,linalg,einsum]
+                        [--leafnet-shapes train:1,infer:4] [--resnet-image-size 224]
                         [--torch-python PATH] [--mxnet-python PATH] [--device cpu|gpu]
                         [--json results.json] [--markdown results.md]
 
 Each measurement is a fresh process (bench/measure_pymx.py, bench/peers/*.py) printing one JSON
-line {"value", "unit"} (conv: one line per layer); the `memory` case instead reads the peak
-resident set size the kernel recorded for the training process (wait4's rusage). `ops`, `pipeline` and `engine` are suites that
-already compare with their peer inside one process (NumPy; Pillow + NumPy; the naive engine):
-their tables are copied through. Peers live in their own virtual environments (MXNet 1.9.1 needs
-numpy<1.24), hence the interpreter paths. A peer whose interpreter is missing is left out of the
-table rather than failing the run. Nothing here asserts on speed.
+line {"value", "unit"} (conv, resnet_convs, linalg, einsum: one line per layer or operation); the
+`memory` case instead reads the peak resident set size the kernel recorded for the training
+process (wait4's rusage). `ops`, `pipeline` and `engine` are suites that already compare with
+their peer inside one process (NumPy; Pillow + NumPy; the naive engine): their tables are copied
+through. Peers live in their own virtual environments (MXNet 1.9.1 needs numpy<1.24), hence the
+interpreter paths. A peer whose interpreter is missing is left out of the table rather than
+failing the run. Nothing here asserts on speed.
 """
 import argparse
 import json
@@ -93,6 +95,54 @@ def cases(args):
                    "static"])]
         out.append(("peak memory, leafnet train batch 64 (cpu)", "lower",
                     [(name, [PEAK_RSS, *argv]) for name, argv in impls]))
+    if "lstm" in args.cases:
+        # A 2-layer LSTM language-model shape (bench/measure_pymx.py): hidden 256, input 128,
+        # 35 steps, batch 32.
+        for mode in ("train", "infer"):
+            common = ["--mode", mode, "--batch", "32", "--seconds", seconds]
+            impls = [("pymx imperative", pymx_cmd("lstm", *common, "--device", dev)),
+                     ("pymx hybridized", pymx_cmd("lstm", *common, "--hybridize",
+                                                  "--device", dev)),
+                     ("torch eager", [torch, os.path.join(PEERS, "lstm_torch.py"), *common,
+                                      "--device", "cuda" if dev == "gpu" else "cpu"])]
+            if dev == "cpu":
+                impls += [("mxnet-1.9.1 imperative",
+                           [mxnet, os.path.join(PEERS, "lstm_mxnet.py"), *common]),
+                          ("mxnet-1.9.1 hybridize(static)",
+                           [mxnet, os.path.join(PEERS, "lstm_mxnet.py"), *common,
+                            "--hybridize", "static"])]
+            out.append((f"lstm 2x256 {mode} T=35 batch 32 ({dev})", "higher", impls))
+    if "resnet" in args.cases:
+        size = str(args.resnet_image_size)
+        shapes = [("train", 8), ("infer", 1), ("infer", 8)]
+        if args.quick:
+            shapes = [("train", 8), ("infer", 1)]
+        for mode, batch in shapes:
+            common = ["--mode", mode, "--batch", str(batch), "--image-size", size,
+                      "--seconds", seconds]
+            impls = [("pymx imperative", pymx_cmd("resnet", *common, "--device", dev)),
+                     ("pymx hybridized", pymx_cmd("resnet", *common, "--hybridize",
+                                                  "--device", dev)),
+                     ("torch eager", [torch, os.path.join(PEERS, "resnet_torch.py"), *common,
+                                      "--device", "cuda" if dev == "gpu" else "cpu"])]
+            if dev == "cpu":
+                impls.append(("mxnet-1.9.1 hybridize(static)",
+                              [mxnet, os.path.join(PEERS, "resnet_mxnet.py"), *common,
+                               "--hybridize", "static"]))
+            out.append((f"resnet18_v1 {mode} batch {batch} 3x{size}x{size} ({dev})", "higher",
+                        impls))
+    for case, script, title, peers in (
+            ("linalg", "measure_linalg.py", "np.linalg (cpu)", ("numpy", "torch")),
+            ("einsum", "measure_einsum.py", "einsum float32 (cpu)", ("numpy", "torch")),
+            ("resnet_convs", "measure_resnet_convs.py",
+             "resnet18_v1's convolutions, batch 8, 3x224x224 (cpu)", ("torch",))):
+        if case in args.cases:
+            argv = [os.path.join(HERE, script)]
+            if case != "resnet_convs":
+                argv += ["--budget", "0.1" if args.quick else "0.3"]
+            interpreters = {"numpy": sys.executable, "torch": torch}
+            out.append((title, "lower", [("pymx", [sys.executable, *argv, "--impl", "pymx"])] +
+                        [(peer, [interpreters[peer], *argv, "--impl", peer]) for peer in peers]))
     if "conv" in args.cases:
         batch = "8" if args.quick else "64"
         conv = os.path.join(HERE, "conv_bench.py")
@@ -155,6 +205,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cases", default="tiny_op,leafnet")
     parser.add_argument("--leafnet-shapes", help="only these LeafNetwork runs, e.g. train:1,infer:4")
+    parser.add_argument("--resnet-image-size", type=int, default=224,
+                        help="height and width of the resnet case's images (all impls)")
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--torch-python", default="/work/venv-torch/bin/python")
     parser.add_argument("--mxnet-python", default="/work/venv-mxnet/bin/python")
