@@ -25,10 +25,11 @@ import itertools
 
 import numpy as _onp
 
+from pymx._c import autograd as _c_autograd
 from pymx.base import bfloat16
 from pymx.ndarray import ndarray
 from pymx.numpy import _core
-from pymx.numpy._core import _to_array, broadcast_to, copyto, reshape, sum, take, transpose
+from pymx.numpy._core import _to_array, broadcast_to, copy, copyto, reshape, sum, take, transpose
 
 __all__ = ["einsum"]
 
@@ -116,6 +117,13 @@ def _label_sizes(labels_list, shapes, subscripts):
     """Each label's length: equal wherever it appears, or 1 (which broadcasts)."""
     sizes = {}
     for labels, shape in zip(labels_list, shapes):
+        for label in set(labels):
+            # A diagonal's axes must have one length: no broadcasting within an operand.
+            lengths = {size for l, size in zip(labels, shape) if l == label}
+            if len(lengths) > 1:
+                raise ValueError(f"einsum: subscript {label!r} is repeated in an operand of "
+                                 f"shape {shape} over axes of different lengths "
+                                 f"{sorted(lengths)} in {subscripts!r}")
         for label, size in zip(labels, shape):
             known = sizes.get(label, 1)
             if size != known and known != 1 and size != 1:
@@ -126,18 +134,46 @@ def _label_sizes(labels_list, shapes, subscripts):
     return sizes
 
 
+def _reshaped(x, shape):
+    """x with a new shape. A view of x's memory (no op, no copy) when nothing records ops, as
+    pymx arrays are contiguous; the reshape op while autograd records or hybridize traces,
+    since those follow ops and a view would cut the gradient's path."""
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    if _c_autograd.is_recording() or _c_autograd.is_tracing():
+        return reshape(x, shape)
+    return x._reshape_view(shape)
+
+
+def _arranged(x, labels, order):
+    """x with its axes in the order of `order`'s labels (no op when they already are)."""
+    if labels == order:
+        return x
+    return transpose(x, tuple(labels.index(l) for l in order))
+
+
+def _size(shape):
+    return int(_onp.prod(shape, dtype=_onp.int64))
+
+
 def _take_diagonals(x, labels):
-    """x with every repeated label reduced to one axis (the diagonal), and its labels."""
+    """x with every repeated label reduced to one axis (the diagonal), and its labels.
+
+    The diagonal of the axes `first` < `second` (length n, M elements between them) is one
+    gather from the array seen as (before, n * M * n, after): element (i, m) sits at
+    i * (M * n + 1) + m * n, so only the diagonal is read, never a copy of the whole input."""
     while len(set(labels)) != len(labels):
         label = next(l for l in labels if labels.count(l) > 1)
         first, second = [i for i, l in enumerate(labels) if l == label][:2]
-        n = x.shape[first]
-        rest = [i for i in range(x.ndim) if i not in (first, second)]
-        merged = reshape(transpose(x, tuple(rest + [first, second])),
-                         tuple(x.shape[i] for i in rest) + (n * n,))
-        positions = _to_array(_onp.arange(n, dtype=_onp.int64) * (n + 1), device=x.device)
-        x = take(merged, positions, axis=merged.ndim - 1)
-        labels = [labels[i] for i in rest] + [label]
+        shape = x.shape
+        n, between = shape[first], _size(shape[first + 1:second])
+        merged = _reshaped(x, (_size(shape[:first]), n * between * n, _size(shape[second + 1:])))
+        positions = (_onp.arange(n, dtype=_onp.int64)[:, None] * (between * n + 1) +
+                     _onp.arange(between, dtype=_onp.int64)[None, :] * n)
+        x = take(merged, _to_array(positions, device=x.device), axis=1)
+        x = _reshaped(x, shape[:second] + shape[second + 1:])
+        labels = labels[:second] + labels[second + 1:]
     return x, labels
 
 
@@ -150,27 +186,54 @@ def _sum_labels(x, labels, keep):
     return sum(x, axis=axes).astype(x.dtype, copy=False), [l for l in labels if l in keep]
 
 
-def _contract(a, a_labels, b, b_labels, keep, sizes):
-    """One batched matmul of a and b over their shared labels absent from `keep`."""
-    batch = [l for l in a_labels if l in b_labels and l in keep]
-    summed = [l for l in a_labels if l in b_labels and l not in keep]
-    rows = [l for l in a_labels if l not in b_labels]
-    cols = [l for l in b_labels if l not in a_labels]
+def _matmul_layout(a, a_labels, b, b_labels, keep):
+    """(left, left order, right, right order) for one matmul of a and b: left is read as
+    (batch..., rows, summed) and right as (batch..., summed, columns), where batch are the shared
+    labels in `keep`, summed the shared ones not in `keep`, rows and columns the unshared ones.
 
-    def arranged(x, labels, order):
-        x = transpose(x, tuple(labels.index(l) for l in order))
-        return broadcast_to(x, tuple(sizes[l] for l in order))
+    Either operand may be left (the product's axes come out in another order, which later steps
+    arrange anyway) and the batch and summed labels may follow either operand's order: of these
+    four layouts the first that transposes the fewest elements is taken, so that operands
+    already laid out as a matmul reads them are never copied."""
+    best = None
+    for (left, left_labels), (right, right_labels) in (((a, a_labels), (b, b_labels)),
+                                                       ((b, b_labels), (a, a_labels))):
+        for source in (left_labels, right_labels):
+            batch = [l for l in source if l in left_labels and l in right_labels and l in keep]
+            summed = [l for l in source
+                      if l in left_labels and l in right_labels and l not in keep]
+            rows = [l for l in left_labels if l not in right_labels]
+            cols = [l for l in right_labels if l not in left_labels]
+            left_order, right_order = batch + rows + summed, batch + summed + cols
+            copied = ((left.size if left_order != left_labels else 0) +
+                      (right.size if right_order != right_labels else 0))
+            if best is None or copied < best[0]:
+                best = (copied, (left, left_labels, left_order, right, right_labels,
+                                 right_order, len(batch), len(rows), len(summed)))
+    return best[1]
 
-    def size(group):
-        return int(_onp.prod([sizes[l] for l in group], dtype=_onp.int64))
 
-    a3 = reshape(arranged(a, a_labels, batch + rows + summed),
-                 (size(batch), size(rows), size(summed)))
-    b3 = reshape(arranged(b, b_labels, batch + summed + cols),
-                 (size(batch), size(summed), size(cols)))
-    product = _core.matmul(a3, b3)
-    labels = batch + rows + cols
-    return reshape(product, tuple(sizes[l] for l in labels)), labels
+def _contract(a, a_labels, b, b_labels, keep):
+    """One matmul of a and b over their shared labels absent from `keep`: (product, labels).
+    Batch axes stay separate (matmul broadcasts them); only rows, summed and columns are
+    merged into one axis each, by reshapes that are views of contiguous memory."""
+    (left, left_labels, left_order, right, right_labels, right_order, num_batch, num_rows,
+     num_summed) = _matmul_layout(a, a_labels, b, b_labels, keep)
+    left = _arranged(left, left_labels, left_order)
+    right = _arranged(right, right_labels, right_order)
+    # A summed label of length 1 in one operand broadcasts against the other's length.
+    summed_shape = tuple(builtins.max(m, n) for m, n in zip(
+        left.shape[len(left_order) - num_summed:], right.shape[num_batch:num_batch + num_summed]))
+    left_batch, rows_shape = left.shape[:num_batch], left.shape[num_batch:num_batch + num_rows]
+    right_batch, cols_shape = right.shape[:num_batch], right.shape[num_batch + num_summed:]
+    left = broadcast_to(left, left_batch + rows_shape + summed_shape)
+    right = broadcast_to(right, right_batch + summed_shape + cols_shape)
+    product = _core.matmul(
+        _reshaped(left, left_batch + (_size(rows_shape), _size(summed_shape))),
+        _reshaped(right, right_batch + (_size(summed_shape), _size(cols_shape))))
+    batch_shape = product.shape[:num_batch]
+    labels = left_order[:num_batch + num_rows] + right_order[num_batch + num_summed:]
+    return _reshaped(product, batch_shape + rows_shape + cols_shape), labels
 
 
 def _greedy_pair(labels_list, output, sizes):
@@ -228,10 +291,13 @@ def einsum(subscripts, *operands, out=None, optimize=False):
         keep = set(output).union(*(l for k, (_, l) in enumerate(operands_left)
                                    if k not in (i, j)))
         (a, a_labels), (b, b_labels) = operands_left[i], operands_left[j]
-        contracted = list(_contract(a, a_labels, b, b_labels, keep, sizes))
+        contracted = list(_contract(a, a_labels, b, b_labels, keep))
         operands_left = [o for k, o in enumerate(operands_left) if k not in (i, j)]
         operands_left.append(contracted)
     x, labels = operands_left[0]
-    x = transpose(x, tuple(labels.index(l) for l in output)) if x.ndim > 1 else x
-    x = broadcast_to(x, tuple(sizes[l] for l in output))
-    return x if out is None else copyto(out, x)
+    x = broadcast_to(_arranged(x, labels, output), tuple(sizes[l] for l in output))
+    if out is not None:
+        return copyto(out, x)
+    # Where no op ran (e.g. 'ij->ij') x is an operand itself: the result is a new array all
+    # the same, as every other einsum result.
+    return copy(x) if any(x is operand for operand in operands) else x
