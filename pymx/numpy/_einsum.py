@@ -8,13 +8,18 @@ is summed over. Axes of the same letter broadcast when one has length 1.
 
 Evaluation uses only reshapes, transposes, gathers, sums and batched matmuls, so it runs on
 any device, autograd differentiates it and hybridize traces it:
-  1. each operand's repeated letters become one diagonal axis (a `take` on the merged axes);
+  1. each operand's repeated letters become one diagonal axis: one `take` of the diagonal's
+     elements from the operand seen as (before, n * between * n, after);
   2. letters needed by no other operand and not by the output are summed away at once;
   3. while more than one operand is left, the pair whose result is smallest (greedy, as
-     NumPy's optimize='greedy') is contracted by one batched matmul: shared letters still
-     needed later are the batch, shared letters needed nowhere else are the contracted axis,
-     the rest are the rows and columns;
-  4. the last operand is summed over its remaining extra letters and transposed to the output.
+     NumPy's optimize='greedy') is contracted by one matmul: shared letters still needed later
+     are its batch axes (kept apart: matmul broadcasts them), shared letters needed nowhere else
+     the contracted axis, the rest the rows and columns; the operand order and axis orders are
+     chosen so that operands already in a matmul's layout are not transposed;
+  4. the last operand is transposed to the output where its order differs.
+Nothing is copied that need not be: identity transposes are skipped, and reshapes (pymx arrays
+are contiguous) are views of the same memory, except while autograd records or hybridize traces,
+which follow operators; there the reshape operator runs. A result is never an operand itself.
 
 Differences from NumPy: only the subscripts-string form is supported (not the interleaved
 operand / sublist form), as in MXNet; `optimize` is accepted for compatibility, and the
@@ -186,7 +191,7 @@ def _sum_labels(x, labels, keep):
     return sum(x, axis=axes).astype(x.dtype, copy=False), [l for l in labels if l in keep]
 
 
-def _matmul_layout(a, a_labels, b, b_labels, keep):
+def _matmul_layout(a, a_labels, b, b_labels, keep, result_order, sizes):
     """(left, left order, right, right order) for one matmul of a and b: left is read as
     (batch..., rows, summed) and right as (batch..., summed, columns), where batch are the shared
     labels in `keep`, summed the shared ones not in `keep`, rows and columns the unshared ones.
@@ -194,7 +199,9 @@ def _matmul_layout(a, a_labels, b, b_labels, keep):
     Either operand may be left (the product's axes come out in another order, which later steps
     arrange anyway) and the batch and summed labels may follow either operand's order: of these
     four layouts the first that transposes the fewest elements is taken, so that operands
-    already laid out as a matmul reads them are never copied."""
+    already laid out as a matmul reads them are never copied. When the product is einsum's
+    result (`result_order`, else None), transposing it to that order counts too, at the
+    lengths `sizes` gives the labels."""
     best = None
     for (left, left_labels), (right, right_labels) in (((a, a_labels), (b, b_labels)),
                                                        ((b, b_labels), (a, a_labels))):
@@ -207,22 +214,26 @@ def _matmul_layout(a, a_labels, b, b_labels, keep):
             left_order, right_order = batch + rows + summed, batch + summed + cols
             copied = ((left.size if left_order != left_labels else 0) +
                       (right.size if right_order != right_labels else 0))
+            product_order = batch + rows + cols
+            if result_order is not None and product_order != result_order:
+                copied += _size([sizes[l] for l in product_order])
             if best is None or copied < best[0]:
                 best = (copied, (left, left_labels, left_order, right, right_labels,
                                  right_order, len(batch), len(rows), len(summed)))
     return best[1]
 
 
-def _contract(a, a_labels, b, b_labels, keep):
-    """One matmul of a and b over their shared labels absent from `keep`: (product, labels).
+def _contract(a, a_labels, b, b_labels, keep, result_order, sizes):
+    """One matmul of a and b over their shared labels absent from `keep`: (product, labels);
+    `result_order` and `sizes` (each label's length) as _matmul_layout's.
     Batch axes stay separate (matmul broadcasts them); only rows, summed and columns are
     merged into one axis each, by reshapes that are views of contiguous memory."""
     (left, left_labels, left_order, right, right_labels, right_order, num_batch, num_rows,
-     num_summed) = _matmul_layout(a, a_labels, b, b_labels, keep)
+     num_summed) = _matmul_layout(a, a_labels, b, b_labels, keep, result_order, sizes)
     left = _arranged(left, left_labels, left_order)
     right = _arranged(right, right_labels, right_order)
     # A summed label of length 1 in one operand broadcasts against the other's length.
-    summed_shape = tuple(builtins.max(m, n) for m, n in zip(
+    summed_shape = tuple(n if m == 1 else m for m, n in zip(
         left.shape[len(left_order) - num_summed:], right.shape[num_batch:num_batch + num_summed]))
     left_batch, rows_shape = left.shape[:num_batch], left.shape[num_batch:num_batch + num_rows]
     right_batch, cols_shape = right.shape[:num_batch], right.shape[num_batch + num_summed:]
@@ -291,7 +302,8 @@ def einsum(subscripts, *operands, out=None, optimize=False):
         keep = set(output).union(*(l for k, (_, l) in enumerate(operands_left)
                                    if k not in (i, j)))
         (a, a_labels), (b, b_labels) = operands_left[i], operands_left[j]
-        contracted = list(_contract(a, a_labels, b, b_labels, keep))
+        contracted = list(_contract(a, a_labels, b, b_labels, keep,
+                                    output if len(operands_left) == 2 else None, sizes))
         operands_left = [o for k, o in enumerate(operands_left) if k not in (i, j)]
         operands_left.append(contracted)
     x, labels = operands_left[0]

@@ -1,10 +1,13 @@
 """pymx.np.einsum against NumPy's (float64 reference) over the whole subscript grammar,
-gradients against central differences, contraction order, and NumPy's errors."""
+gradients against central differences, contraction order, NumPy's errors, and the operators
+the common contractions run (no transposes or reshapes that copy where none are needed)."""
 import numpy as onp
 import pytest
+from conftest import ops_ran, requires_gpu
 
-from pymx import gluon, np
+from pymx import autograd, gluon, np
 from pymx.base import as_dtype
+from pymx.device import Device
 from pymx.ndarray import ndarray
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
 
@@ -48,6 +51,24 @@ CASES = [
     ("ij,jk->ik", [(0, 3), (3, 4)]),          # empty operands
     ("ik,kj", [(2, 0), (0, 3)]),
     ("ii->i", [(0, 0)]),
+    # Layouts a matmul reads as they are, or after transposing one operand, for either operand
+    # on the left; diagonals with axes around and between the repeated ones.
+    ("ij,kj->ik", [(3, 5), (4, 5)]),
+    ("ji,jk->ik", [(5, 3), (5, 4)]),
+    ("ji,kj->ik", [(5, 3), (4, 5)]),
+    ("bij,bkj->bik", [(2, 3, 5), (2, 4, 5)]),
+    ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+    ("bij,bjk->bik", [(1, 3, 4), (2, 4, 5)]),  # a batch of one broadcasts
+    ("abc,cbd->ad", [(3, 5, 7), (7, 5, 2)]),  # summed letters in opposite orders
+    ("abcd,cdbe->bae", [(2, 3, 4, 5), (4, 5, 3, 1)]),
+    ("ij,j->i", [(2, 1), (3,)]),             # a summed axis of length 1 broadcasts
+    ("ij,j->i", [(2, 1), (0,)]),
+    ("ijkj->ik", [(2, 3, 4, 3)]),
+    ("jii->ji", [(2, 3, 3)]),
+    ("iij->ij", [(3, 3, 2)]),
+    ("ii->i", [(1, 1)]),
+    ("ii", [(7, 7)]),
+    ("ij,jk,kl->il", [(1, 7), (7, 1), (1, 9)]),
 ]
 
 
@@ -158,6 +179,8 @@ def test_einsum_out_and_hybridize(device):
     ("i..j", [(2, 3)], "invalid ellipsis"),
     ("ij->i->j", [(2, 3)], "at most one '->'"),
     ("...ij->ij", [(4, 2, 3)], "the output names no '...'"),
+    ("ii", [(1, 3)], r"'i' is repeated in an operand of shape \(1, 3\) over axes of different "
+                     r"lengths \[1, 3\]"),
 ])
 def test_einsum_errors(subscripts, shapes, message):
     operands = [np.ones(s) for s in shapes]
@@ -172,3 +195,121 @@ def test_einsum_argument_errors():
         np.einsum("ij")
     with pytest.raises(TypeError, match="subscripts must be a string, got list"):
         np.einsum([0, 1], np.ones((2, 2)))
+
+
+def _compute_ops(fn, device):
+    """{op: count} that fn() ran on `device`, without the engine's bookkeeping (freeing arrays)
+    and the upload of small host-built index arrays."""
+    return {name: count for name, count in ops_ran(fn, device=str(device)).items()
+            if name not in ("delete_var", "sync_copy_from_cpu")}
+
+
+# (subscripts, operand shapes, the ops one call runs): operands already in a matmul's layout are
+# never transposed, reshapes are views, diagonals are one gather of the diagonal.
+OP_COUNTS = [
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)], {"matmul": 1}),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)], {"matmul": 2}),
+    ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)], {"matmul": 1, "transpose": 1}),
+    ("ij,kj->ik", [(3, 5), (4, 5)], {"matmul": 1, "transpose": 1}),
+    ("ji,jk->ki", [(5, 3), (5, 4)], {"matmul": 1, "transpose": 1}),
+    ("...ij,...jk", [(5, 2, 3), (3, 4)], {"matmul": 1}),   # rows merged by a view
+    ("bij,jk->bk", [(2, 3, 4), (4, 5)], {"matmul": 1, "sum": 1}),
+    ("i,i", [(4,), (4,)], {"matmul": 1}),
+    ("i,j", [(2,), (3,)], {"matmul": 1}),
+    ("ii->i", [(4, 4)], {"take": 1}),
+    ("bii->bi", [(2, 4, 4)], {"take": 1}),
+    ("iji->j", [(2, 3, 2)], {"take": 1, "sum": 1}),
+    ("ii", [(4, 4)], {"take": 1, "sum": 1}),
+    ("ij->", [(2, 3)], {"sum": 1}),
+    ("ij->j", [(2, 3)], {"sum": 1}),
+    ("ij->ji", [(2, 3)], {"transpose": 1}),
+    ("ij", [(2, 3)], {"copy": 1}),
+]
+
+
+@pytest.mark.parametrize("subscripts,shapes,expected", OP_COUNTS,
+                         ids=[c[0] for c in OP_COUNTS])
+def test_einsum_runs_no_needless_copies(subscripts, shapes, expected, device):
+    operands = [np.array(onp.random.uniform(-1, 1, size=s), device=device) for s in shapes]
+    assert _compute_ops(lambda: np.einsum(subscripts, *operands), device) == expected
+    want = onp.einsum(subscripts, *[o.asnumpy().astype(onp.float64) for o in operands])
+    assert_almost_equal(np.einsum(subscripts, *operands), want, rtol=1e-5, atol=1e-6)
+
+
+def test_einsum_result_is_a_new_array(device):
+    """Where no op is needed ('ij', 'ij->ij') the result still owns its memory, and a result
+    computed through views of an operand does not change when the operand does."""
+    x = np.array(onp.arange(6.0).reshape(2, 3), device=device)
+    same = np.einsum("ij->ij", x)
+    rows = np.einsum("...ij,jk", x.reshape(1, 2, 3), np.ones((3, 1), device=device))
+    x[:] = 0
+    assert_almost_equal(same, onp.arange(6.0).reshape(2, 3))
+    assert_almost_equal(rows, onp.array([[[3.0], [12.0]]]))
+    same[0, 0] = 7
+    assert float(x[0, 0]) == 0
+
+
+@pytest.mark.parametrize("subscripts,shapes", [
+    ("...ij,...jk", [(2, 2, 3), (3, 2)]), ("bhqd,bhkd->bhqk", [(2, 1, 3, 2), (2, 1, 2, 2)]),
+    ("ijkj->ik", [(2, 3, 2, 3)]), ("abc,cbd->ad", [(2, 3, 2), (2, 3, 2)]),
+    ("ij,j->i", [(2, 1), (3,)])])
+def test_einsum_gradient_through_merged_axes(subscripts, shapes, device):
+    """Gradients where rows, summed or column axes are merged (reshape ops while recording,
+    views otherwise) and where diagonals are gathered."""
+    operands = [onp.random.uniform(-1, 1, size=s) for s in shapes]
+    check_numeric_gradient(lambda *xs: np.einsum(subscripts, *xs), operands, device=device)
+
+
+def test_einsum_hybridized_gradient_equals_imperative(device):
+    """A traced einsum (reshape ops, not views) gives the imperative result and gradients."""
+    class Block(gluon.HybridBlock):
+        def forward(self, x, y):
+            return np.einsum("...ij,jk->...k", x, y) + np.einsum("ijj->i", x)[:, None, None]
+
+    x = np.random.uniform(size=(2, 3, 3), device=device)
+    y = np.random.uniform(size=(3, 2), device=device)
+    results = []
+    for hybridize in (False, True):
+        block = Block()
+        if hybridize:
+            block.hybridize()
+            block(x, y)
+        xg, yg = x.copy(), y.copy()
+        xg.attach_grad()
+        yg.attach_grad()
+        with autograd.record():
+            out = block(xg, yg)
+        out.backward()
+        results.append((out.asnumpy(), xg.grad.asnumpy(), yg.grad.asnumpy()))
+    for imperative, traced in zip(*results):
+        assert_almost_equal(traced, imperative, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "uint8", "int32",
+                                   "int64"])
+@pytest.mark.parametrize("subscripts,shapes", [
+    ("bij,bkj->bik", [(2, 3, 5), (2, 4, 5)]), ("...ij,...jk", [(2, 3, 5), (5, 7)]),
+    ("iji->j", [(3, 5, 3)]), ("ij,ij->ij", [(3, 1), (3, 5)]), ("ij,j->i", [(17, 1), (9,)])])
+def test_einsum_layouts_every_dtype(subscripts, shapes, dtype, device):
+    """Each layout path (transposed operand, merged rows, gathered diagonal, broadcast axes)
+    over every dtype einsum takes, on sizes that are not multiples of a vector width."""
+    operands = [onp.random.randint(0, 4, size=s).astype(dtype) for s in shapes]
+    got = np.einsum(subscripts, *[np.array(o, device=device) for o in operands])
+    want = onp.einsum(subscripts, *[o.astype(onp.float64) for o in operands])
+    assert got.dtype == onp.dtype(dtype)
+    # small integers: exact in float16 (the products stay below 2048) and in the integer types
+    # (below 128), so every dtype gives NumPy's float64 answer exactly.
+    assert_almost_equal(got, want.astype(dtype), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("subscripts,shapes", [
+    ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]), ("iji->j", [(3, 5, 3)]),
+    ("...ij,...jk", [(2, 3, 5), (5, 7)]), ("ij,kj->ik", [(3, 5), (4, 5)])])
+@requires_gpu
+def test_einsum_gpu_equals_cpu(subscripts, shapes):
+    operands = [onp.random.uniform(-1, 1, size=s).astype(onp.float32) for s in shapes]
+    gpu = Device("gpu", 0)
+    on_cpu = np.einsum(subscripts, *[np.array(o) for o in operands])
+    on_gpu = np.einsum(subscripts, *[np.array(o, device=gpu) for o in operands])
+    assert on_gpu.device == gpu
+    assert_almost_equal(on_gpu, on_cpu, rtol=1e-5, atol=1e-6)
