@@ -34,7 +34,8 @@ from pymx._c import autograd as _c_autograd
 from pymx.base import bfloat16
 from pymx.ndarray import ndarray
 from pymx.numpy import _core
-from pymx.numpy._core import _to_array, broadcast_to, copy, copyto, reshape, sum, take, transpose
+from pymx.numpy._core import (_to_array, arange, broadcast_to, copy, copyto, reshape, sum, take,
+                              transpose)
 
 __all__ = ["einsum"]
 
@@ -174,9 +175,13 @@ def _take_diagonals(x, labels):
         shape = x.shape
         n, between = shape[first], _size(shape[first + 1:second])
         merged = _reshaped(x, (_size(shape[:first]), n * between * n, _size(shape[second + 1:])))
-        positions = (_onp.arange(n, dtype=_onp.int64)[:, None] * (between * n + 1) +
-                     _onp.arange(between, dtype=_onp.int64)[None, :] * n)
-        x = take(merged, _to_array(positions, device=x.device), axis=1)
+        if between == 1:  # adjacent axes (the common case): positions from one op, no upload
+            positions = arange(0, n * (n + 1), n + 1, dtype=_onp.int64, device=x.device)
+        else:
+            positions = _to_array(_onp.arange(n, dtype=_onp.int64)[:, None] * (between * n + 1) +
+                                  _onp.arange(between, dtype=_onp.int64)[None, :] * n,
+                                  device=x.device)
+        x = take(merged, positions, axis=1)
         x = _reshaped(x, shape[:second] + shape[second + 1:])
         labels = labels[:second] + labels[second + 1:]
     return x, labels
