@@ -197,7 +197,8 @@ def _sum_labels(x, labels, keep):
 
 
 def _matmul_layout(a, a_labels, b, b_labels, keep, result_order, sizes):
-    """(left, left order, right, right order) for one matmul of a and b: left is read as
+    """(left, its labels, its order, right, its labels, its order, number of batch labels, of
+    row labels, of summed labels) for one matmul of a and b: left is read in its order as
     (batch..., rows, summed) and right as (batch..., summed, columns), where batch are the shared
     labels in `keep`, summed the shared ones not in `keep`, rows and columns the unshared ones.
 
