@@ -1,9 +1,11 @@
 """pymx.np.einsum against NumPy's (float64 reference) over the whole subscript grammar,
 gradients against central differences, contraction order, NumPy's errors, and the operators
 the common contractions run (no transposes or reshapes that copy where none are needed)."""
+import os
+
 import numpy as onp
 import pytest
-from conftest import ops_ran, requires_gpu
+from conftest import ops_ran, requires_gpu, run_python
 
 from pymx import autograd, gluon, np
 from pymx.base import as_dtype
@@ -300,6 +302,33 @@ def test_einsum_layouts_every_dtype(subscripts, shapes, dtype, device):
     # small integers: exact in float16 (the products stay below 2048) and in the integer types
     # (below 128), so every dtype gives NumPy's float64 answer exactly.
     assert_almost_equal(got, want.astype(dtype), rtol=0, atol=0)
+
+
+# Views of operands read by later ops, and an operand overwritten right after the einsum calls
+# that read it: the threaded engine must order them as the naive one runs them.
+ENGINE_SCRIPT = """
+import hashlib
+import numpy as onp
+from pymx import np
+rng = onp.random.default_rng(7)
+x = np.array(rng.uniform(-1, 1, (4, 3, 33, 65)), dtype="float32")
+y = np.array(rng.uniform(-1, 1, (4, 3, 17, 65)), dtype="float32")
+outs = [np.einsum("bhqd,bhkd->bhqk", x, y), np.einsum("...ij,...kj", x, y[0, 0]),
+        np.einsum("bhqd,d->bq", x, y[0, 0, 0]), np.einsum("ii->i", x[0, 0, :, :33]),
+        np.einsum("bhqd->", x)]
+x[:] = 0
+outs.append(np.einsum("bhqd,bhkd->bhqk", x, y))
+print(hashlib.sha256(b"".join(o.asnumpy().tobytes() for o in outs)).hexdigest())
+"""
+
+
+def test_threaded_engine_equals_naive_engine():
+    digests = []
+    for engine in ("threaded", "naive"):
+        result = run_python(ENGINE_SCRIPT, env={**os.environ, "PYMX_ENGINE": engine})
+        assert result.returncode == 0, result.stderr
+        digests.append(result.stdout.strip())
+    assert digests[0] == digests[1]
 
 
 @pytest.mark.parametrize("subscripts,shapes", [
