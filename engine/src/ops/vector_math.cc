@@ -104,15 +104,16 @@ __attribute__((target("avx512f"))) void map_avx512(void* r, const double* s, dou
   map_vectors<Doubles8>(r, s, d, n);
 }
 
+// Never called with kNone: a routine was found only where an instruction set was chosen.
 template <typename T>
 void map_with(Isa isa, void* routine, const T* src, T* dst, int64_t n) {
-  switch (isa) {
-    case Isa::kAvx512: return map_avx512(routine, src, dst, n);
-    case Isa::kAvx2: return map_avx2(routine, src, dst, n);
-    case Isa::kSse: return map_sse(routine, src, dst, n);
-    case Isa::kNone: break;
+  if (isa == Isa::kAvx512) {
+    map_avx512(routine, src, dst, n);
+  } else if (isa == Isa::kAvx2) {
+    map_avx2(routine, src, dst, n);
+  } else {
+    map_sse(routine, src, dst, n);
   }
-  PMX_THROW(Status::kInternal, "vector_math: libmvec is not loaded");
 }
 #else
 const Routines& routines() {
@@ -132,8 +133,8 @@ template <typename T>
 void apply(MathFn fn, const T* src, T* dst, int64_t n) {
 #ifdef PMX_HAVE_LIBMVEC
   void* routine = routine_of<T>(fn);
-  PMX_CHECK(routine != nullptr, "vector_math: libmvec has no ", kNames[static_cast<int>(fn)],
-            " routine for this dtype on this machine");
+  PMX_ASSERT(routine != nullptr, "vector_math: libmvec has no ", kNames[static_cast<int>(fn)],
+             " routine for ", sizeof(T) == 4 ? "float" : "double", " here (callers check first)");
   const Isa isa = routines().isa;
   const int64_t whole = n / kMaxLanes * kMaxLanes;
   map_with(isa, routine, src, dst, whole);
@@ -146,7 +147,7 @@ void apply(MathFn fn, const T* src, T* dst, int64_t n) {
   map_with(isa, routine, in, out, kMaxLanes);
   std::copy(out, out + (n - whole), dst + whole);
 #else
-  PMX_THROW(Status::kInternal, "vector_math: this build has no libmvec");
+  PMX_ASSERT(false, "vector_math: this build has no libmvec (callers check has_vector_math)");
 #endif
 }
 
