@@ -14,13 +14,19 @@
 // have a zero gradient.
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <type_traits>
 
 #include "ops/elemwise.h"
+#include "ops/float16_convert.h"
+#include "ops/vector_math.h"
+#include "parallel.h"
 
 namespace pymx {
 namespace {
 
 using ops::call;
+using ops::MathFn;
 using ops::scalar_op;
 
 enum class Kind { kFloat, kSame, kBool };
@@ -34,23 +40,51 @@ void infer_unary(Kind kind, const std::vector<Shape>& in, const std::vector<DTyp
                                                             : t;
 }
 
-// Registers a unary op whose result is computed in the output's float type.
+// Elements per parallel chunk of the float unary ops: ~64 KiB of float, enough to pay for handing
+// a chunk to another thread.
+constexpr int64_t kGrain = 16384;
+// Elements a 16-bit float chunk widens to float at a time, in a buffer on the stack.
+constexpr int64_t kWidenBlock = 1024;
+
+// dst[i] = f(src[i]) for i < n over the intra-op threads; through libmvec's routine for
+// `vector_fn` where this machine has it (Note [Vector math through libmvec]), which computes each
+// element the same way wherever the chunks split, so results do not depend on the thread count.
+template <typename T, typename F>
+void float_unary_loop(const T* src, T* dst, int64_t n, F f, std::optional<ops::MathFn> vector_fn) {
+  using C = ops::compute_t<T>;  // float for float16 and bfloat16
+  const bool vector = vector_fn && ops::has_vector_math<C>(*vector_fn);
+  parallel_for(0, n, kGrain, [=](int64_t lo, int64_t hi) {
+    if (!vector) {
+      for (int64_t i = lo; i < hi; ++i) dst[i] = static_cast<T>(f(static_cast<C>(src[i])));
+    } else if constexpr (std::is_same_v<T, C>) {
+      ops::vector_math(*vector_fn, src + lo, dst + lo, hi - lo);
+    } else {
+      C wide[kWidenBlock];
+      for (int64_t first = lo; first < hi; first += kWidenBlock) {
+        const int64_t m = std::min(kWidenBlock, hi - first);
+        convert_span(src + first, wide, m);
+        ops::vector_math(*vector_fn, wide, wide, m);
+        convert_span(wide, dst + first, m);
+      }
+    }
+  });
+}
+
+// Registers a unary op whose result is computed in the output's float type: f(x) in
+// compute_t<T>, or libmvec's `vector_fn` where there is one.
 template <typename F>
-OpDef& float_unary(const char* name, F f) {
+OpDef& float_unary(const char* name, F f, std::optional<ops::MathFn> vector_fn = std::nullopt) {
   return op_registry::get_or_create(name)
       .set_num_inputs(1)
       .set_infer([](const Attrs&, const std::vector<Shape>& in, const std::vector<DType>& dt,
                     std::vector<Shape>* out, std::vector<DType>* odt) {
         infer_unary(Kind::kFloat, in, dt, out, odt);
       })
-      .set_cpu([f](const OpContext& ctx, const std::vector<TBlob>& inputs,
-                   const std::vector<TBlob>& outputs) {
+      .set_cpu([f, vector_fn](const OpContext& ctx, const std::vector<TBlob>& inputs,
+                              const std::vector<TBlob>& outputs) {
         const TBlob x = ops::inputs_as(ctx, inputs, outputs[0].dtype)[0];
-        const int64_t n = x.size();
         PMX_FLOAT_SWITCH(x.dtype, T, {
-          const T* src = x.data<T>();
-          T* dst = outputs[0].data<T>();
-          for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<T>(f(static_cast<ops::compute_t<T>>(src[i])));
+          float_unary_loop(x.data<T>(), outputs[0].data<T>(), x.size(), f, vector_fn);
         });
       });
 }
@@ -117,64 +151,64 @@ T sign_of(T x) {
 const bool g_registered = [] {
   using A = const NDArray&;
   // set_grad_uses(inputs, outputs): what the gradient reads, so that autograd keeps only that.
-  float_unary("exp", [](auto x) { return std::exp(x); })
+  float_unary("exp", [](auto x) { return std::exp(x); }, MathFn::kExp)
       .set_gradient(chain([](A, A y) { return y; }))
       .set_grad_uses({}, {0});
-  float_unary("log", [](auto x) { return std::log(x); })
+  float_unary("log", [](auto x) { return std::log(x); }, MathFn::kLog)
       .set_gradient(chain([](A x, A) { return scalar_op("divide_scalar", x, 1.0, true); }))
       .set_grad_uses({0}, {});
-  float_unary("log1p", [](auto x) { return std::log1p(x); })
+  float_unary("log1p", [](auto x) { return std::log1p(x); }, MathFn::kLog1p)
       .set_gradient(chain([](A x, A) {
         return scalar_op("divide_scalar", scalar_op("add_scalar", x, 1.0), 1.0, true);
       }));
-  float_unary("expm1", [](auto x) { return std::expm1(x); })
+  float_unary("expm1", [](auto x) { return std::expm1(x); }, MathFn::kExpm1)
       .set_gradient(chain([](A, A y) { return scalar_op("add_scalar", y, 1.0); }));
-  float_unary("log2", [](auto x) { return std::log2(x); })
+  float_unary("log2", [](auto x) { return std::log2(x); }, MathFn::kLog2)
       .set_gradient(chain([](A x, A) { return scalar_op("divide_scalar", x, 1.0 / std::log(2.0), true); }));
-  float_unary("log10", [](auto x) { return std::log10(x); })
+  float_unary("log10", [](auto x) { return std::log10(x); }, MathFn::kLog10)
       .set_gradient(chain([](A x, A) { return scalar_op("divide_scalar", x, 1.0 / std::log(10.0), true); }));
   float_unary("sqrt", [](auto x) { return std::sqrt(x); })
       .set_gradient(chain([](A, A y) { return scalar_op("divide_scalar", y, 0.5, true); }))
       .set_grad_uses({}, {0});
-  float_unary("cbrt", [](auto x) { return std::cbrt(x); })
+  float_unary("cbrt", [](auto x) { return std::cbrt(x); }, MathFn::kCbrt)
       .set_gradient(chain([](A, A y) {
         return scalar_op("divide_scalar", scalar_op("multiply_scalar", mul(y, y), 3.0), 1.0, true);
       }));
-  float_unary("sin", [](auto x) { return std::sin(x); })
+  float_unary("sin", [](auto x) { return std::sin(x); }, MathFn::kSin)
       .set_gradient(chain([](A x, A) { return call("cos", {x}); }));
-  float_unary("cos", [](auto x) { return std::cos(x); })
+  float_unary("cos", [](auto x) { return std::cos(x); }, MathFn::kCos)
       .set_gradient(chain([](A x, A) { return call("negative", {call("sin", {x})}); }));
-  float_unary("tan", [](auto x) { return std::tan(x); })
+  float_unary("tan", [](auto x) { return std::tan(x); }, MathFn::kTan)
       .set_gradient(chain([](A, A y) { return scalar_op("add_scalar", mul(y, y), 1.0); }));
-  float_unary("arcsin", [](auto x) { return std::asin(x); })
+  float_unary("arcsin", [](auto x) { return std::asin(x); }, MathFn::kArcsin)
       .set_gradient(chain([](A x, A) {
         return call("reciprocal", {call("sqrt", {scalar_op("subtract_scalar", mul(x, x), 1.0, true)})});
       }));
-  float_unary("arccos", [](auto x) { return std::acos(x); })
+  float_unary("arccos", [](auto x) { return std::acos(x); }, MathFn::kArccos)
       .set_gradient(chain([](A x, A) {
         return scalar_op("divide_scalar",
                          call("sqrt", {scalar_op("subtract_scalar", mul(x, x), 1.0, true)}), -1.0, true);
       }));
-  float_unary("arctan", [](auto x) { return std::atan(x); })
+  float_unary("arctan", [](auto x) { return std::atan(x); }, MathFn::kArctan)
       .set_gradient(chain([](A x, A) {
         return scalar_op("divide_scalar", scalar_op("add_scalar", mul(x, x), 1.0), 1.0, true);
       }));
-  float_unary("sinh", [](auto x) { return std::sinh(x); })
+  float_unary("sinh", [](auto x) { return std::sinh(x); }, MathFn::kSinh)
       .set_gradient(chain([](A x, A) { return call("cosh", {x}); }));
-  float_unary("cosh", [](auto x) { return std::cosh(x); })
+  float_unary("cosh", [](auto x) { return std::cosh(x); }, MathFn::kCosh)
       .set_gradient(chain([](A x, A) { return call("sinh", {x}); }));
-  float_unary("tanh", [](auto x) { return std::tanh(x); })
+  float_unary("tanh", [](auto x) { return std::tanh(x); }, MathFn::kTanh)
       .set_gradient(chain([](A, A y) { return scalar_op("subtract_scalar", mul(y, y), 1.0, true); }))
       .set_grad_uses({}, {0});
-  float_unary("arcsinh", [](auto x) { return std::asinh(x); })
+  float_unary("arcsinh", [](auto x) { return std::asinh(x); }, MathFn::kArcsinh)
       .set_gradient(chain([](A x, A) {
         return call("reciprocal", {call("sqrt", {scalar_op("add_scalar", mul(x, x), 1.0)})});
       }));
-  float_unary("arccosh", [](auto x) { return std::acosh(x); })
+  float_unary("arccosh", [](auto x) { return std::acosh(x); }, MathFn::kArccosh)
       .set_gradient(chain([](A x, A) {
         return call("reciprocal", {call("sqrt", {scalar_op("subtract_scalar", mul(x, x), 1.0)})});
       }));
-  float_unary("arctanh", [](auto x) { return std::atanh(x); })
+  float_unary("arctanh", [](auto x) { return std::atanh(x); }, MathFn::kArctanh)
       .set_gradient(chain([](A x, A) {
         return call("reciprocal", {scalar_op("subtract_scalar", mul(x, x), 1.0, true)});
       }));

@@ -11,12 +11,16 @@
 // leaky_relu takes gamma, and its backward returns gamma_grad, for act_type prelu only. prelu's
 // gamma has one element (one slope for all) or one per channel: data.shape[1], or data.shape[0]
 // for one-dimensional data (MXNet's rule). Float dtypes; float16 and bfloat16 compute in float.
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "ops/activation_math.h"
 #include "ops/elemwise.h"
+#include "ops/float16_convert.h"
 #include "ops/nn_common.h"
+#include "ops/vector_math.h"
 #include "parallel.h"
 
 namespace pymx {
@@ -50,12 +54,80 @@ void grad_infer(const std::vector<Shape>& in, const std::vector<DType>& dt, cons
 // handing a chunk to another thread.
 constexpr int64_t kGrain = 16384;
 
+// Elements of the activations computed through libmvec per step: their intermediate results stay
+// in stack buffers this long (and in cache).
+constexpr int64_t kVectorBlock = 1024;
+
+// The activations whose libm calls have libmvec routines: the functions they call.
+std::vector<ops::MathFn> vector_functions(Act act) {
+  switch (act) {
+    case Act::kTanh: return {ops::MathFn::kTanh};
+    case Act::kSigmoid: return {ops::MathFn::kExp};
+    case Act::kSoftRelu:
+    case Act::kLogSigmoid: return {ops::MathFn::kExp, ops::MathFn::kLog1p};
+    default: return {};
+  }
+}
+
+template <typename A>
+bool has_vector_forward(Act act) {
+  const std::vector<ops::MathFn> needed = vector_functions(act);
+  return !needed.empty() && std::all_of(needed.begin(), needed.end(), [](ops::MathFn fn) {
+    return ops::has_vector_math<A>(fn);
+  });
+}
+
+// y = act_forward(x) for n <= kVectorBlock elements, the same formulas with their exp, log1p and
+// tanh by libmvec (Note [Vector math through libmvec]), which computes each element the same way
+// wherever the blocks start; x and y may be the same buffer.
+template <Act kAct, typename A>
+void act_forward_vector(const A* x, A* y, int64_t n) {
+  using ops::MathFn;
+  using ops::vector_math;
+  if constexpr (kAct == Act::kTanh) {
+    vector_math(MathFn::kTanh, x, y, n);
+    return;
+  }
+  A t[kVectorBlock];  // exp's and log1p's results
+  if constexpr (kAct == Act::kSigmoid) {  // 1 / (1 + exp(-x))
+    for (int64_t i = 0; i < n; ++i) t[i] = -x[i];
+    vector_math(MathFn::kExp, t, t, n);
+    for (int64_t i = 0; i < n; ++i) y[i] = A(1) / (A(1) + t[i]);
+  } else if constexpr (kAct == Act::kSoftRelu) {  // x > 20 ? x : log1p(exp(x)) (nn::softrelu)
+    vector_math(MathFn::kExp, x, t, n);
+    vector_math(MathFn::kLog1p, t, t, n);
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] > A(20) ? x[i] : t[i];
+  } else if constexpr (kAct == Act::kLogSigmoid) {  // min(x, 0) - log1p(exp(-|x|))
+    for (int64_t i = 0; i < n; ++i) t[i] = -std::abs(x[i]);
+    vector_math(MathFn::kExp, t, t, n);
+    vector_math(MathFn::kLog1p, t, t, n);
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] < A(0) ? x[i] : A(0)) - t[i];
+  }
+}
+
 // The loops are instantiated per activation so that the switch is outside them: a per-element
 // switch through a jump table (and ReLU's data-dependent branch) ran ~10x slower than these
-// loops, which the compiler vectorises for relu.
+// loops, which the compiler vectorises for relu. tanh, sigmoid, softrelu and log_sigmoid go
+// through libmvec where this machine has it: glibc's scalar tanhf alone took 20 ns an element.
 template <Act kAct, typename T>
 void act_forward_loop(const T* x, T* y, int64_t n) {
   using A = nn::acc_t<T>;
+  if (has_vector_forward<A>(kAct)) {
+    parallel_for(0, n, kGrain, [=](int64_t lo, int64_t hi) {
+      for (int64_t first = lo; first < hi; first += kVectorBlock) {
+        const int64_t m = std::min(kVectorBlock, hi - first);
+        if constexpr (std::is_same_v<T, A>) {
+          act_forward_vector<kAct, A>(x + first, y + first, m);
+        } else {  // float16 and bfloat16 through float
+          A wide[kVectorBlock];
+          convert_span(x + first, wide, m);
+          act_forward_vector<kAct, A>(wide, wide, m);
+          convert_span(wide, y + first, m);
+        }
+      }
+    });
+    return;
+  }
   // Captures by value: through references GCC reloaded the pointers on every element.
   parallel_for(0, n, kGrain, [=](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i)
