@@ -74,11 +74,12 @@ def composed_gru(i2h, h2h, h):
 
 
 def fused_lstm(i2h, h2h, c):
-    return tuple(invoke("lstm_gates", [i2h, h2h, c]))
+    """(h_next, c_next), leaving out the gates saved for the backward."""
+    return tuple(invoke("lstm_gates", [i2h, h2h, c])[:2])
 
 
 def fused_gru(i2h, h2h, h):
-    return invoke("gru_gates", [i2h, h2h, h])[0]
+    return invoke("gru_gates", [i2h, h2h, h])[0]  # [1]: the gates saved for the backward
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,15 +111,34 @@ def test_gru_gates_matches_reference(dtype, rows, hidden, device):
     assert_almost_equal(h_next, gru_reference(i2h, h2h, h).astype("float32"))
 
 
-def test_lstm_gates_backward_matches_reference():
-    """The backward operator against the float64 derivative, both output gradients nonzero."""
+def test_saved_gates_and_backward_match_reference():
+    """The gates the forward saves for the backward, and the backward operators against the
+    float64 derivatives, both LSTM output gradients nonzero."""
     rng = onp.random.default_rng(2)
     (i2h, h2h, c), arrays = draw_step(rng, 4, 6, 4, "float64")
+    h_next, c_next, gates = invoke("lstm_gates", arrays)
+    _, c_ref, activated = lstm_reference(i2h, h2h, c)
+    assert_almost_equal(gates, onp.concatenate(activated + (onp.tanh(c_ref),), axis=-1),
+                        rtol=1e-13, atol=1e-15)
     dh, dc = rng.uniform(-1, 1, size=(2, 4, 6))
-    d_gates, d_c = invoke("lstm_gates_backward", [from_numpy(dh), from_numpy(dc)] + arrays)
+    d_gates, d_c = invoke("lstm_gates_backward", [from_numpy(dh), from_numpy(dc), arrays[2], gates])
     d_gates_ref, d_c_ref = lstm_grad_reference(i2h, h2h, c, dh, dc)
     assert_almost_equal(d_gates, d_gates_ref, rtol=1e-12, atol=1e-14)
     assert_almost_equal(d_c, d_c_ref, rtol=1e-12, atol=1e-14)
+
+    (i2h, h2h, h), arrays = draw_step(rng, 4, 6, 3, "float64")
+    _, gates = invoke("gru_gates", arrays)
+    i_r, i_z, i_n = onp.split(i2h, 3, axis=-1)
+    h_r, h_z, h_n = onp.split(h2h, 3, axis=-1)
+    r, z = sigmoid(i_r + h_r), sigmoid(i_z + h_z)
+    n = onp.tanh(i_n + r * h_n)
+    assert_almost_equal(gates, onp.concatenate([r, z, n, h_n], axis=-1), rtol=1e-13, atol=1e-15)
+    d_i2h, d_h2h, d_h = invoke("gru_gates_backward", [from_numpy(dh), arrays[2], gates])
+    d_n = dh * (1 - z) * (1 - n * n)
+    d_rz = [d_n * h_n * r * (1 - r), dh * (h - n) * z * (1 - z)]
+    assert_almost_equal(d_i2h, onp.concatenate(d_rz + [d_n], axis=-1), rtol=1e-12, atol=1e-14)
+    assert_almost_equal(d_h2h, onp.concatenate(d_rz + [d_n * r], axis=-1), rtol=1e-12, atol=1e-14)
+    assert_almost_equal(d_h, dh * z, rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("which", ["both", "h", "c"])
@@ -245,16 +265,16 @@ from pymx.ndarray import from_numpy
 rng = onp.random.default_rng(9)
 results = []
 # 37 rows of 300 units: the kernels split them into several parallel chunks.
-for op, gates in [("lstm_gates", 4), ("gru_gates", 3)]:
+for op, gates, states in [("lstm_gates", 4, 2), ("gru_gates", 3, 1)]:
     arrays = [from_numpy(rng.uniform(-2, 2, size=(37, gates * 300)), dtype="float32"),
               from_numpy(rng.uniform(-2, 2, size=(37, gates * 300)), dtype="float32"),
               from_numpy(rng.uniform(-1, 1, size=(37, 300)), dtype="float32")]
     for a in arrays:
         a.attach_grad()
     with autograd.record():
-        outs = invoke(op, arrays)
-    heads = [from_numpy(rng.uniform(-1, 1, size=(37, 300)), dtype="float32") for _ in outs]
-    autograd.backward(outs, heads)
+        outs = invoke(op, arrays)  # the new states, then the saved gates
+    heads = [from_numpy(rng.uniform(-1, 1, size=(37, 300)), dtype="float32") for _ in range(states)]
+    autograd.backward(outs[:states], heads)
     results += [o.asnumpy() for o in outs] + [a.grad.asnumpy() for a in arrays]
 onp.savez(OUT, *results)
 '''
@@ -306,6 +326,11 @@ def test_gpu_matches_cpu(dtype, gates, step, rows, hidden):
     ("gru_gates", [(2, 6), (2, 6), (2, 3)], r"h must have shape \(2, 2\) for i2h \(2, 6\), "
                                             r"got \(2, 3\)"),
     ("gru_gates", [(), (), ()], r"i2h must have a last axis of 3 \* hidden_size, got shape \(\)"),
+    ("lstm_gates_backward", [(2, 2), (2, 2), (2, 2), (2, 8)],
+     r"gates must have shape \(2, 10\) for c \(2, 2\), got \(2, 8\)"),
+    ("lstm_gates_backward", [(2, 2), (3, 2), (2, 2), (2, 10)],
+     r"dc_next shape \(3, 2\) differs from c \(2, 2\)"),
+    ("gru_gates_backward", [(2, 3), (2, 2), (2, 8)], r"dh_next shape \(2, 3\) differs from h \(2, 2\)"),
 ])
 def test_bad_shapes(op, shapes, message):
     with pytest.raises(ValueError, match=message):

@@ -26,24 +26,21 @@ PMX_ACT_FN A gate_tanh(A x) {
   return act_forward<A>(Act::kTanh, x);
 }
 
-// The activated gates of one LSTM unit and its new state.
+// The saved gates of one LSTM unit: what its gradient reads (Note [Saved gates] in rnn_gates.cc).
 template <typename A>
-struct LstmUnit {
+struct LstmGates {
   A in, forget, cand, out;  // sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)
-  A c_next, tanh_c_next, h_next;
+  A tanh_c_next;
 };
 
 template <typename A>
-PMX_ACT_FN LstmUnit<A> lstm_unit(A pre_i, A pre_f, A pre_g, A pre_o, A c) {
-  LstmUnit<A> u;
-  u.in = gate_sigmoid(pre_i);
-  u.forget = gate_sigmoid(pre_f);
-  u.cand = gate_tanh(pre_g);
-  u.out = gate_sigmoid(pre_o);
-  u.c_next = u.forget * c + u.in * u.cand;
-  u.tanh_c_next = gate_tanh(u.c_next);
-  u.h_next = u.out * u.tanh_c_next;
-  return u;
+PMX_ACT_FN A lstm_c_next(A in, A forget, A cand, A c) {
+  return forget * c + in * cand;
+}
+
+template <typename A>
+PMX_ACT_FN A lstm_h_next(A out, A tanh_c_next) {
+  return out * tanh_c_next;
 }
 
 // Gradients of one LSTM unit's gate pre-activations and of c, from those of h' and c'.
@@ -53,7 +50,7 @@ struct LstmUnitGrad {
 };
 
 template <typename A>
-PMX_ACT_FN LstmUnitGrad<A> lstm_unit_grad(const LstmUnit<A>& u, A c, A dh_next, A dc_next) {
+PMX_ACT_FN LstmUnitGrad<A> lstm_unit_grad(const LstmGates<A>& u, A c, A dh_next, A dc_next) {
   // c' reaches the loss directly and through h' = o tanh(c').
   const A dc_total = dc_next + dh_next * u.out * (A(1) - u.tanh_c_next * u.tanh_c_next);
   LstmUnitGrad<A> g;
@@ -65,21 +62,21 @@ PMX_ACT_FN LstmUnitGrad<A> lstm_unit_grad(const LstmUnit<A>& u, A c, A dh_next, 
   return g;
 }
 
-// The activated gates of one GRU unit and its new state.
+// The saved gates of one GRU unit (Note [Saved gates] in rnn_gates.cc).
 template <typename A>
-struct GruUnit {
+struct GruGates {
   A reset, update, cand;  // r, z, n
-  A h_next;
+  A h_n;                  // the recurrent projection of n, which r scales
 };
 
 template <typename A>
-PMX_ACT_FN GruUnit<A> gru_unit(A i_r, A h_r, A i_z, A h_z, A i_n, A h_n, A h) {
-  GruUnit<A> u;
-  u.reset = gate_sigmoid(i_r + h_r);
-  u.update = gate_sigmoid(i_z + h_z);
-  u.cand = gate_tanh(i_n + u.reset * h_n);
-  u.h_next = u.cand + u.update * (h - u.cand);
-  return u;
+PMX_ACT_FN A gru_cand_pre(A i_n, A reset, A h_n) {
+  return i_n + reset * h_n;
+}
+
+template <typename A>
+PMX_ACT_FN A gru_h_next(A cand, A update, A h) {
+  return cand + update * (h - cand);
 }
 
 // Gradients of one GRU unit's pre-activations and of h, from that of h'. The r and z parts of
@@ -90,11 +87,11 @@ struct GruUnitGrad {
 };
 
 template <typename A>
-PMX_ACT_FN GruUnitGrad<A> gru_unit_grad(const GruUnit<A>& u, A h_n, A h, A dh_next) {
+PMX_ACT_FN GruUnitGrad<A> gru_unit_grad(const GruGates<A>& u, A h, A dh_next) {
   GruUnitGrad<A> g;
   g.d_i_n = dh_next * (A(1) - u.update) * (A(1) - u.cand * u.cand);
   g.d_h_n = g.d_i_n * u.reset;
-  g.d_r = g.d_i_n * h_n * (u.reset * (A(1) - u.reset));
+  g.d_r = g.d_i_n * u.h_n * (u.reset * (A(1) - u.reset));
   g.d_z = dh_next * (h - u.cand) * (u.update * (A(1) - u.update));
   g.d_h = dh_next * u.update;
   return g;

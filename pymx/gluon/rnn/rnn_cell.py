@@ -79,7 +79,7 @@ def lstm_step(i2h, h2h, prev_c, activation='tanh', recurrent_activation='sigmoid
     clip_cell_state, if given, maps the new cell state before h is computed from it.
     With the default activations and no clipping, one lstm_gates operator computes the step."""
     if clip_cell_state is None and _default_gates(activation, recurrent_activation):
-        next_h, next_c = invoke('lstm_gates', [i2h, h2h, prev_c])
+        next_h, next_c, _ = invoke('lstm_gates', [i2h, h2h, prev_c])  # and the saved gates
         return next_h, next_c
     in_gate, forget_gate, in_transform, out_gate = np.split(i2h + h2h, 4, axis=-1)
     in_gate = _apply_activation(in_gate, recurrent_activation)
@@ -98,7 +98,7 @@ def gru_step(i2h, h2h, prev_h, activation='tanh', recurrent_activation='sigmoid'
     n = act(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h.
     With the default activations, one gru_gates operator computes the step."""
     if _default_gates(activation, recurrent_activation):
-        return invoke('gru_gates', [i2h, h2h, prev_h])[0]
+        return invoke('gru_gates', [i2h, h2h, prev_h])[0]  # [1]: the saved gates
     i2h_r, i2h_z, i2h_n = np.split(i2h, 3, axis=-1)
     h2h_r, h2h_z, h2h_n = np.split(h2h, 3, axis=-1)
     reset_gate = _apply_activation(i2h_r + h2h_r, recurrent_activation)
