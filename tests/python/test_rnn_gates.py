@@ -231,6 +231,19 @@ def test_cells_run_the_fused_operators():
     assert "lstm_gates" not in ran, ran
 
 
+def test_mixed_dtypes_take_the_composed_step():
+    """float16 projections with a float32 state (amp's float16 matrix products) promote, as the
+    composed step does, rather than reaching the fused operators, which take one dtype."""
+    rng = onp.random.default_rng(13)
+    for step, gates in [(lstm_step, 4), (gru_step, 3)]:
+        _, (i2h, h2h, state) = draw_step(rng, 3, 5, gates, "float16")
+        state = state.astype("float32")
+        ran = ops_ran(lambda: step(i2h, h2h, state))
+        assert "lstm_gates" not in ran and "gru_gates" not in ran, ran
+        out = step(i2h, h2h, state)
+        assert (out[0] if gates == 4 else out).dtype == onp.float32
+
+
 @pytest.mark.parametrize("layer_type", ["LSTM", "GRU"])
 def test_hybridized_layer_equals_imperative(layer_type):
     """The trace records the fused operators: outputs and gradients equal the imperative run."""
