@@ -18,6 +18,7 @@ Deliberate differences from MXNet 2.x:
 """
 from ... import numpy as np
 from ... import numpy_extension as npx
+from ..._op import invoke
 from ...device import current_device
 from ...ndarray import ndarray
 from ..block import Block, HybridBlock
@@ -66,10 +67,25 @@ def rnn_step(i2h, h2h, activation):
     return _apply_activation(i2h + h2h, activation)
 
 
+def _default_gates(activation, recurrent_activation, *arrays):
+    """Whether the fused gate operators (lstm_gates, gru_gates) compute a step: the activations
+    are theirs, and the arrays share one dtype (the composed step promotes mixed ones, as amp's
+    float16 projections with float32 states give)."""
+    return (isinstance(activation, str) and activation == 'tanh' and
+            isinstance(recurrent_activation, str) and recurrent_activation == 'sigmoid' and
+            len({a.dtype for a in arrays}) == 1)
+
+
 def lstm_step(i2h, h2h, prev_c, activation='tanh', recurrent_activation='sigmoid',
               clip_cell_state=None):
     """LSTM step with gates in MXNet's order i, f, g, o. Returns (h, c) before any projection;
-    clip_cell_state, if given, maps the new cell state before h is computed from it."""
+    clip_cell_state, if given, maps the new cell state before h is computed from it.
+    With the default activations, no clipping and one dtype, one lstm_gates operator computes
+    the step."""
+    if clip_cell_state is None and _default_gates(activation, recurrent_activation, i2h, h2h,
+                                                  prev_c):
+        next_h, next_c, _ = invoke('lstm_gates', [i2h, h2h, prev_c])  # and the saved gates
+        return next_h, next_c
     in_gate, forget_gate, in_transform, out_gate = np.split(i2h + h2h, 4, axis=-1)
     in_gate = _apply_activation(in_gate, recurrent_activation)
     forget_gate = _apply_activation(forget_gate, recurrent_activation)
@@ -84,7 +100,10 @@ def lstm_step(i2h, h2h, prev_c, activation='tanh', recurrent_activation='sigmoid
 def gru_step(i2h, h2h, prev_h, activation='tanh', recurrent_activation='sigmoid'):
     """GRU step with gates in MXNet's order r, z, n; the reset gate scales the recurrent
     projection after the matrix product (MXNet's and cuDNN's variant):
-    n = act(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h."""
+    n = act(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h.
+    With the default activations and one dtype, one gru_gates operator computes the step."""
+    if _default_gates(activation, recurrent_activation, i2h, h2h, prev_h):
+        return invoke('gru_gates', [i2h, h2h, prev_h])[0]  # [1]: the saved gates
     i2h_r, i2h_z, i2h_n = np.split(i2h, 3, axis=-1)
     h2h_r, h2h_z, h2h_n = np.split(h2h, 3, axis=-1)
     reset_gate = _apply_activation(i2h_r + h2h_r, recurrent_activation)
