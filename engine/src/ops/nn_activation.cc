@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "ops/activation_math.h"
+#include "ops/activation_vector.h"
 #include "ops/elemwise.h"
 #include "ops/float16_convert.h"
 #include "ops/nn_common.h"
-#include "ops/vector_math.h"
 #include "parallel.h"
 
 namespace pymx {
@@ -29,6 +29,9 @@ namespace {
 using nn::Act;
 using nn::act_derivative;
 using nn::act_forward;
+using nn::act_forward_vector;
+using nn::has_vector_forward;
+using nn::kVectorBlock;
 using nn::Leaky;
 using nn::parse_act;
 
@@ -53,57 +56,6 @@ void grad_infer(const std::vector<Shape>& in, const std::vector<DType>& dt, cons
 // Elements per parallel chunk of the elementwise kernels: ~64 KiB of float, enough to pay for
 // handing a chunk to another thread.
 constexpr int64_t kGrain = 16384;
-
-// Elements of the activations computed through libmvec per step: their intermediate results stay
-// in stack buffers this long (and in cache).
-constexpr int64_t kVectorBlock = 1024;
-
-// The activations whose libm calls have libmvec routines: the functions they call.
-std::vector<ops::MathFn> vector_functions(Act act) {
-  switch (act) {
-    case Act::kTanh: return {ops::MathFn::kTanh};
-    case Act::kSigmoid: return {ops::MathFn::kExp};
-    case Act::kSoftRelu:
-    case Act::kLogSigmoid: return {ops::MathFn::kExp, ops::MathFn::kLog1p};
-    default: return {};
-  }
-}
-
-template <typename A>
-bool has_vector_forward(Act act) {
-  const std::vector<ops::MathFn> needed = vector_functions(act);
-  return !needed.empty() && std::all_of(needed.begin(), needed.end(), [](ops::MathFn fn) {
-    return ops::has_vector_math<A>(fn);
-  });
-}
-
-// y = act_forward(x) for n <= kVectorBlock elements, the same formulas with their exp, log1p and
-// tanh by libmvec (Note [Vector math through libmvec]), which computes each element the same way
-// wherever the blocks start; x and y may be the same buffer.
-template <Act kAct, typename A>
-void act_forward_vector(const A* x, A* y, int64_t n) {
-  using ops::MathFn;
-  using ops::vector_math;
-  if constexpr (kAct == Act::kTanh) {
-    vector_math(MathFn::kTanh, x, y, n);
-    return;
-  }
-  A t[kVectorBlock];  // exp's and log1p's results
-  if constexpr (kAct == Act::kSigmoid) {  // 1 / (1 + exp(-x))
-    for (int64_t i = 0; i < n; ++i) t[i] = -x[i];
-    vector_math(MathFn::kExp, t, t, n);
-    for (int64_t i = 0; i < n; ++i) y[i] = A(1) / (A(1) + t[i]);
-  } else if constexpr (kAct == Act::kSoftRelu) {  // x > 20 ? x : log1p(exp(x)) (nn::softrelu)
-    vector_math(MathFn::kExp, x, t, n);
-    vector_math(MathFn::kLog1p, t, t, n);
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] > A(20) ? x[i] : t[i];
-  } else if constexpr (kAct == Act::kLogSigmoid) {  // min(x, 0) - log1p(exp(-|x|))
-    for (int64_t i = 0; i < n; ++i) t[i] = -std::abs(x[i]);
-    vector_math(MathFn::kExp, t, t, n);
-    vector_math(MathFn::kLog1p, t, t, n);
-    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] < A(0) ? x[i] : A(0)) - t[i];
-  }
-}
 
 // The loops are instantiated per activation so that the switch is outside them: a per-element
 // switch through a jump table (and ReLU's data-dependent branch) ran ~10x slower than these
