@@ -76,15 +76,19 @@ def out_shape(x_shape, num_filter, kernel, stride, pad, dilate):
 
 CASES = [
     # x shape, num_filter, kernel, stride, pad, dilate, groups
-    # resnet's small-output shape: 8 parts, K = 180 = 11 * 16 + 4 rows and 70 = 64 + 6 filters,
-    # so the reduction's last tile is partial both ways.
+    # resnet's 7x7 outputs: one block of 8 images side by side (Note [Images side by side]);
+    # K = 180 = 11 * 16 + 4 rows and 70 = 64 + 6 filters, so the transposing reduction's last
+    # tile is partial both ways.
     ((8, 20, 7, 7), 70, (3, 3), (1, 1), (1, 1), (1, 1), 1),
-    ((9, 6, 9, 9), 17, (3, 3), (2, 2), (1, 1), (1, 1), 1),  # stride 2, parts of 1 and 2 images
+    # 16 x 16 = 256 outputs: 8 parts of one image, each with its own weight-gradient buffer
+    ((8, 20, 31, 32), 70, (3, 3), (2, 2), (1, 1), (1, 1), 1),
+    # 15 x 15 outputs: blocks of 4, 4 and 1 images, the weight gradient accumulated over them
+    ((9, 3, 15, 15), 5, (3, 3), (1, 1), (1, 1), (1, 1), 1),
     ((5, 8, 6, 6), 10, (3, 2), (1, 1), (1, 0), (1, 2), 2),  # two groups: each its own block
     ((3, 5, 11), 33, (3,), (1,), (1,), (1,), 1),
     ((4, 3, 4, 5, 5), 5, (2, 2, 2), (1, 2, 1), (1, 0, 1), (1, 1, 1), 1),
     ((3, 1, 5, 5), 1, (1, 1), (1, 1), (0, 0), (1, 1), 1),  # a 1 x 1 weight, pointwise
-    ((1, 4, 6, 6), 3, (3, 3), (1, 1), (0, 0), (1, 1), 1),  # one image: one part
+    ((1, 4, 6, 6), 3, (3, 3), (1, 1), (0, 0), (1, 1), 1),  # one image
     # outputs 16 wide: the direct weight gradient (AVX-512) fills the parts where it runs
     ((4, 3, 10, 18), 19, (3, 3), (1, 1), (1, 1), (1, 1), 1),
 ]
@@ -107,7 +111,7 @@ UNITS = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 
 
 @pytest.mark.parametrize("dtype", sorted(UNITS))
-@pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[7]])
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[2], CASES[3], CASES[8]])
 def test_convolution_weight_gradient_over_parts_in_each_dtype(case, dtype):
     shape, f, kernel, stride, pad, dilate, groups = case
     x, w = RNG.standard_normal(shape), RNG.standard_normal((f, shape[1] // groups, *kernel))
@@ -202,16 +206,19 @@ from pymx.ndarray import from_numpy
 rng = onp.random.default_rng(5)
 results = []
 for dtype in ("float32", "float64"):
-    # 8 parts of 1 image with a 130 x 288 weight gradient; then deconvolution's 9 images.
-    x = from_numpy(rng.standard_normal((8, 32, 7, 7)), dtype=dtype)
-    w = from_numpy(rng.standard_normal((130, 32, 3, 3)), dtype=dtype)
-    b = from_numpy(rng.standard_normal(130), dtype=dtype)
-    for a in (x, w, b):
-        a.attach_grad()
-    with autograd.record():
-        y = npx.convolution(x, w, b, kernel=(3, 3), pad=(1, 1), num_filter=130)
-    y.backward(from_numpy(rng.standard_normal(y.shape), dtype=dtype))
-    results += [x.grad.asnumpy(), w.grad.asnumpy(), b.grad.asnumpy()]
+    # 130 x 288 weight gradients: 8 images side by side (7x7 outputs), then 8 parts of one
+    # image (16x16 outputs, stride 2); then deconvolution's 9 images.
+    for size, stride in ((7, 1), (32, 2)):
+        x = from_numpy(rng.standard_normal((8, 32, size, size)), dtype=dtype)
+        w = from_numpy(rng.standard_normal((130, 32, 3, 3)), dtype=dtype)
+        b = from_numpy(rng.standard_normal(130), dtype=dtype)
+        for a in (x, w, b):
+            a.attach_grad()
+        with autograd.record():
+            y = npx.convolution(x, w, b, kernel=(3, 3), pad=(1, 1), stride=(stride, stride),
+                                num_filter=130)
+        y.backward(from_numpy(rng.standard_normal(y.shape), dtype=dtype))
+        results += [x.grad.asnumpy(), w.grad.asnumpy(), b.grad.asnumpy()]
     x = from_numpy(rng.standard_normal((9, 40, 5, 5)), dtype=dtype)
     w = from_numpy(rng.standard_normal((40, 24, 3, 3)), dtype=dtype)
     for a in (x, w):
@@ -241,7 +248,7 @@ def test_threaded_engine_matches_naive(tmp_path):
 
 @requires_gpu
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[4]])
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[3], CASES[5]])
 def test_gpu_matches_cpu(case, dtype):
     shape, f, kernel, stride, pad, dilate, groups = case
     x, w = RNG.standard_normal(shape), RNG.standard_normal((f, shape[1] // groups, *kernel))

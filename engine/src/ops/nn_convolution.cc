@@ -114,11 +114,11 @@ void conv_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vec
 }
 
 // Copies the receptive fields of `channels` channel-first channels at `x` into `col`
-// (channels*k_sp rows of out_sp). With kCol2Im it is col2im: overwrites `x` with the sums of
+// (channels*k_sp rows of out_sp, one every `ld` elements). With kCol2Im it is col2im: overwrites `x` with the sums of
 // `col`'s entries over the receptive fields, zeroing each channel just before adding into it so
 // that the adds find it in cache.
 template <typename T, bool kCol2Im>
-void im2col(const ConvGeometry& g, int64_t channels, T* x, T* col) {
+void im2col(const ConvGeometry& g, int64_t channels, T* x, T* col, int64_t ld) {
   const int64_t ID = g.in[0], IH = g.in[1], IW = g.in[2];
   const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2];
   for (int64_t c = 0; c < channels; ++c) {
@@ -126,7 +126,7 @@ void im2col(const ConvGeometry& g, int64_t channels, T* x, T* col) {
     for (int64_t kz = 0; kz < g.k[0]; ++kz) {
       for (int64_t ky = 0; ky < g.k[1]; ++ky) {
         for (int64_t kx = 0; kx < g.k[2]; ++kx) {
-          T* row = col + (((c * g.k[0] + kz) * g.k[1] + ky) * g.k[2] + kx) * g.out_sp;
+          T* row = col + (((c * g.k[0] + kz) * g.k[1] + ky) * g.k[2] + kx) * ld;
           // Output columns ox whose input column ix = ox*s - p + kx*d lies inside [0, IW).
           const int64_t x_off = kx * g.d[2] - g.p[2];
           int64_t ox_lo = 0, ox_hi = OW;
@@ -237,7 +237,7 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeometry& g, const std::
   auto image_col = [&](int64_t n, int64_t grp, T* col) -> const T* {
     T* xg = const_cast<T*>(x) + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
     if (pointwise) return xg;
-    im2col<T, false>(g, g.in_cg(), xg, col);
+    im2col<T, false>(g, g.in_cg(), xg, col, g.out_sp);
     return col;
   };
   // Output columns [lo, hi) of image n, group grp: y = W . col, plus the bias, then the relu.
@@ -455,6 +455,22 @@ void sum_parts_transposed(const T* parts_t, int64_t parts, int64_t part_stride, 
   });
 }
 
+// Note [Images side by side]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// When an image has few outputs (resnet18's 7x7 and 14x14 layers), a GEMM per image is thin: the
+// weight gradient's inner dimension is out_sp (49), and each part of the batch streams its own
+// copy of the weight gradient (9.4 MB for 512x512x3x3) in and out for every image, then the parts
+// are added. Instead the batch runs as one part, in blocks of up to kSideBySideColumns / out_sp
+// images whose im2col columns sit side by side in col (K x block * out_sp), out_grad gathered
+// (and relu-masked) the same way: per block and group, one GEMM adds the weight gradient (inner
+// dimension block * out_sp; blocks accumulate in order with beta = 1) and one computes the data
+// gradient's columns. The GEMMs split their rows across the threads (Note [Parallel GEMM]), im2col
+// and col2im split the images, the gathering the channels; every sum has a fixed order, so
+// results stay reproducible. resnet18's 3x3 512->512 layer at 7x7, batch 8, 2 threads:
+// see the commit message for the measurements.
+constexpr int64_t kSideBySideMaxOutputs = 256;
+constexpr int64_t kSideBySideColumns = 1024;
+
 template <typename T>
 void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std::vector<TBlob>& in,
                          const std::vector<TBlob>& out) {
@@ -481,12 +497,21 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
   // Note [Fewer images than threads]: then one part holds every image.
   const int64_t batch_parts = parallel_parts(g.batch, 1);
   const bool split_images = all_direct && batch_parts < parallel_max_threads();
-  const int64_t parts = split_images ? 1 : batch_parts;
+  // Note [Images side by side]: blocks of `block` images, one part.
+  const bool side_by_side = !direct_dw && !direct_dx && g.out_sp < kSideBySideMaxOutputs;
+  const int64_t block = side_by_side ? std::clamp<int64_t>(kSideBySideColumns / g.out_sp, 1,
+                                                           std::max<int64_t>(g.batch, 1))
+                                     : 1;
+  const int64_t parts = split_images || side_by_side ? std::min<int64_t>(g.batch, 1) : batch_parts;
   const int64_t tiles = direct_dw ? nn::conv2d_weight_grad_f32_tiles(g) : 0;
   const int64_t dw_scratch_parts = split_images ? parallel_parts(tiles, 1) : parts;
   // col holds im2col's matrix for the GEMM weight gradient and the GEMM data gradient's columns.
-  const int64_t col_size = pointwise || all_direct ? 0 : padded(g.col_rows() * g.out_sp);
-  const int64_t dy_block = mask_per_image ? padded(g.out_c * g.out_sp) : 0;
+  const int64_t col_size = side_by_side ? padded(g.col_rows() * block * g.out_sp)
+                           : pointwise || all_direct ? 0
+                                                     : padded(g.col_rows() * g.out_sp);
+  const int64_t dy_block = side_by_side     ? padded(g.out_c * block * g.out_sp)
+                           : mask_per_image ? padded(g.out_c * g.out_sp)
+                                            : 0;
   const int64_t w_pad = padded(w_size);
   size_t bytes = Carver::align(parts * col_size * sizeof(T)) +
                  Carver::align(parts * dy_block * sizeof(T)) +
@@ -591,7 +616,7 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
         if (!direct_dw) {
           const T* colg = xg;
           if (!pointwise) {
-            im2col<T, false>(g, g.in_cg(), xg, col);
+            im2col<T, false>(g, g.in_cg(), xg, col, g.out_sp);
             colg = col;
           }
           // weight_grad_g^T (K x Mg) (+)= col (K x out_sp) . dy_g^T (out_sp x Mg); see Note
@@ -615,12 +640,58 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
         } else {
           nn::gemm(true, false, K, g.out_sp, g.out_cg(), T(1), wg, K, dyg, g.out_sp, T(0), col,
                    g.out_sp);
-          im2col<T, true>(g, g.in_cg(), dxg, col);
+          im2col<T, true>(g, g.in_cg(), dxg, col, g.out_sp);
         }
       }
     }
   };
-  if (split_images) {
+  // Note [Images side by side]: image i of a block owns columns [i * out_sp, (i + 1) * out_sp)
+  // of col (K x ld) and of the gathered out_grad (out_c x ld).
+  auto block_of_images = [&](int64_t first, int64_t count) {
+    const int64_t ld = block * g.out_sp, columns = count * g.out_sp;
+    T* gathered = dy_blocks;
+    parallel_for(0, g.out_c, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t c = lo; c < hi; ++c) {
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t off = ((first + i) * g.out_c + c) * g.out_sp;
+          T* dst = gathered + c * ld + i * g.out_sp;
+          T sum;
+          if (mask_per_image) {
+            sum = relu_mask_sum<T>(dy + off, y + off, dst, g.out_sp);
+          } else {
+            std::memcpy(dst, dy + off, g.out_sp * sizeof(T));
+            sum = want_db ? nn::lane_sum<T>(dst, g.out_sp) : T(0);
+          }
+          if (want_db) db_parts[c] += sum;
+        }
+      }
+    });
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      const int64_t channel0 = grp * g.in_cg();
+      parallel_for(0, count, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) {
+          T* xg = const_cast<T*>(x) + ((first + i) * g.in_c + channel0) * g.in_sp;
+          im2col<T, false>(g, g.in_cg(), xg, cols + i * g.out_sp, ld);
+        }
+      });
+      const T* dyg = gathered + grp * g.out_cg() * ld;
+      // weight_grad_g^T (K x Mg) (+)= col (K x columns) . dy_g^T, the blocks added in order.
+      nn::gemm(false, true, K, g.out_cg(), columns, T(1), cols, ld, dyg, ld,
+               T(first == 0 ? 0 : 1), dwt_parts + grp * g.out_cg() * K, g.out_cg());
+      if (!dx) continue;
+      nn::gemm(true, false, K, columns, g.out_cg(), T(1), w + grp * g.out_cg() * K, K, dyg, ld,
+               T(0), cols, ld);
+      parallel_for(0, count, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i)
+          im2col<T, true>(g, g.in_cg(), dx + ((first + i) * g.in_c + channel0) * g.in_sp,
+                          cols + i * g.out_sp, ld);
+      });
+    }
+  };
+  if (side_by_side) {
+    for (int64_t first = 0; first < g.batch; first += block)
+      block_of_images(first, std::min(block, g.batch - first));
+  } else if (split_images) {
     per_part(0, 0, g.batch);
   } else {
     parallel_for_parts(g.batch, 1, per_part);
