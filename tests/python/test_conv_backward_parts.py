@@ -143,6 +143,29 @@ def test_convolution_weight_gradient_channel_last():
     assert_almost_equal(db, want[2], rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("layout", [None, "NHWC"])
+def test_fused_relu_gradients_over_blocks(layout):
+    """act_type='relu': out_grad is masked by the output's sign while it is gathered (NCHW) or
+    transposed (NHWC), over blocks of 4, 4 and 1 images."""
+    x, w = RNG.standard_normal((9, 3, 15, 15)), RNG.standard_normal((5, 3, 3, 3))
+    b, dy = RNG.standard_normal(5), RNG.standard_normal((9, 5, 15, 15))
+    to_layout = (lambda a: a.transpose(0, 2, 3, 1)) if layout else (lambda a: a)
+    arrays = [from_numpy(a) for a in (to_layout(x), to_layout(w), b)]
+    for a in arrays:
+        a.attach_grad()
+    with autograd.record():
+        y = npx.convolution(*arrays, kernel=(3, 3), pad=(1, 1), num_filter=5, act_type="relu",
+                            **({"layout": layout} if layout else {}))
+    y.backward(from_numpy(to_layout(dy)))
+    out = y.asnumpy()
+    kept = (out.transpose(0, 3, 1, 2) if layout else out) > 0
+    want = ref_conv_grads(x, w, dy * kept, (1, 1), (1, 1), (1, 1), 1)
+    for name, got, expected in zip(("data", "weight"), arrays, want):
+        assert_almost_equal(got.grad, to_layout(expected), rtol=1e-10, atol=1e-10,
+                            names=(name, "reference"))
+    assert_almost_equal(arrays[2].grad, want[2], rtol=1e-10, atol=1e-10)
+
+
 def test_convolution_weight_gradient_of_an_empty_batch_is_zero():
     w = RNG.standard_normal((70, 20, 3, 3))
     dx, dw, db = conv_grads(onp.zeros((0, 20, 7, 7)), w, onp.zeros((0, 70, 7, 7)), "float32",

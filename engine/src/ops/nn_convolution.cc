@@ -26,7 +26,8 @@
 // and data_grad = col2im(W_g^T . out_grad_g). A 1x1 kernel with stride 1 and no padding needs no
 // im2col (col is the image itself). The batch is split into one part per intra-op thread
 // (parallel.h), each with its own col (and weight_grad) buffer; a whole image per task keeps
-// every GEMM as large as the image allows. Channel-last layouts are transposed to channel-first
+// every GEMM as large as the image allows. The backward of images with few outputs puts several
+// images side by side in one GEMM instead (Note [Images side by side]). Channel-last layouts are transposed to channel-first
 // in the workspace, computed, and transposed back: simple, and the transposes cost far less than
 // the GEMMs.
 //
@@ -466,8 +467,12 @@ void sum_parts_transposed(const T* parts_t, int64_t parts, int64_t part_stride, 
 // dimension block * out_sp; blocks accumulate in order with beta = 1) and one computes the data
 // gradient's columns. The GEMMs split their rows across the threads (Note [Parallel GEMM]), im2col
 // and col2im split the images, the gathering the channels; every sum has a fixed order, so
-// results stay reproducible. resnet18's 3x3 512->512 layer at 7x7, batch 8, 2 threads:
-// see the commit message for the measurements.
+// results stay reproducible. resnet18's layers at batch 8 on 2 threads (bench/
+// measure_resnet_convs.py, medians of 3 interleaved runs, load ~2.9), backward in ms, with 8
+// parts (their sum parallel, Note [Adding the parts' weight gradients]) -> side by side:
+// 3x3 512->512 at 7x7 57 -> 38, 3x3/2 256->512 at 14x14 26 -> 18, 3x3 256->256 at 14x14
+// 37 -> 36. Taking outputs up to 1024 (the 28x28 layers) in blocks of 2048 columns was no faster
+// there and 10-17 % slower at 14x14; blocks of 512 columns ran as fast as 1024.
 constexpr int64_t kSideBySideMaxOutputs = 256;
 constexpr int64_t kSideBySideColumns = 1024;
 
