@@ -26,10 +26,10 @@
 // and data_grad = col2im(W_g^T . out_grad_g). A 1x1 kernel with stride 1 and no padding needs no
 // im2col (col is the image itself). The batch is split into one part per intra-op thread
 // (parallel.h), each with its own col (and weight_grad) buffer; a whole image per task keeps
-// every GEMM as large as the image allows. The backward of images with few outputs puts several
-// images side by side in one GEMM instead (Note [Images side by side]). Channel-last layouts are transposed to channel-first
-// in the workspace, computed, and transposed back: simple, and the transposes cost far less than
-// the GEMMs.
+// every GEMM as large as the image allows; the backward of images with few outputs puts several
+// images side by side in one GEMM instead (Note [Images side by side]). Channel-last layouts are
+// transposed to channel-first in the workspace, computed, and transposed back: simple, and the
+// transposes cost far less than the GEMMs.
 //
 // Note [Fused convolution + relu]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -115,9 +115,9 @@ void conv_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vec
 }
 
 // Copies the receptive fields of `channels` channel-first channels at `x` into `col`
-// (channels*k_sp rows of out_sp, one every `ld` elements). With kCol2Im it is col2im: overwrites `x` with the sums of
-// `col`'s entries over the receptive fields, zeroing each channel just before adding into it so
-// that the adds find it in cache.
+// (channels*k_sp rows of out_sp, one every `ld` elements). With kCol2Im it is col2im: overwrites
+// `x` with the sums of `col`'s entries over the receptive fields, zeroing each channel just before
+// adding into it so that the adds find it in cache.
 template <typename T, bool kCol2Im>
 void im2col(const ConvGeometry& g, int64_t channels, T* x, T* col, int64_t ld) {
   const int64_t ID = g.in[0], IH = g.in[1], IW = g.in[2];
@@ -507,7 +507,9 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
   const int64_t block = side_by_side ? std::clamp<int64_t>(kSideBySideColumns / g.out_sp, 1,
                                                            std::max<int64_t>(g.batch, 1))
                                      : 1;
-  const int64_t parts = split_images || side_by_side ? std::min<int64_t>(g.batch, 1) : batch_parts;
+  const int64_t parts = split_images   ? 1
+                        : side_by_side ? std::min<int64_t>(g.batch, 1)  // none to add if empty
+                                       : batch_parts;
   const int64_t tiles = direct_dw ? nn::conv2d_weight_grad_f32_tiles(g) : 0;
   const int64_t dw_scratch_parts = split_images ? parallel_parts(tiles, 1) : parts;
   // col holds im2col's matrix for the GEMM weight gradient and the GEMM data gradient's columns.
@@ -564,10 +566,10 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
     dw = ws.take<T>(w_size);
   }
   const int64_t K = g.col_rows();
-  // Images run in parallel parts (or, split_images, in order in one part). data_grad rows are
-  // disjoint per image; weight_grad and bias_grad are summed per part into their own buffers and
-  // the parts are added in order afterwards, so the result does not depend on how the threads
-  // interleave.
+  // Images run in parallel parts (or, split_images, in order in one part; or side by side in
+  // blocks, Note [Images side by side], below). data_grad rows are disjoint per image; weight_grad
+  // and bias_grad are summed per part into their own buffers and the parts are added in order
+  // afterwards, so the result does not depend on how the threads interleave.
   // Calls fn(lo, hi) over [0, n): split across the threads when the images are not.
   auto within_image = [split_images](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
     if (split_images) {
