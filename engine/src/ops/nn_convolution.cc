@@ -26,9 +26,10 @@
 // and data_grad = col2im(W_g^T . out_grad_g). A 1x1 kernel with stride 1 and no padding needs no
 // im2col (col is the image itself). The batch is split into one part per intra-op thread
 // (parallel.h), each with its own col (and weight_grad) buffer; a whole image per task keeps
-// every GEMM as large as the image allows. Channel-last layouts are transposed to channel-first
-// in the workspace, computed, and transposed back: simple, and the transposes cost far less than
-// the GEMMs.
+// every GEMM as large as the image allows; the backward of images with few outputs puts several
+// images side by side in one GEMM instead (Note [Images side by side]). Channel-last layouts are
+// transposed to channel-first in the workspace, computed, and transposed back: simple, and the
+// transposes cost far less than the GEMMs.
 //
 // Note [Fused convolution + relu]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -46,7 +47,8 @@
 // the transposed form faster on LeafNetwork's layers, most on the first (32 filters, K = 12,
 // 16129 outputs: 20 ms instead of 23.6 ms for 64 images on one core; 9 % of that layer's whole
 // backward). Every part accumulates into its own buffer, so transposing back costs nothing extra:
-// the step that adds the parts in order reads them transposed.
+// the step that adds the parts in order writes the sum transposed (Note [Adding the parts' weight
+// gradients]).
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -113,11 +115,11 @@ void conv_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vec
 }
 
 // Copies the receptive fields of `channels` channel-first channels at `x` into `col`
-// (channels*k_sp rows of out_sp). With kCol2Im it is col2im: overwrites `x` with the sums of
-// `col`'s entries over the receptive fields, zeroing each channel just before adding into it so
-// that the adds find it in cache.
+// (channels*k_sp rows of out_sp, one every `ld` elements). With kCol2Im it is col2im: overwrites
+// `x` with the sums of `col`'s entries over the receptive fields, zeroing each channel just before
+// adding into it so that the adds find it in cache.
 template <typename T, bool kCol2Im>
-void im2col(const ConvGeometry& g, int64_t channels, T* x, T* col) {
+void im2col(const ConvGeometry& g, int64_t channels, T* x, T* col, int64_t ld) {
   const int64_t ID = g.in[0], IH = g.in[1], IW = g.in[2];
   const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2];
   for (int64_t c = 0; c < channels; ++c) {
@@ -125,7 +127,7 @@ void im2col(const ConvGeometry& g, int64_t channels, T* x, T* col) {
     for (int64_t kz = 0; kz < g.k[0]; ++kz) {
       for (int64_t ky = 0; ky < g.k[1]; ++ky) {
         for (int64_t kx = 0; kx < g.k[2]; ++kx) {
-          T* row = col + (((c * g.k[0] + kz) * g.k[1] + ky) * g.k[2] + kx) * g.out_sp;
+          T* row = col + (((c * g.k[0] + kz) * g.k[1] + ky) * g.k[2] + kx) * ld;
           // Output columns ox whose input column ix = ox*s - p + kx*d lies inside [0, IW).
           const int64_t x_off = kx * g.d[2] - g.p[2];
           int64_t ox_lo = 0, ox_hi = OW;
@@ -236,7 +238,7 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeometry& g, const std::
   auto image_col = [&](int64_t n, int64_t grp, T* col) -> const T* {
     T* xg = const_cast<T*>(x) + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
     if (pointwise) return xg;
-    im2col<T, false>(g, g.in_cg(), xg, col);
+    im2col<T, false>(g, g.in_cg(), xg, col, g.out_sp);
     return col;
   };
   // Output columns [lo, hi) of image n, group grp: y = W . col, plus the bias, then the relu.
@@ -407,6 +409,73 @@ nn::DirectConvWeights data_grad_weights(const ConvGeometry& g, const ConvGeometr
   return nn::conv2d_direct_f32_pack(gt, flipped.data(), nullptr);
 }
 
+// Note [Adding the parts' weight gradients]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Each part of the batch leaves its weight gradient in its own buffer, transposed (Note [Weight
+// gradient transposed]); weight_grad is their sum in part order, transposed back. One pass does
+// both, tile by tile: a tile of kSumRows x kSumCols of a group's K x Mg matrix is read from every
+// part a row at a time (contiguous), added in part order into a buffer that stays in L1, and
+// written out transposed (kSumRows contiguous elements per row of weight_grad). The tiles are
+// split across the intra-op threads, and each element's sum is made by one thread, in part order,
+// from 0, so the result does not depend on the thread count or scheduling and equals an
+// element-by-element loop over the parts bitwise. An element-by-element loop on one thread reads
+// each part with a stride of Mg elements (2 KB for 512 filters): resnet18's 3x3 512->512
+// convolution at 7x7, batch 8 (8 parts of 9.4 MB) spent 146 ms in it, against 18 ms for all the
+// images' weight-gradient GEMMs on one thread.
+constexpr int64_t kSumRows = 16, kSumCols = 64;
+
+// dw[grp * mg * k_count + m * k_count + k] = the sum over part in [0, parts), in order, of
+// parts_t[part * part_stride + grp * mg * k_count + k * mg + m] (element (k, m) of the part's
+// weight_grad_grp^T). With no parts (an empty batch) dw is zero.
+template <typename T>
+void sum_parts_transposed(const T* parts_t, int64_t parts, int64_t part_stride, int64_t groups,
+                          int64_t mg, int64_t k_count, T* dw) {
+  const int64_t row_tiles = (k_count + kSumRows - 1) / kSumRows;
+  // About 32K elements read per chunk at least, so that a small weight stays on one thread.
+  const int64_t tile_reads = std::max<int64_t>(parts * kSumRows * mg, 1);
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / tile_reads);
+  parallel_for(0, groups * row_tiles, grain, [&](int64_t lo, int64_t hi) {
+    T tile[kSumRows][kSumCols];
+    for (int64_t index = lo; index < hi; ++index) {
+      const int64_t base = index / row_tiles * mg * k_count, k0 = index % row_tiles * kSumRows;
+      const int64_t rows = std::min(kSumRows, k_count - k0);
+      for (int64_t m0 = 0; m0 < mg; m0 += kSumCols) {
+        const int64_t cols = std::min(kSumCols, mg - m0);
+        for (int64_t r = 0; r < rows; ++r) std::fill(tile[r], tile[r] + cols, T(0));
+        for (int64_t part = 0; part < parts; ++part) {
+          const T* src = parts_t + part * part_stride + base + k0 * mg + m0;
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c) tile[r][c] += src[r * mg + c];
+        }
+        for (int64_t c = 0; c < cols; ++c) {
+          T* dst = dw + base + (m0 + c) * k_count + k0;
+          for (int64_t r = 0; r < rows; ++r) dst[r] = tile[r][c];
+        }
+      }
+    }
+  });
+}
+
+// Note [Images side by side]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// When an image has few outputs (resnet18's 7x7 and 14x14 layers), a GEMM per image is thin: the
+// weight gradient's inner dimension is out_sp (49), and each part of the batch streams its own
+// copy of the weight gradient (9.4 MB for 512x512x3x3) in and out for every image, then the parts
+// are added. Instead the batch runs as one part, in blocks of up to kSideBySideColumns / out_sp
+// images whose im2col columns sit side by side in col (K x block * out_sp), out_grad gathered
+// (and relu-masked) the same way: per block and group, one GEMM adds the weight gradient (inner
+// dimension block * out_sp; blocks accumulate in order with beta = 1) and one computes the data
+// gradient's columns. The GEMMs split their rows across the threads (Note [Parallel GEMM]), im2col
+// and col2im split the images, the gathering the channels; every sum has a fixed order, so
+// results stay reproducible. resnet18's layers at batch 8 on 2 threads (bench/
+// measure_resnet_convs.py, medians of 3 interleaved runs, load ~2.9), backward in ms, with 8
+// parts (their sum parallel, Note [Adding the parts' weight gradients]) -> side by side:
+// 3x3 512->512 at 7x7 57 -> 38, 3x3/2 256->512 at 14x14 26 -> 18, 3x3 256->256 at 14x14
+// 37 -> 36. Taking outputs up to 1024 (the 28x28 layers) in blocks of 2048 columns was no faster
+// there and 10-17 % slower at 14x14; blocks of 512 columns ran as fast as 1024.
+constexpr int64_t kSideBySideMaxOutputs = 256;
+constexpr int64_t kSideBySideColumns = 1024;
+
 template <typename T>
 void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std::vector<TBlob>& in,
                          const std::vector<TBlob>& out) {
@@ -433,12 +502,23 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
   // Note [Fewer images than threads]: then one part holds every image.
   const int64_t batch_parts = parallel_parts(g.batch, 1);
   const bool split_images = all_direct && batch_parts < parallel_max_threads();
-  const int64_t parts = split_images ? 1 : batch_parts;
+  // Note [Images side by side]: blocks of `block` images, one part.
+  const bool side_by_side = !direct_dw && !direct_dx && g.out_sp < kSideBySideMaxOutputs;
+  const int64_t block = side_by_side ? std::clamp<int64_t>(kSideBySideColumns / g.out_sp, 1,
+                                                           std::max<int64_t>(g.batch, 1))
+                                     : 1;
+  const int64_t parts = split_images   ? 1
+                        : side_by_side ? std::min<int64_t>(g.batch, 1)  // none to add if empty
+                                       : batch_parts;
   const int64_t tiles = direct_dw ? nn::conv2d_weight_grad_f32_tiles(g) : 0;
   const int64_t dw_scratch_parts = split_images ? parallel_parts(tiles, 1) : parts;
   // col holds im2col's matrix for the GEMM weight gradient and the GEMM data gradient's columns.
-  const int64_t col_size = pointwise || all_direct ? 0 : padded(g.col_rows() * g.out_sp);
-  const int64_t dy_block = mask_per_image ? padded(g.out_c * g.out_sp) : 0;
+  const int64_t col_size = side_by_side ? padded(g.col_rows() * block * g.out_sp)
+                           : pointwise || all_direct ? 0
+                                                     : padded(g.col_rows() * g.out_sp);
+  const int64_t dy_block = side_by_side     ? padded(g.out_c * block * g.out_sp)
+                           : mask_per_image ? padded(g.out_c * g.out_sp)
+                                            : 0;
   const int64_t w_pad = padded(w_size);
   size_t bytes = Carver::align(parts * col_size * sizeof(T)) +
                  Carver::align(parts * dy_block * sizeof(T)) +
@@ -486,10 +566,10 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
     dw = ws.take<T>(w_size);
   }
   const int64_t K = g.col_rows();
-  // Images run in parallel parts (or, split_images, in order in one part). data_grad rows are
-  // disjoint per image; weight_grad and bias_grad are summed per part into their own buffers and
-  // the parts are added in order afterwards, so the result does not depend on how the threads
-  // interleave.
+  // Images run in parallel parts (or, split_images, in order in one part; or side by side in
+  // blocks, Note [Images side by side], below). data_grad rows are disjoint per image; weight_grad
+  // and bias_grad are summed per part into their own buffers and the parts are added in order
+  // afterwards, so the result does not depend on how the threads interleave.
   // Calls fn(lo, hi) over [0, n): split across the threads when the images are not.
   auto within_image = [split_images](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
     if (split_images) {
@@ -543,7 +623,7 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
         if (!direct_dw) {
           const T* colg = xg;
           if (!pointwise) {
-            im2col<T, false>(g, g.in_cg(), xg, col);
+            im2col<T, false>(g, g.in_cg(), xg, col, g.out_sp);
             colg = col;
           }
           // weight_grad_g^T (K x Mg) (+)= col (K x out_sp) . dy_g^T (out_sp x Mg); see Note
@@ -567,27 +647,63 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
         } else {
           nn::gemm(true, false, K, g.out_sp, g.out_cg(), T(1), wg, K, dyg, g.out_sp, T(0), col,
                    g.out_sp);
-          im2col<T, true>(g, g.in_cg(), dxg, col);
+          im2col<T, true>(g, g.in_cg(), dxg, col, g.out_sp);
         }
       }
     }
   };
-  if (split_images) {
+  // Note [Images side by side]: image i of a block owns columns [i * out_sp, (i + 1) * out_sp)
+  // of col (K x ld) and of the gathered out_grad (out_c x ld).
+  auto block_of_images = [&](int64_t first, int64_t count) {
+    const int64_t ld = block * g.out_sp, columns = count * g.out_sp;
+    T* gathered = dy_blocks;
+    parallel_for(0, g.out_c, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t c = lo; c < hi; ++c) {
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t off = ((first + i) * g.out_c + c) * g.out_sp;
+          T* dst = gathered + c * ld + i * g.out_sp;
+          T sum;
+          if (mask_per_image) {
+            sum = relu_mask_sum<T>(dy + off, y + off, dst, g.out_sp);
+          } else {
+            std::memcpy(dst, dy + off, g.out_sp * sizeof(T));
+            sum = want_db ? nn::lane_sum<T>(dst, g.out_sp) : T(0);
+          }
+          if (want_db) db_parts[c] += sum;
+        }
+      }
+    });
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      const int64_t channel0 = grp * g.in_cg();
+      parallel_for(0, count, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) {
+          T* xg = const_cast<T*>(x) + ((first + i) * g.in_c + channel0) * g.in_sp;
+          im2col<T, false>(g, g.in_cg(), xg, cols + i * g.out_sp, ld);
+        }
+      });
+      const T* dyg = gathered + grp * g.out_cg() * ld;
+      // weight_grad_g^T (K x Mg) (+)= col (K x columns) . dy_g^T, the blocks added in order.
+      nn::gemm(false, true, K, g.out_cg(), columns, T(1), cols, ld, dyg, ld,
+               T(first == 0 ? 0 : 1), dwt_parts + grp * g.out_cg() * K, g.out_cg());
+      if (!dx) continue;
+      nn::gemm(true, false, K, columns, g.out_cg(), T(1), w + grp * g.out_cg() * K, K, dyg, ld,
+               T(0), cols, ld);
+      parallel_for(0, count, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i)
+          im2col<T, true>(g, g.in_cg(), dx + ((first + i) * g.in_c + channel0) * g.in_sp,
+                          cols + i * g.out_sp, ld);
+      });
+    }
+  };
+  if (side_by_side) {
+    for (int64_t first = 0; first < g.batch; first += block)
+      block_of_images(first, std::min(block, g.batch - first));
+  } else if (split_images) {
     per_part(0, 0, g.batch);
   } else {
     parallel_for_parts(g.batch, 1, per_part);
   }
-  // weight_grad_g[m][k] = sum over the parts, in order, of their weight_grad_g^T[k][m].
-  for (int64_t grp = 0; grp < g.groups; ++grp) {
-    const int64_t base = grp * g.out_cg() * K;
-    for (int64_t m = 0; m < g.out_cg(); ++m)
-      for (int64_t k = 0; k < K; ++k) {
-        T sum = 0;
-        for (int64_t part = 0; part < parts; ++part)
-          sum += dwt_parts[part * w_pad + base + k * g.out_cg() + m];
-        dw[base + m * K + k] = static_cast<T>(sum);
-      }
-  }
+  sum_parts_transposed(dwt_parts, parts, w_pad, g.groups, g.out_cg(), K, dw);
   if (want_db) {
     T* db = out.back().data<T>();
     for (int64_t c = 0; c < g.out_c; ++c) {

@@ -151,11 +151,14 @@ void deconv_backward_typed(const OpContext& ctx, const ConvGeometry& g,
       }
     }
   });
-  for (int64_t part = 1; part < parts; ++part) {
-    const T* src = dw_parts + (part - 1) * w_pad;
-    for (int64_t i = 0; i < w_size; ++i)
-      dw[i] += src[i];
-  }
+  // The parts are added in order; each element by one thread, so the result does not depend on
+  // how the elements are split across the threads.
+  parallel_for(0, w_size, 1 << 14, [&](int64_t lo, int64_t hi) {
+    for (int64_t part = 1; part < parts; ++part) {
+      const T* src = dw_parts + (part - 1) * w_pad;
+      for (int64_t i = lo; i < hi; ++i) dw[i] += src[i];
+    }
+  });
   if (g.batch == 0) std::fill(dw, dw + w_size, T(0));
   if (out.size() == (want_dx ? 3u : 2u)) {
     T* db = out.back().data<T>();
