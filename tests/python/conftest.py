@@ -4,6 +4,7 @@
     from conftest import requires_gpu          # mark GPU-only tests
     def test_x(device): ...                    # runs on cpu(0), and gpu(0) when there is one
     from conftest import run_python            # a script in a fresh interpreter
+    from conftest import assert_engines_agree  # a script's arrays, naive vs threaded engine
     from conftest import ops_ran               # which ops the engine ran during a call
 """
 import json
@@ -30,6 +31,20 @@ def run_python(code, env=None, timeout=120):
     pymx; `env` defaults to this process's environment."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=tempfile.gettempdir())
+
+
+def assert_engines_agree(script, tmp_path):
+    """Runs `script`, which saves arrays to the .npz path in its variable OUT, once under the
+    naive engine and once under the threaded one, and asserts the arrays bitwise equal."""
+    outputs = {}
+    for engine in ("naive", "threaded"):
+        path = str(tmp_path / f"{engine}.npz")
+        done = run_python(f"OUT = {path!r}\n" + script, env=dict(os.environ, PYMX_ENGINE=engine))
+        assert done.returncode == 0, done.stderr
+        outputs[engine] = onp.load(path)
+    for key in outputs["naive"].files:
+        onp.testing.assert_array_equal(outputs["threaded"][key], outputs["naive"][key],
+                                       err_msg=key)
 
 
 def ops_ran(fn, device="cpu(0)"):

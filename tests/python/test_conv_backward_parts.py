@@ -5,7 +5,6 @@ batches of 0, 1 and more images than parts, weight matrices whose sides are not 
 reduction's tile (16 x 64), groups, 1-D / 2-D / 3-D and channel-last layouts, every float dtype;
 the serial engine as the oracle of the parallel reduction (bitwise); GPU against CPU."""
 import itertools
-import os
 
 import numpy as onp
 import pytest
@@ -14,7 +13,7 @@ import pymx
 from pymx import autograd, npx
 from pymx.ndarray import from_numpy
 from pymx.test_utils import assert_almost_equal
-from conftest import requires_gpu, run_python
+from conftest import assert_engines_agree, requires_gpu
 
 RNG = onp.random.default_rng(0)
 
@@ -257,16 +256,7 @@ onp.savez(OUT, *results)
 def test_threaded_engine_matches_naive(tmp_path):
     """The reduction's tiles run on several threads; the serial engine runs the same chunks and
     every element is summed in part order, so the gradients are bitwise equal."""
-    outputs = {}
-    for engine in ("naive", "threaded"):
-        path = str(tmp_path / f"{engine}.npz")
-        done = run_python(f"OUT = {path!r}\n" + _ENGINE_SCRIPT,
-                          env=dict(os.environ, PYMX_ENGINE=engine))
-        assert done.returncode == 0, done.stderr
-        outputs[engine] = onp.load(path)
-    for key in outputs["naive"].files:
-        onp.testing.assert_array_equal(outputs["threaded"][key], outputs["naive"][key],
-                                       err_msg=key)
+    assert_engines_agree(_ENGINE_SCRIPT, tmp_path)
 
 
 @requires_gpu

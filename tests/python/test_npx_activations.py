@@ -3,7 +3,6 @@ selu, gelu, gelu_tanh) against float64 NumPy references: values in every float d
 against central differences, empty and 0-d shapes, the serial engine as the parallel kernels'
 oracle, GPU against CPU, and the errors."""
 import math
-import os
 
 import numpy as onp
 import pytest
@@ -12,7 +11,7 @@ import pymx
 from pymx import autograd, npx
 from pymx.ndarray import from_numpy
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient, check_op
-from conftest import requires_gpu, run_python
+from conftest import assert_engines_agree, requires_gpu
 
 SHAPES = [(3, 4), (2, 0, 3), (0,), ()]
 DTYPES_16 = ["float16", "bfloat16"]
@@ -230,16 +229,7 @@ onp.savez(OUT, *results)
 def test_leaky_relu_threaded_engine_matches_naive(tmp_path):
     """48000 elements: the kernels split them over the intra-op threads; the serial engine runs
     the same chunks, so results are bitwise equal (gamma_grad's parts are added in order)."""
-    outputs = {}
-    for engine in ("naive", "threaded"):
-        path = str(tmp_path / f"{engine}.npz")
-        env = dict(os.environ, PYMX_ENGINE=engine)
-        done = run_python(f"OUT = {path!r}\n" + _ENGINE_SCRIPT, env=env)
-        assert done.returncode == 0, done.stderr
-        outputs[engine] = onp.load(path)
-    for key in outputs["naive"].files:
-        onp.testing.assert_array_equal(outputs["threaded"][key], outputs["naive"][key],
-                                       err_msg=key)
+    assert_engines_agree(_ENGINE_SCRIPT, tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 in every float dtype, gradients of data, gamma and beta against central differences, data far
 from 0 (one-pass statistics), empty shapes, the serial engine as the parallel kernels' oracle,
 GPU against CPU, and the errors."""
-import os
 
 import numpy as onp
 import pytest
@@ -11,7 +10,7 @@ import pymx
 from pymx import autograd, npx
 from pymx.ndarray import from_numpy
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
-from conftest import requires_gpu, run_python
+from conftest import assert_engines_agree, requires_gpu
 
 
 def group_norm_reference(x, gamma, beta, num_groups, eps):
@@ -180,16 +179,7 @@ onp.savez(OUT, *results)
 def test_threaded_engine_matches_naive(tmp_path):
     """Groups and rows are split over the intra-op threads; the serial engine runs the same
     chunks and every sum has a fixed order, so results are bitwise equal."""
-    outputs = {}
-    for engine in ("naive", "threaded"):
-        path = str(tmp_path / f"{engine}.npz")
-        done = run_python(f"OUT = {path!r}\n" + _ENGINE_SCRIPT,
-                          env=dict(os.environ, PYMX_ENGINE=engine))
-        assert done.returncode == 0, done.stderr
-        outputs[engine] = onp.load(path)
-    for key in outputs["naive"].files:
-        onp.testing.assert_array_equal(outputs["threaded"][key], outputs["naive"][key],
-                                       err_msg=key)
+    assert_engines_agree(_ENGINE_SCRIPT, tmp_path)
 
 
 @requires_gpu

@@ -3,7 +3,6 @@ lstm_step and gru_step call with the default activations: outputs and gradients 
 NumPy references and central differences, fused against the composed step in every float dtype,
 edge shapes, the cells and layers (imperative, hybridized, which operators run), the serial
 engine as the parallel kernels' oracle, GPU against CPU, and the errors."""
-import os
 
 import numpy as onp
 import pytest
@@ -14,7 +13,7 @@ from pymx.device import cpu, gpu
 from pymx.gluon.rnn.rnn_cell import gru_step, lstm_step
 from pymx.ndarray import from_numpy
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
-from conftest import ops_ran, requires_gpu, run_python
+from conftest import assert_engines_agree, ops_ran, requires_gpu
 
 FLOAT_DTYPES = ["float32", "float64", "float16", "bfloat16"]
 # Fused against composed: both compute in the data's precision (16-bit through float), so they
@@ -296,16 +295,7 @@ onp.savez(OUT, *results)
 def test_threaded_engine_matches_naive(tmp_path):
     """Rows are split over the intra-op threads and every unit is computed alone, so the
     serial engine's results equal the threaded engine's bitwise."""
-    outputs = {}
-    for engine in ("naive", "threaded"):
-        path = str(tmp_path / f"{engine}.npz")
-        done = run_python(f"OUT = {path!r}\n" + _ENGINE_SCRIPT,
-                          env=dict(os.environ, PYMX_ENGINE=engine))
-        assert done.returncode == 0, done.stderr
-        outputs[engine] = onp.load(path)
-    for key in outputs["naive"].files:
-        onp.testing.assert_array_equal(outputs["threaded"][key], outputs["naive"][key],
-                                       err_msg=key)
+    assert_engines_agree(_ENGINE_SCRIPT, tmp_path)
 
 
 @requires_gpu
