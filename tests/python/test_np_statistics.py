@@ -8,27 +8,9 @@ import pytest
 import pymx
 from pymx import gluon, np
 from pymx.base import bfloat16
-from pymx.ndarray import ndarray
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
+from test_np_manipulation import check, on, rand
 
-
-def rand(shape, low=-2.0, high=2.0):
-    return onp.random.uniform(low, high, size=shape)
-
-
-def check(got, want, device, rtol=1e-12, atol=1e-12):
-    want = onp.asarray(want)
-    assert isinstance(got, ndarray), type(got)
-    assert got.device == device, (got.device, device)
-    assert got.shape == want.shape, (got.shape, want.shape)
-    assert got.dtype.kind == want.dtype.kind, (got.dtype, want.dtype)
-    assert_almost_equal(got, want, rtol=rtol, atol=atol, names=("pymx", "numpy"),
-                        equal_nan=True)
-
-
-def on(device, values, dtype=None):
-    values = onp.asarray(values)
-    return np.array(values, dtype=dtype or values.dtype, device=device)
 
 
 METHODS = ["linear", "lower", "higher", "midpoint", "nearest"]
