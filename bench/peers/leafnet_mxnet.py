@@ -2,13 +2,11 @@
 
     python leafnet_mxnet.py --mode train --batch 64 --hybridize none|plain|static [--seconds 3]
 """
-import argparse
-import json
-import time
-
 import mxnet as mx
-from mxnet import autograd, gluon
+from mxnet import gluon
 from mxnet.gluon import nn
+
+import mxnet_gluon
 
 
 def conv_block(filters):
@@ -48,45 +46,18 @@ class LeafNetwork(nn.HybridBlock):
 def measure(args):
     net = LeafNetwork()
     net.initialize(mx.init.Xavier())
-    if args.hybridize == "plain":
-        net.hybridize()
-    elif args.hybridize == "static":
-        net.hybridize(static_alloc=True, static_shape=True)
+    mxnet_gluon.hybridize(net, args.hybridize)
     x = mx.nd.random.uniform(shape=(args.batch, 3, 128, 128))
     y = mx.nd.array(list(range(args.batch))) % 2
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.001})
-
-    def step():
-        if args.mode == "train":
-            with autograd.record():
-                loss = loss_fn(net(x), y)
-            loss.backward()
-            trainer.step(args.batch)
-            loss.wait_to_read()
-        else:
-            net(x).wait_to_read()
-
-    for _ in range(3):
-        step()
-    mx.nd.waitall()
-    iters, start = 0, time.perf_counter()
-    while time.perf_counter() - start < args.seconds:
-        step()
-        iters += 1
-    mx.nd.waitall()
-    return iters * args.batch / (time.perf_counter() - start)
+    return mxnet_gluon.samples_per_second(net, x, y, loss_fn, trainer, args)
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", choices=["train", "infer"], default="train")
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--hybridize", choices=["none", "plain", "static"], default="none")
-    parser.add_argument("--seconds", type=float, default=3.0)
+    parser = mxnet_gluon.parser(default_batch=64)
     args = parser.parse_args()
-    print(json.dumps({"impl": f"mxnet-1.9.1 hybridize={args.hybridize}", "mode": args.mode,
-                      "batch": args.batch, "value": measure(args), "unit": "samples/s"}))
+    mxnet_gluon.report(args, measure(args))
 
 
 if __name__ == "__main__":
