@@ -11,6 +11,7 @@ from pymx import npx
 from pymx.ndarray import from_numpy
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient, check_op
 from conftest import requires_gpu
+from test_unary_fast_paths import SPECIAL, assert_within_ulps, kUlps
 
 
 def erf_reference(x):
@@ -91,3 +92,21 @@ def test_gpu_matches_cpu(op, dtype):
     gpu = getattr(npx, op)(from_numpy(values, dtype=dtype, device=pymx.gpu(0))).asnumpy()
     assert_almost_equal(gpu, cpu, rtol=1e-13 if dtype == "float64" else None,
                         atol=1e-13 if dtype == "float64" else None, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_erf_within_ulps_over_its_range_and_special_values(dtype):
+    """The CPU runs libmvec's erf where glibc has it (Note [Vector math through libmvec])."""
+    rng = onp.random.default_rng(5)
+    x = onp.concatenate([rng.uniform(-7, 7, 50000), SPECIAL]).astype(dtype)
+    got = npx.erf(from_numpy(x)).asnumpy()
+    assert_within_ulps(got, erf_reference(x.astype(onp.float64)), onp.dtype(dtype), kUlps, "erf")
+
+
+def test_erf_same_bits_wherever_the_array_starts():
+    """Every element is computed by the same routine wherever the threads' chunks and the
+    vector tails fall."""
+    x = onp.random.default_rng(6).uniform(-6, 6, 40000).astype("float32")
+    whole = npx.erf(from_numpy(x)).asnumpy()
+    for offset in (1, 7, 15, 17, 16380):
+        assert npx.erf(from_numpy(x[offset:])).asnumpy().tobytes() == whole[offset:].tobytes()

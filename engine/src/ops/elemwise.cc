@@ -18,8 +18,7 @@
 #include <type_traits>
 
 #include "ops/elemwise.h"
-#include "ops/float16_convert.h"
-#include "ops/vector_math.h"
+#include "ops/float_unary_kernel.h"
 #include "parallel.h"
 
 namespace pymx {
@@ -40,36 +39,6 @@ void infer_unary(Kind kind, const std::vector<Shape>& in, const std::vector<DTyp
                                                             : t;
 }
 
-// Elements per parallel chunk of the float unary ops: ~64 KiB of float, enough to pay for handing
-// a chunk to another thread.
-constexpr int64_t kGrain = 16384;
-// Elements a 16-bit float chunk widens to float at a time, in a buffer on the stack.
-constexpr int64_t kWidenBlock = 1024;
-
-// dst[i] = f(src[i]) for i < n over the intra-op threads; through libmvec's routine for
-// `vector_fn` where this machine has it (Note [Vector math through libmvec]), which computes each
-// element the same way wherever the chunks split, so results do not depend on the thread count.
-template <typename T, typename F>
-void float_unary_loop(const T* src, T* dst, int64_t n, F f, std::optional<ops::MathFn> vector_fn) {
-  using C = ops::compute_t<T>;  // float for float16 and bfloat16
-  const bool vector = vector_fn && ops::has_vector_math<C>(*vector_fn);
-  parallel_for(0, n, kGrain, [=](int64_t lo, int64_t hi) {
-    if (!vector) {
-      for (int64_t i = lo; i < hi; ++i) dst[i] = static_cast<T>(f(static_cast<C>(src[i])));
-    } else if constexpr (std::is_same_v<T, C>) {
-      ops::vector_math(*vector_fn, src + lo, dst + lo, hi - lo);
-    } else {
-      C wide[kWidenBlock];
-      for (int64_t first = lo; first < hi; first += kWidenBlock) {
-        const int64_t m = std::min(kWidenBlock, hi - first);
-        convert_span(src + first, wide, m);
-        ops::vector_math(*vector_fn, wide, wide, m);
-        convert_span(wide, dst + first, m);
-      }
-    }
-  });
-}
-
 // Registers a unary op whose result is computed in the output's float type: f(x) in
 // compute_t<T>, or libmvec's `vector_fn` where there is one.
 template <typename F>
@@ -80,13 +49,7 @@ OpDef& float_unary(const char* name, F f, std::optional<ops::MathFn> vector_fn =
                     std::vector<Shape>* out, std::vector<DType>* odt) {
         infer_unary(Kind::kFloat, in, dt, out, odt);
       })
-      .set_cpu([f, vector_fn](const OpContext& ctx, const std::vector<TBlob>& inputs,
-                              const std::vector<TBlob>& outputs) {
-        const TBlob x = ops::inputs_as(ctx, inputs, outputs[0].dtype)[0];
-        PMX_FLOAT_SWITCH(x.dtype, T, {
-          float_unary_loop(x.data<T>(), outputs[0].data<T>(), x.size(), f, vector_fn);
-        });
-      });
+      .set_cpu(ops::float_unary_kernel(f, vector_fn));
 }
 
 template <typename F>
