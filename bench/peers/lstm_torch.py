@@ -8,10 +8,11 @@ The training step is the pymx one (bench/measure_pymx.py): forward, L2 loss on t
 """
 import argparse
 import json
-import time
 
 import torch
 from torch import nn
+
+import peer_timing
 
 LAYERS, HIDDEN, INPUT, STEPS = 2, 256, 128, 35
 
@@ -38,13 +39,7 @@ def measure(args):
         if device.type == "cuda":
             torch.cuda.synchronize()
 
-    for _ in range(3):
-        step()
-    iters, start = 0, time.perf_counter()
-    while time.perf_counter() - start < args.seconds:
-        step()
-        iters += 1
-    return iters * args.batch / (time.perf_counter() - start)
+    return peer_timing.samples_per_second(step, args.batch, args.seconds, warmup=3)
 
 
 def main():

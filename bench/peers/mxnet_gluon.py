@@ -2,10 +2,11 @@
 their command line, hybridization, the timed training or inference step, and the JSON line."""
 import argparse
 import json
-import time
 
 import mxnet as mx
 from mxnet import autograd
+
+import peer_timing
 
 
 def parser(default_batch):
@@ -38,17 +39,8 @@ def samples_per_second(net, x, y, loss_fn, trainer, args, warmup=3):
         else:
             net(x).wait_to_read()
 
-    for _ in range(warmup):
-        step()
-    mx.nd.waitall()
-    iters, start = 0, time.perf_counter()
-    while True:
-        step()
-        iters += 1
-        if time.perf_counter() - start >= args.seconds:
-            break
-    mx.nd.waitall()
-    return iters * args.batch / (time.perf_counter() - start)
+    return peer_timing.samples_per_second(step, args.batch, args.seconds, warmup,
+                                          finish=mx.nd.waitall)
 
 
 def report(args, value):

@@ -12,10 +12,11 @@ backward, SGD update; inference runs in eval mode without autograd.
 """
 import argparse
 import json
-import time
 
 import torch
 from torch import nn
+
+import peer_timing
 
 
 class BasicBlock(nn.Module):
@@ -73,15 +74,7 @@ def measure(args):
         if device.type == "cuda":
             torch.cuda.synchronize()
 
-    for _ in range(2):
-        step()
-    iters, start = 0, time.perf_counter()
-    while True:
-        step()
-        iters += 1
-        if time.perf_counter() - start >= args.seconds:
-            break
-    return iters * args.batch / (time.perf_counter() - start)
+    return peer_timing.samples_per_second(step, args.batch, args.seconds, warmup=2)
 
 
 def main():
