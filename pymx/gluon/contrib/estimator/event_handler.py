@@ -23,7 +23,7 @@ import numpy as onp
 
 from ...metric import CompositeEvalMetric, EvalMetric
 from ...metric import Loss as LossMetric
-from .utils import _check_metrics
+from .utils import _as_list_of, _check_metrics
 
 __all__ = ['TrainBegin', 'TrainEnd', 'EpochBegin', 'EpochEnd', 'BatchBegin', 'BatchEnd',
            'StoppingHandler', 'MetricHandler', 'ValidationHandler', 'LoggingHandler',
@@ -36,29 +36,23 @@ class EventHandler:
 
 def _check_event_handlers(handlers):
     """A new list of EventHandlers from None, one handler or a list."""
-    if isinstance(handlers, EventHandler):
-        return [handlers]
-    handlers = list(handlers or [])
-    for handler in handlers:
-        if not isinstance(handler, EventHandler):
-            raise ValueError(f"event_handlers must be an EventHandler or a list of "
-                             f"EventHandlers, but got a {type(handler).__name__}: {handler!r}")
-    return handlers
+    return _as_list_of(handlers, EventHandler,
+                       "event_handlers must be an EventHandler or a list of EventHandlers")
 
 
 class TrainBegin(EventHandler):
     def train_begin(self, estimator, *args, **kwargs):
-        pass
+        """Called by Estimator.fit; handlers that act then override it."""
 
 
 class TrainEnd(EventHandler):
     def train_end(self, estimator, *args, **kwargs):
-        pass
+        """Called by Estimator.fit; handlers that act then override it."""
 
 
 class EpochBegin(EventHandler):
     def epoch_begin(self, estimator, *args, **kwargs):
-        pass
+        """Called by Estimator.fit; handlers that act then override it."""
 
 
 class EpochEnd(EventHandler):
@@ -68,7 +62,7 @@ class EpochEnd(EventHandler):
 
 class BatchBegin(EventHandler):
     def batch_begin(self, estimator, *args, **kwargs):
-        pass
+        """Called by Estimator.fit; handlers that act then override it."""
 
 
 class BatchEnd(EventHandler):

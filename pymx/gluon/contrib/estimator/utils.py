@@ -3,19 +3,25 @@ from ...loss import SoftmaxCrossEntropyLoss
 from ...metric import Accuracy, CompositeEvalMetric, EvalMetric
 
 
+def _as_list_of(values, kind, expected):
+    """A new list of `kind` instances from None, one instance or a list; anything else raises
+    ValueError: "`expected`, but got a <type>: <value>"."""
+    if isinstance(values, kind):
+        return [values]
+    values = list(values or [])
+    for value in values:
+        if not isinstance(value, kind):
+            raise ValueError(f"{expected}, but got a {type(value).__name__}: {value!r}")
+    return values
+
+
 def _check_metrics(metrics):
     """A list of EvalMetrics from None, one metric or a list; a CompositeEvalMetric is
     flattened into its members."""
     if isinstance(metrics, CompositeEvalMetric):
         return [m for member in metrics.metrics for m in _check_metrics(member)]
-    if isinstance(metrics, EvalMetric):
-        return [metrics]
-    metrics = list(metrics or [])
-    for metric in metrics:
-        if not isinstance(metric, EvalMetric):
-            raise ValueError(f"metrics must be an EvalMetric or a list of EvalMetrics "
-                             f"(gluon.metric), but got a {type(metric).__name__}: {metric!r}")
-    return metrics
+    return _as_list_of(metrics, EvalMetric,
+                       "metrics must be an EvalMetric or a list of EvalMetrics (gluon.metric)")
 
 
 def _suggest_metric_for_loss(loss):
