@@ -15,11 +15,11 @@ import ast
 import io
 import os
 import struct
-import tempfile
 import zipfile
 
 import numpy as _onp
 
+from .._atomic_file import write_atomically
 from ..base import bfloat16
 
 __all__ = ['save_npz', 'save_npy', 'load_params_file', 'load_into']
@@ -38,33 +38,12 @@ _BFLOAT16_DESCR = '<b2'  # MXNet's src/serialization/cnpy.cc
 def save_npz(filename, arrays):
     """Writes {name: numpy array} as an uncompressed .npz, atomically (temp file + os.replace).
     Arrays of `bfloat16` bits are written with the descr '<b2'."""
-    _write_atomically(filename, lambda f: _write_npz(f, arrays))
+    write_atomically(filename, lambda f: _write_npz(f, arrays))
 
 
 def save_npy(filename, values):
     """Writes one numpy array as a .npy file, atomically, as save_npz writes its members."""
-    _write_atomically(filename, lambda f: _write_npy(f, values))
-
-
-def _write_atomically(filename, write):
-    """Calls write(binary file) on a temporary file beside `filename`, then renames it over
-    `filename`; on any failure the temporary file is removed and `filename` is untouched."""
-    filename = os.fspath(filename)
-    directory = os.path.dirname(os.path.abspath(filename))
-    fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(filename) + '.', suffix='.tmp',
-                               dir=directory)
-    try:
-        with os.fdopen(fd, 'wb') as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, filename)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomically(filename, lambda f: _write_npy(f, values))
 
 
 def _write_npz(f, arrays):

@@ -24,6 +24,7 @@ sends one MPI message per dtype.
 import warnings
 
 from .. import kvstore as _kvstore
+from .._atomic_file import write_atomically
 from .. import optimizer as opt
 from .parameter import Parameter
 
@@ -270,14 +271,14 @@ class Trainer:
         return fresh
 
     def save_states(self, fname):
-        """Writes the optimizer and its states (from the first device) to `fname`."""
+        """Writes the optimizer and its states (from the first device) to `fname`, atomically."""
         if not self._kv_initialized:
             self._init_kvstore()
         if self._update_on_kvstore:
             self._kvstore.save_optimizer_states(fname, dump_optimizer=True)
             return
-        with open(fname, 'wb') as f:
-            f.write(self._updaters[0].get_states(dump_optimizer=True))
+        states = self._updaters[0].get_states(dump_optimizer=True)
+        write_atomically(fname, lambda f: f.write(states))
 
     def load_states(self, fname):
         """Restores what save_states wrote; states go to each device on its next update."""

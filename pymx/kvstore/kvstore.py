@@ -9,6 +9,7 @@ and broadcasts the new weight. 'nccl' (nccl.py) is 'device' with the sums run by
 all-reduce over the GPUs.
 """
 from .. import autograd
+from .._atomic_file import write_atomically
 from ..device import cpu
 from ..optimizer import Updater
 
@@ -135,8 +136,8 @@ class KVStore:
     def save_optimizer_states(self, fname, dump_optimizer=False):
         if self._updater is None:
             raise RuntimeError("Cannot save states for a KVStore without an optimizer")
-        with open(fname, 'wb') as f:
-            f.write(self._updater.get_states(dump_optimizer))
+        states = self._updater.get_states(dump_optimizer)
+        write_atomically(fname, lambda f: f.write(states))
 
     def load_optimizer_states(self, fname):
         if self._updater is None:

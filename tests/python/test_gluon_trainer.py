@@ -465,3 +465,31 @@ def test_step_raises_on_stale_gradients_unless_ignored(hybridize):
     assert not used.weight.data()._fresh_grad
     with pytest.raises(UserWarning, match="has not been updated by backward since last `step`"):
         trainer.step(4)
+
+
+@pytest.mark.parametrize('update_on_kvstore', [False, True])
+def test_save_states_failing_halfway_leaves_the_old_file(tmp_path, monkeypatch, update_on_kvstore):
+    """Trainer.save_states, and the kvstore's save_optimizer_states where the kvstore updates
+    (two devices), write a temporary file and rename it."""
+    devices = [cpu(0), cpu(1)]
+    net = nn.Dense(2, in_units=3)
+    net.initialize(device=devices)
+    trainer = Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.1, 'momentum': 0.9},
+                      kvstore='device', update_on_kvstore=update_on_kvstore)
+    with autograd.record():
+        losses = [net(np.ones((2, 3), device=d)).sum() for d in devices]
+    autograd.backward(losses)
+    trainer.step(4)
+    assert trainer._update_on_kvstore == update_on_kvstore
+    path = tmp_path / 'trainer.states'
+    trainer.save_states(str(path))
+    before = path.read_bytes()
+
+    def disk_full(fd):
+        raise OSError(28, 'No space left on device')
+
+    monkeypatch.setattr('os.fsync', disk_full)
+    with pytest.raises(OSError, match='No space left on device'):
+        trainer.save_states(str(path))
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ['trainer.states']

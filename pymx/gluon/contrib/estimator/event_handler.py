@@ -389,8 +389,10 @@ class CheckpointHandler(TrainBegin, BatchEnd, EpochEnd):
             os.replace(os.path.join(scratch, 'net-symbol.json'), path)
 
     def _save_params_and_trainer(self, estimator, prefix):
-        # The states go first: a .params file marks a complete checkpoint for resuming.
-        _write_atomically(self._path(prefix + '.states'), estimator.trainer.save_states)
+        # The states go first: a .params file marks a complete checkpoint for resuming. Both
+        # writes are atomic (Trainer.save_states and save_parameters write a temporary file and
+        # rename it).
+        estimator.trainer.save_states(self._path(prefix + '.states'))
         estimator.net.save_parameters(self._path(prefix + '.params'))
 
     def _check_resume_periods(self, estimator):
@@ -452,21 +454,6 @@ class CheckpointHandler(TrainBegin, BatchEnd, EpochEnd):
         estimator.net.load_parameters(self._path(prefix + '.params'), device=estimator.device)
         estimator.trainer.load_states(states)
         estimator.logger.warning(msg)
-
-
-def _write_atomically(path, write):
-    """write(temporary path) beside `path`, then renames it over `path`: a reader never sees a
-    partly written file, and a failed write leaves `path` as it was."""
-    fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.', suffix='.tmp',
-                               dir=os.path.dirname(os.path.abspath(path)))
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 class EarlyStoppingHandler(TrainBegin, EpochEnd, TrainEnd):
