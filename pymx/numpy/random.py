@@ -521,6 +521,18 @@ def shuffle(x):
     _c_core.invoke("copy", [shuffled], out=x)
 
 
+def _check_probabilities(p):
+    """NumPy's checks of choice's p (float64 values on the host): each finite and non-negative,
+    summing to 1 within sqrt(float64 eps). The inverse-CDF draw would silently read anything else
+    as some other distribution."""
+    shown = _onp.array2string(p, threshold=8)
+    if not _onp.isfinite(p).all() or (p < 0).any():
+        raise ValueError(f"choice: probabilities must be finite and non-negative, got p={shown}")
+    total = p.sum()
+    if abs(total - 1.0) > _onp.sqrt(_onp.finfo(_onp.float64).eps):
+        raise ValueError(f"choice: probabilities do not sum to 1 (sum {total:g}), p={shown}")
+
+
 def choice(a, size=None, replace=True, p=None, device=None, ctx=None):
     """Samples from range(a) (an int) or from the 1-d array a."""
     device = device or ctx
@@ -541,6 +553,7 @@ def choice(a, size=None, replace=True, p=None, device=None, ctx=None):
         p = _np._to_array(p, device=device, dtype=_onp.float64)
         if p.shape != (n,):
             raise ValueError(f"choice: p must have shape ({n},), got {p.shape}")
+        _check_probabilities(p.asnumpy())
         cdf = _np.cumsum(p)
         draws = uniform(0.0, 1.0, size=(count, 1), dtype=_onp.float64, device=device)
         index = _np.sum(_np.less_equal(_np.reshape(cdf, (1, n)), draws), axis=1)
