@@ -706,6 +706,11 @@ def dot(a, b, out=None):
     b = _to_array(b, device=a.device)
     if a.ndim == 0 or b.ndim == 0:
         return multiply(a, b, out=out)
+    # Checked here so that the message names the caller's shapes, not matmul's 2-d views of them.
+    a_dim, b_dim = a.ndim - 1, builtins.max(b.ndim - 2, 0)
+    if a.shape[a_dim] != b.shape[b_dim]:
+        raise ValueError(f"dot: shapes {a.shape} and {b.shape} not aligned: {a.shape[a_dim]} "
+                         f"(dim {a_dim}) != {b.shape[b_dim]} (dim {b_dim})")
     if b.ndim <= 2:
         return matmul(a, b, out=out)
     result = tensordot(a, b, axes=([a.ndim - 1], [b.ndim - 2]))
