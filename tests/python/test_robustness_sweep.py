@@ -615,6 +615,8 @@ def _run_cases(cases, device):
         stdout = stdout.decode() if isinstance(stdout, bytes) else stdout
     outcomes, running = {}, None
     for line in stdout.splitlines():
+        if not line.startswith("{"):
+            continue  # anything else a case printed
         record = json.loads(line)
         if "started" in record:
             running = record["started"]
