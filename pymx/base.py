@@ -30,6 +30,14 @@ class PymxLinAlgError(PymxValueError, _onp.linalg.LinAlgError):
     LINALG). It is also a numpy.linalg.LinAlgError, so NumPy-style handlers catch it."""
 
 
+class PymxAxisError(PymxValueError, _onp.exceptions.AxisError):
+    """An axis out of range for the array's rank (C status AXIS). It is also NumPy's AxisError
+    (a ValueError and an IndexError), which NumPy raises for the same calls."""
+
+    def __init__(self, message):
+        _onp.exceptions.AxisError.__init__(self, message)  # its one-argument form: the message
+
+
 # C status (enum PmxStatus) -> exception class; statuses not listed raise PymxError.
 STATUS_ERRORS = {
     1: PymxValueError,
@@ -37,6 +45,7 @@ STATUS_ERRORS = {
     7: PymxIndexError,
     8: PymxTypeError,
     9: PymxLinAlgError,
+    10: PymxAxisError,
 }
 
 # NumPy has no bfloat16, so pymx spells it as MXNet does (python/mxnet/ndarray/ndarray.py): a

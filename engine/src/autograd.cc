@@ -190,10 +190,18 @@ void check_function_gradients(const Node& node, const std::vector<NDArray>& igra
   }
 }
 
+// The total gradient reaching one variable node. It holds the node: once the tape is freed, a
+// variable whose array the user already dropped is owned by nothing else, and storing its
+// gradient through a bare pointer wrote into freed memory.
+struct VariableGrad {
+  std::shared_ptr<Node> variable;
+  NDArray grad;
+};
+
 // Runs the backward pass and returns the total gradient reaching each variable node (keyed by
 // node). Frees the tape unless retain_graph. `write_grads`: the gradients are for the variables'
 // .grad buffers (backward(), not grad()).
-std::unordered_map<Node*, NDArray> run_backward(const std::vector<NDArray>& heads,
+std::unordered_map<const Node*, VariableGrad> run_backward(const std::vector<NDArray>& heads,
                                                 const std::vector<NDArray>& head_grads,
                                                 bool retain_graph, bool is_train,
                                                 bool create_graph, bool write_grads) {
@@ -240,7 +248,7 @@ std::unordered_map<Node*, NDArray> run_backward(const std::vector<NDArray>& head
     send(*roots[i], head.autograd_entry().index, head_grad);
   }
 
-  std::unordered_map<Node*, NDArray> variable_grads;
+  std::unordered_map<const Node*, VariableGrad> variable_grads;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node& node = **it;
     auto found = out_grads.find(&node);
@@ -248,7 +256,7 @@ std::unordered_map<Node*, NDArray> run_backward(const std::vector<NDArray>& head
     std::vector<NDArray> ograds = std::move(found->second);
     out_grads.erase(found);
     if (node.is_variable()) {
-      variable_grads[&node] = ograds[0];
+      variable_grads[&node] = VariableGrad{*it, ograds[0]};
       continue;
     }
     PMX_CHECK(node.op->gradient || node.function_gradient, "operator '", node.op->name,
@@ -524,7 +532,8 @@ void backward(const std::vector<NDArray>& heads, const std::vector<NDArray>& hea
               bool retain_graph, bool is_train) {
   const auto variable_grads =
       run_backward(heads, head_grads, retain_graph, is_train, false, /*write_grads=*/true);
-  for (const auto& [node, grad] : variable_grads) store_grad(*node, grad);
+  for (const auto& [node, variable_grad] : variable_grads)
+    store_grad(*variable_grad.variable, variable_grad.grad);
 }
 
 std::vector<NDArray> grad(const std::vector<NDArray>& heads, const std::vector<NDArray>& variables,
@@ -541,7 +550,8 @@ std::vector<NDArray> grad(const std::vector<NDArray>& heads, const std::vector<N
   result.reserve(variables.size());
   for (const NDArray& var : variables) {
     auto found = variable_grads.find(var.autograd_entry().node.get());
-    result.push_back(found != variable_grads.end() ? found->second : filled_like(var, "zeros"));
+    result.push_back(found != variable_grads.end() ? found->second.grad
+                                                   : filled_like(var, "zeros"));
   }
   return result;
 }

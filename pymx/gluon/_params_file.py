@@ -66,6 +66,8 @@ def _write_npy(f, values):
 def load_params_file(filename):
     """Reads a parameter file into an ordered {name: numpy array}."""
     filename = os.fspath(filename)
+    if os.path.isdir(filename):
+        raise IsADirectoryError(f"Parameter file '{filename}' is a directory")
     if not os.path.isfile(filename):
         raise FileNotFoundError(f"Parameter file '{filename}' does not exist")
     with open(filename, 'rb') as f:

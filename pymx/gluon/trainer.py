@@ -20,6 +20,9 @@ divides by the batch_size passed, as MXNet's Trainer does: pass the global batch
 batch * kv.num_workers) for the mean gradient; the per-process batch scales the effective
 learning rate by num_workers. A step makes one kvstore call for all parameters, so the store
 sends one MPI message per dtype.
+
+Unlike MXNet, step() and update() refuse a batch_size that is not positive (ValueError naming it)
+instead of scaling the gradients by inf or a negative number.
 """
 import warnings
 
@@ -192,7 +195,7 @@ class Trainer:
     def step(self, batch_size, ignore_stale_grad=False):
         """One optimisation step: sum gradients over devices, then update with gradients
         scaled by 1/batch_size (batch_size is the global batch, before split_and_load)."""
-        self._optimizer.rescale_grad = self._scale / batch_size
+        self._set_rescale_grad(batch_size)
         if not self._kv_initialized:
             self._init_kvstore()
         self._allreduce_grads()
@@ -224,8 +227,15 @@ class Trainer:
         if self._update_on_kvstore:
             raise ValueError("update() when parameters are updated on kvstore is not supported. "
                              "Try setting `update_on_kvstore` to False when creating trainer.")
-        self._optimizer.rescale_grad = self._scale / batch_size
+        self._set_rescale_grad(batch_size)
         self._update(ignore_stale_grad)
+
+    def _set_rescale_grad(self, batch_size):
+        # A zero, negative or NaN batch size would scale every gradient by inf, a negative
+        # number or NaN (MXNet divides regardless): refuse it before the weights change.
+        if not batch_size > 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size!r}")
+        self._optimizer.rescale_grad = self._scale / batch_size
 
     def _update(self, ignore_stale_grad):
         if self._amp_loss_scaler is not None and self._amp_loss_scaler.has_overflow(self._params):

@@ -2,6 +2,8 @@
 split_rnn_params."""
 import warnings
 
+import numpy as onp
+
 from .. import autograd
 from .. import numpy as np
 from ..ndarray import ndarray
@@ -17,6 +19,9 @@ def split_data(data, num_slice, batch_axis=0, even_split=True):
     """
     if num_slice < 1:
         raise ValueError(f"num_slice must be >= 1, got {num_slice}")
+    if not -data.ndim <= batch_axis < data.ndim:
+        raise onp.exceptions.AxisError(f"batch_axis {batch_axis} is out of bounds for data of "
+                                       f"shape {data.shape}")
     size = data.shape[batch_axis]
     if even_split and size % num_slice != 0:
         raise ValueError(f"data with shape {data.shape} cannot be evenly split into {num_slice} "

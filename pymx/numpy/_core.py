@@ -96,6 +96,21 @@ def _axis_tuple(axis):
     return (int(axis),)
 
 
+def _normalized_axes(axes, ndim, what):
+    """`axes` (an int or a sequence of ints) as a list of distinct axes in [0, ndim). An axis out
+    of range is NumPy's AxisError and a repeated one a ValueError, both naming `what` (such as
+    "moveaxis: source") and the values."""
+    axes = list(_axis_tuple(axes))
+    for axis in axes:
+        if not -ndim <= axis < ndim:
+            raise _onp.exceptions.AxisError(f"{what}: axis {axis} is out of bounds for array of "
+                                            f"dimension {ndim}")
+    normalized = [axis % ndim for axis in axes]
+    if len(set(normalized)) != len(normalized):
+        raise ValueError(f"{what}: repeated axis in {tuple(axes)}")
+    return normalized
+
+
 def _shape_tuple(shape):
     """shape (an int or a sequence of ints) as a tuple; anything else is a TypeError naming it
     (int() would accept 2.5 or "3" and silently build a different shape)."""
@@ -504,8 +519,8 @@ def swapaxes(a, axis1, axis2):
 @_export
 def moveaxis(a, source, destination):
     a = _to_array(a)
-    source = [s % a.ndim for s in _axis_tuple(source)]
-    destination = [d % a.ndim for d in _axis_tuple(destination)]
+    source = _normalized_axes(source, a.ndim, "moveaxis: source")
+    destination = _normalized_axes(destination, a.ndim, "moveaxis: destination")
     if len(source) != len(destination):
         raise ValueError("moveaxis: source and destination must have the same number of "
                          f"elements, got {source} and {destination}")
@@ -691,6 +706,11 @@ def dot(a, b, out=None):
     b = _to_array(b, device=a.device)
     if a.ndim == 0 or b.ndim == 0:
         return multiply(a, b, out=out)
+    # Checked here so that the message names the caller's shapes, not matmul's 2-d views of them.
+    a_dim, b_dim = a.ndim - 1, builtins.max(b.ndim - 2, 0)
+    if a.shape[a_dim] != b.shape[b_dim]:
+        raise ValueError(f"dot: shapes {a.shape} and {b.shape} not aligned: {a.shape[a_dim]} "
+                         f"(dim {a_dim}) != {b.shape[b_dim]} (dim {b_dim})")
     if b.ndim <= 2:
         return matmul(a, b, out=out)
     result = tensordot(a, b, axes=([a.ndim - 1], [b.ndim - 2]))
@@ -727,8 +747,8 @@ def tensordot(a, b, axes=2):
         a_axes, b_axes = (list(_axis_tuple(ax)) for ax in axes)
     if len(a_axes) != len(b_axes):
         raise ValueError(f"tensordot: axes lengths differ: {a_axes} and {b_axes}")
-    a_axes = [x % a.ndim for x in a_axes]
-    b_axes = [x % b.ndim for x in b_axes]
+    a_axes = _normalized_axes(a_axes, a.ndim, f"tensordot: axes of a {a.shape}")
+    b_axes = _normalized_axes(b_axes, b.ndim, f"tensordot: axes of b {b.shape}")
     for x, y in zip(a_axes, b_axes):
         if a.shape[x] != b.shape[y]:
             raise ValueError(f"tensordot: shape-mismatch for sum: {a.shape} axis {x} and "
@@ -745,6 +765,9 @@ def tensordot(a, b, axes=2):
 @_export
 def trace(a, offset=0, axis1=0, axis2=1):
     a = _to_array(a)
+    if a.ndim < 2:
+        raise ValueError(f"trace: the array must have at least 2 dimensions, got shape {a.shape}")
+    axis1, axis2 = _normalized_axes((axis1, axis2), a.ndim, "trace: axis1 and axis2")
     n, m = a.shape[axis1], a.shape[axis2]
     mask = eye(n, m, k=offset, dtype=a.dtype, device=a.device)
     a = moveaxis(a, (axis1, axis2), (-2, -1))

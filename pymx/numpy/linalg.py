@@ -116,10 +116,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
             raise ValueError(f"norm: ord {ord!r} without axis needs a 1-D or 2-D array, got "
                              f"{x.ndim} dimensions")
         axis = tuple(range(x.ndim))
-    axes = _np._axis_tuple(axis)
-    axes = tuple(a % x.ndim if -x.ndim <= a < x.ndim else a for a in axes)
-    if any(not 0 <= a < x.ndim for a in axes) or len(set(axes)) != len(axes):
-        raise ValueError(f"norm: invalid axis {axis!r} for an array of dimension {x.ndim}")
+    axes = _np._normalized_axes(axis, x.ndim, "norm")
     if len(axes) == 1:
         return _vector_norm(x, ord, axes[0], keepdims)
     if len(axes) == 2:

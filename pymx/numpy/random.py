@@ -521,6 +521,22 @@ def shuffle(x):
     _c_core.invoke("copy", [shuffled], out=x)
 
 
+def _check_probabilities(p, given_dtype):
+    """NumPy's checks of choice's p (float64 values on the host; `given_dtype` the dtype the
+    caller passed them in, or None): each finite and non-negative, summing to 1 within sqrt(eps)
+    of float64 or of the given float type, if coarser. The inverse-CDF draw would silently read
+    anything else as some other distribution."""
+    shown = _onp.array2string(p, threshold=8)
+    if not _onp.isfinite(p).all() or (p < 0).any():
+        raise ValueError(f"choice: probabilities must be finite and non-negative, got p={shown}")
+    tolerance = _onp.sqrt(_onp.finfo(_onp.float64).eps)
+    if given_dtype is not None and _onp.dtype(given_dtype).kind == "f":
+        tolerance = max(tolerance, _onp.sqrt(_onp.finfo(given_dtype).eps))
+    total = p.sum()
+    if abs(total - 1.0) > tolerance:
+        raise ValueError(f"choice: probabilities do not sum to 1 (sum {total:g}), p={shown}")
+
+
 def choice(a, size=None, replace=True, p=None, device=None, ctx=None):
     """Samples from range(a) (an int) or from the 1-d array a."""
     device = device or ctx
@@ -538,9 +554,11 @@ def choice(a, size=None, replace=True, p=None, device=None, ctx=None):
     device = device or (values.device if values is not None else current_device())
     if p is not None:
         # Inverse-CDF sampling: count the cumulative probabilities below each uniform draw.
+        given_dtype = getattr(p, "dtype", None)
         p = _np._to_array(p, device=device, dtype=_onp.float64)
         if p.shape != (n,):
             raise ValueError(f"choice: p must have shape ({n},), got {p.shape}")
+        _check_probabilities(p.asnumpy(), given_dtype)
         cdf = _np.cumsum(p)
         draws = uniform(0.0, 1.0, size=(count, 1), dtype=_onp.float64, device=device)
         index = _np.sum(_np.less_equal(_np.reshape(cdf, (1, n)), draws), axis=1)

@@ -30,6 +30,7 @@ enum class Status : int {
   kIndex = 7,       // -> IndexError
   kType = 8,        // -> TypeError
   kLinAlg = 9,      // -> np.linalg.LinAlgError (a ValueError): singular or non-convergent input
+  kAxis = 10,       // -> numpy.exceptions.AxisError (a ValueError and an IndexError)
 };
 
 class Error : public std::runtime_error {

@@ -27,7 +27,7 @@ extern "C" {
 
 #define PMX_API __attribute__((visibility("default")))
 #define PMX_API_VERSION_MAJOR 0
-#define PMX_API_VERSION_MINOR 6
+#define PMX_API_VERSION_MINOR 7
 
 /* Values equal pymx::Status. */
 enum PmxStatus {
@@ -40,7 +40,8 @@ enum PmxStatus {
   PMX_ERR_INTERNAL = 6,    /* a pymx bug */
   PMX_ERR_INDEX = 7,       /* IndexError */
   PMX_ERR_TYPE = 8,        /* TypeError */
-  PMX_ERR_LINALG = 9       /* np.linalg.LinAlgError: singular or non-convergent input */
+  PMX_ERR_LINALG = 9,      /* np.linalg.LinAlgError: singular or non-convergent input */
+  PMX_ERR_AXIS = 10        /* numpy AxisError: an axis out of range for the array's rank */
 };
 
 /* Values equal pymx::DeviceType (MXNet's Context::DeviceType). */

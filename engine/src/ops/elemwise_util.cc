@@ -79,8 +79,9 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op_name) {
 }
 
 int normalize_axis(int64_t axis, int ndim, const char* op_name) {
-  PMX_CHECK(axis >= -ndim && axis < ndim, "operator '", op_name, "': axis ", axis,
-            " is out of bounds for an array of dimension ", ndim);
+  if (axis < -ndim || axis >= ndim)  // NumPy raises AxisError here, so that is what it becomes
+    PMX_THROW(Status::kAxis, "operator '", op_name, "': axis ", axis,
+              " is out of bounds for an array of dimension ", ndim);
   return static_cast<int>(axis < 0 ? axis + ndim : axis);
 }
 

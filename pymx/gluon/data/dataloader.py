@@ -110,6 +110,9 @@ class DataLoader:
 
     Batches are pymx arrays on the cpu (or pinned) device: data as the dataset gives it (float32
     after ToTensor), Python int labels as int64.
+
+    Unlike MXNet, which reads a negative ``num_workers`` as 0, a negative (or non-integer)
+    ``num_workers`` is a ValueError: it is far more likely a slip than a request for no workers.
     """
 
     def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
@@ -135,7 +138,10 @@ class DataLoader:
 
         self._dataset = dataset
         self._batch_sampler = batch_sampler
-        self._num_workers = max(0, int(num_workers))
+        if isinstance(num_workers, bool) or not isinstance(num_workers, (int, onp.integer)) \
+                or num_workers < 0:
+            raise ValueError(f"num_workers must be a non-negative integer, got {num_workers!r}")
+        self._num_workers = int(num_workers)
         self._thread_pool = thread_pool
         self._pin_memory = pin_memory
         self._pin_device_id = pin_device_id
