@@ -103,8 +103,6 @@ def _positions(k, device):
     if isinstance(k, ndarray):
         if k.dtype == _onp.bool_:
             return None
-        if _onp.dtype(k.dtype).kind == "f":
-            _check_whole_numbers(k)
         return k if k.dtype == _onp.int64 else k.astype(_onp.int64)
     values = _onp.asarray(k)
     if values.dtype == _onp.bool_:
@@ -112,16 +110,6 @@ def _positions(k, device):
     if values.size or isinstance(k, _onp.ndarray):  # an empty list reads as float64: fine
         _check_index_dtype(values.dtype)
     return _c_core_array(values.astype(_onp.int64), device)
-
-
-def _check_whole_numbers(k):
-    """pymx's np.array([0, 2]) is float32 (MXNet's default dtype), so a float index array is read
-    as integers, as in MXNet; a fraction, which MXNet would silently truncate, is refused."""
-    values = k.asnumpy()
-    fractional = values[values != _onp.trunc(values)]
-    if fractional.size:
-        raise IndexError(f"arrays used as indices must hold integers, got {fractional[0]} in a "
-                         f"{dtype_name(k.dtype)} index array")
 
 
 def _check_index_dtype(dtype):
