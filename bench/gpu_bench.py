@@ -20,9 +20,13 @@ Rows (every time is the median of several repeats, synchronised at the end of ea
                       torch: max_memory_allocated after reset_peak_memory_stats, its first
                       network row; both include the first steps' cuDNN algorithm searches)
 A row whose side fails prints the error instead of a number; the script never asserts on speed.
+With --budget-s, pymx gets the first 60 % of the budget and torch the rest; a row that would start
+past its side's share prints "skipped" instead, and a SIGTERM (tests/gpu/run.sh's timeout) still
+prints the table of the rows measured so far, so the table always comes out.
 """
 import argparse
 import json
+import signal
 import statistics
 import time
 import traceback
@@ -31,6 +35,24 @@ import numpy as onp
 
 MiB = 1 << 20
 COPY_ROWS = ("h2d_pageable_gbs", "h2d_pinned_gbs", "d2h_pageable_gbs", "d2h_pinned_gbs")
+
+
+class Deadline:
+    """The end of one side's share of --budget-s (time.monotonic(); None: no limit)."""
+
+    def __init__(self, seconds):
+        self.end = None if seconds is None else time.monotonic() + seconds
+
+    def passed(self):
+        return self.end is not None and time.monotonic() > self.end
+
+
+SKIPPED = "skipped: --budget-s spent"
+
+
+class Terminated(BaseException):
+    """Raised by the SIGTERM handler, so that main() still prints the rows measured so far (a
+    BaseException: the per-row `except Exception` handlers must not swallow it)."""
 
 
 def median_time(fn, repeats, sync):
@@ -46,14 +68,13 @@ def median_time(fn, repeats, sync):
 # ---------------------------------------------------------------------------------------------
 # pymx
 # ---------------------------------------------------------------------------------------------
-def pymx_side(quick):
+def pymx_side(quick, deadline, results):
     import pymx
     from pymx import autograd, gluon, np, npx
     from pymx.gluon import nn
     from pymx.ndarray import from_numpy
 
     dev = pymx.gpu(0)
-    results = {}
 
     def tiny_ops():
         x = np.zeros((4,), device=dev)
@@ -137,7 +158,7 @@ def pymx_side(quick):
                          lambda: leafnet(True, 64, True, bf16_steps, "bfloat16")))
     for key, fn in measurements:
         try:
-            value = fn()
+            value = SKIPPED if deadline.passed() else fn()
         except Exception as error:  # report and go on with the other rows
             traceback.print_exc()
             value = f"error: {type(error).__name__}: {error}"[:200]
@@ -182,7 +203,7 @@ def leaf_network_pymx(nn):
 # ---------------------------------------------------------------------------------------------
 # torch (the same network and measurements)
 # ---------------------------------------------------------------------------------------------
-def torch_side(quick):
+def torch_side(quick, deadline, results):
     import torch
     from torch import nn
 
@@ -196,11 +217,10 @@ def torch_side(quick):
         traceback.print_exc()
     dev = torch.device("cuda:0")
     sync = torch.cuda.synchronize
-    results = {}
 
     def measure(keys, fn):  # one failing row reports its error; the others still run
         try:
-            values = fn()
+            values = [SKIPPED] * len(keys) if deadline.passed() else fn()
         except Exception as error:
             traceback.print_exc()
             values = [f"error: {type(error).__name__}: {error}"[:200]] * len(keys)
@@ -332,18 +352,29 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="write the results as JSON here")
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
+    parser.add_argument("--budget-s", type=float,
+                        help="seconds for the whole run: rows that would start later are skipped")
     args = parser.parse_args()
+
+    def terminate(signum, frame):
+        raise Terminated(f"signal {signum}: the rows after this one were not measured")
+
+    signal.signal(signal.SIGTERM, terminate)
+    end = None if args.budget_s is None else time.monotonic() + args.budget_s
+    mine, peer = {}, {}
     try:
-        mine = pymx_side(args.quick)
-    except Exception as error:
-        traceback.print_exc()
-        mine = {"error": f"{type(error).__name__}: {error}"[:200]}
-    try:
-        peer = torch_side(args.quick)
-    except Exception as error:  # torch missing or failing: report pymx alone
-        traceback.print_exc()
-        peer = {"error": f"{type(error).__name__}: {error}"}
-    print(table(mine, peer))
+        for side, results, share in ((pymx_side, mine, 0.6), (torch_side, peer, 1.0)):
+            # pymx's share is 60 % of the budget; torch gets whatever is left after it.
+            seconds = None if end is None else share * (end - time.monotonic())
+            try:
+                side(args.quick, Deadline(seconds), results)
+            except Exception as error:  # torch missing or failing: report the other side alone
+                traceback.print_exc()
+                results["error"] = f"{type(error).__name__}: {error}"[:200]
+    except Terminated as error:
+        print(error, flush=True)
+        mine["terminated"] = str(error)
+    print(table(mine, peer), flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"pymx": mine, "torch": peer}, f, indent=2)

@@ -66,14 +66,14 @@ std::vector<TBlob> blobs_as(const OpContext& ctx, const std::vector<TBlob>& blob
   size_t bytes = 0;
   for (size_t i = 0; i < blobs.size(); ++i)
     if (blobs[i].dtype != dtypes[i]) bytes += workspace_aligned(blobs[i].size() * dtype_size(dtypes[i]));
-  if (bytes == 0) return blobs;
-  char* space = static_cast<char*>(ctx.workspace(bytes));
+  // An empty blob still takes its dtype (the kernels switch on it), with no workspace.
+  char* space = bytes > 0 ? static_cast<char*>(ctx.workspace(bytes)) : nullptr;
   std::vector<TBlob> result = blobs;
   for (size_t i = 0; i < blobs.size(); ++i) {
     if (blobs[i].dtype == dtypes[i]) continue;
     result[i].dptr = space;
     result[i].dtype = dtypes[i];
-    cast_blob(blobs[i], result[i], ctx.run.stream);
+    if (blobs[i].size() > 0) cast_blob(blobs[i], result[i], ctx.run.stream);
     space += workspace_aligned(blobs[i].size() * dtype_size(dtypes[i]));
   }
   return result;

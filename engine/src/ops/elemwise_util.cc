@@ -187,14 +187,14 @@ std::vector<TBlob> inputs_as(const OpContext& ctx, const std::vector<TBlob>& inp
   for (const TBlob& b : inputs)
     if (b.dtype != dtype) bytes += (b.size() * dtype_size(dtype) + 63) / 64 * 64;
   std::vector<TBlob> out = inputs;
-  if (bytes == 0) return out;
-  char* space = static_cast<char*>(ctx.workspace(bytes));
+  // An empty input still takes the dtype (its kernel switches on it), with no workspace.
+  char* space = bytes > 0 ? static_cast<char*>(ctx.workspace(bytes)) : nullptr;
   for (TBlob& b : out) {
     if (b.dtype == dtype) continue;
     TBlob converted = b;
     converted.dtype = dtype;
     converted.dptr = space;
-    cast_cpu(b, converted);
+    if (b.size() > 0) cast_cpu(b, converted);
     space += (b.size() * dtype_size(dtype) + 63) / 64 * 64;
     b = converted;
   }
