@@ -226,15 +226,16 @@ void nccl_all_reduce(const std::vector<NDArray>& arrays) {
   const std::vector<int> physical = physical_gpus(device_ids);
   if (first.size() == 0) return;
   const std::vector<ncclComm_t> comms = NcclState::get().communicators(device_ids, physical);
-  std::vector<void*> buffers;
   std::vector<VarHandle> vars;
-  for (const NDArray& a : arrays) {
-    buffers.push_back(a.blob().dptr);
-    vars.push_back(a.var());
-  }
+  for (const NDArray& a : arrays) vars.push_back(a.var());
   const size_t count = static_cast<size_t>(first.size());
   Engine::get()->push_sync(
-      [comms, physical, buffers, count, type](RunContext ctx) {
+      [comms, physical, arrays, count, type](RunContext ctx) {
+        // The addresses are taken here, after the ops writing the arrays have run: a gradient
+        // is allocated by the op that first writes it, on that op's stream (Note [Allocation at
+        // first use]), not by this push on the calling thread.
+        std::vector<void*> buffers;
+        for (const NDArray& a : arrays) buffers.push_back(a.blob().dptr);
         NcclState::get().all_reduce(comms, physical, buffers, count, type,
                                     static_cast<cudaStream_t>(ctx.stream));
       },
