@@ -45,7 +45,7 @@ void erfinv_loop(const T* src, T* dst, int64_t n) {
     for (int64_t first = lo; first < hi; first += nn::kErfinvBlock) {
       const int64_t m = std::min(nn::kErfinvBlock, hi - first);
       for (int64_t i = 0; i < m; ++i) wide[i] = static_cast<double>(static_cast<C>(src[first + i]));
-      nn::erfinv_vector(wide, wide, m, /*polish=*/std::is_same_v<C, double>);
+      nn::erfinv_vector(wide, wide, m, /*for_double=*/std::is_same_v<C, double>);
       for (int64_t i = 0; i < m; ++i) dst[first + i] = static_cast<T>(static_cast<C>(wide[i]));
     }
   });

@@ -108,11 +108,14 @@ inline bool has_vector_erfinv() {
 // converge to where libmvec's function equals the target, which libm's erf puts a few ulp away
 // in double; a last step by the scalar routines (double only, the one call per element it costs
 // brings the result back to the scalar loop's accuracy) corrects that. A float's result is
-// rounded from double, 29 bits below its own last place: libmvec's steps suffice.
+// rounded from double, 29 bits below its own last place: libmvec's steps suffice, and two tail
+// steps from the polynomial's 4e-7 (which holds over float's whole range) reach double's
+// rounding; the third that the convergence test takes would only confirm it.
 
 // y = erfinv(x) for n <= kErfinvBlock elements computed in double (Note [Inverse error function
-// on vectors]); `polish` adds the last step by libm's routines. x and y may be the same buffer.
-inline void erfinv_vector(const double* x, double* y, int64_t n, bool polish) {
+// on vectors]), for float arguments (converted exactly) or double ones (`for_double`: the tail's
+// steps until converged, and the last step by libm's routines). x and y may be the same buffer.
+inline void erfinv_vector(const double* x, double* y, int64_t n, bool for_double) {
   using ops::MathFn;
   using ops::vector_math;
   int64_t central[kErfinvBlock], tail[kErfinvBlock];
@@ -158,7 +161,8 @@ inline void erfinv_vector(const double* x, double* y, int64_t n, bool polish) {
   vector_math(MathFn::kLog, target, target, n_tail);
   double tails[kErfinvBlock];
   int64_t active = n_tail;
-  for (int step = 0; step < kErfinvMaxTailSteps && active > 0; ++step) {
+  const int max_tail_steps = for_double ? kErfinvMaxTailSteps : 2;
+  for (int step = 0; step < max_tail_steps && active > 0; ++step) {
     for (int64_t k = 0; k < n_tail; ++k) u[k] = -g[k] * g[k];
     vector_math(MathFn::kExp, u, u, n_tail);
     vector_math(MathFn::kErfc, g, tails, n_tail);
@@ -181,7 +185,7 @@ inline void erfinv_vector(const double* x, double* y, int64_t n, bool polish) {
       continue;
     }
     double yi = r[i];
-    if (polish) {
+    if (for_double) {
       if (a[i] <= kErfinvCentral) {
         yi -= (std::erf(yi) - a[i]) / (kErfinvTwoOverSqrtPi * std::exp(-yi * yi));
       } else {
