@@ -106,8 +106,9 @@ inline bool has_vector_erfinv() {
 // elements go on, so every result is a function of its element alone, wherever the block starts.
 // libmvec's erf and erfc are within 2-4 ulp where the scalar ones are within 1: the Newton steps
 // converge to where libmvec's function equals the target, which libm's erf puts a few ulp away
-// in double; a last step by the scalar routines (double only, the one call per element it costs
-// brings the result back to the scalar loop's accuracy) corrects that. A float's result is
+// in double (erf(y) 4.0e-16 from x on central arguments, measured); a last step by the scalar
+// routines corrects that (double only: its scalar calls cost as much again as the vector steps,
+// and bring the result back to the scalar loop's accuracy, 2.2e-16). A float's result is
 // rounded from double, 29 bits below its own last place: libmvec's steps suffice, and two tail
 // steps from the polynomial's 4e-7 (which holds over float's whole range) reach double's
 // rounding; the third that the convergence test takes would only confirm it.
