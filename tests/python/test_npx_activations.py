@@ -1,7 +1,10 @@
 """npx.activation's log_sigmoid and mish, and npx.leaky_relu's act_types (leaky, prelu, elu,
 selu, gelu, gelu_tanh) against float64 NumPy references: values in every float dtype, gradients
 against central differences, empty and 0-d shapes, the serial engine as the parallel kernels'
-oracle, GPU against CPU, and the errors."""
+oracle, GPU against CPU, and the errors. The libmvec paths (mish, elu, selu, gelu, gelu_tanh
+forward and backward, log_sigmoid's backward) at sizes around the vector width, block and thread
+chunk, special values, 16-bit floats as the float results rounded, and the same bits wherever an
+array starts."""
 import math
 
 import numpy as onp
@@ -10,6 +13,7 @@ import pytest
 import pymx
 from pymx import autograd, npx
 from pymx.ndarray import from_numpy
+from pymx._op import invoke
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient, check_op
 from conftest import assert_engines_agree, requires_gpu
 
@@ -199,6 +203,166 @@ def test_prelu_empty_data_gives_zero_gamma_grad(device):
     out.backward()
     assert out.shape == (0, 3, 2)
     assert_almost_equal(gamma.grad, onp.zeros(3), rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The libmvec paths (activation_vector.h): mish, elu, selu, gelu, gelu_tanh forward and
+# backward, and log_sigmoid's and mish's backward, computed a block at a time
+# ---------------------------------------------------------------------------------------------
+def _sigmoid(x):
+    return 0.5 * (1 + onp.tanh(0.5 * x))  # no overflow warning for large |x|
+
+
+def _mish_derivative(x):
+    t = onp.tanh(softrelu(x))
+    return t + x * _sigmoid(x) * (1 - t * t)
+
+
+def _gelu_tanh_derivative(x):
+    u = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
+    t = onp.tanh(u)
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x * x)
+
+
+VECTOR_SLOPE = 0.3
+# name: (forward through pymx, float64 forward, float64 derivative)
+VECTOR_PATHS = {
+    "mish": (lambda x: npx.activation(x, act_type="mish"), ACTIVATIONS["mish"], _mish_derivative),
+    "log_sigmoid": (lambda x: npx.activation(x, act_type="log_sigmoid"),
+                    ACTIVATIONS["log_sigmoid"], lambda x: _sigmoid(-x)),
+    "elu": (lambda x: npx.leaky_relu(x, act_type="elu", slope=VECTOR_SLOPE),
+            leaky_reference("elu", VECTOR_SLOPE),
+            lambda x: onp.where(x > 0, 1.0, VECTOR_SLOPE * onp.exp(onp.minimum(x, 0)))),
+    "selu": (lambda x: npx.leaky_relu(x, act_type="selu"), leaky_reference("selu"),
+             lambda x: SELU_LAMBDA * onp.where(x > 0, 1.0, SELU_ALPHA * onp.exp(onp.minimum(x, 0)))),
+    "gelu": (lambda x: npx.leaky_relu(x, act_type="gelu"), leaky_reference("gelu"),
+             lambda x: 0.5 * (1 + _erf(x / math.sqrt(2))) +
+             x * onp.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)),
+    "gelu_tanh": (lambda x: npx.leaky_relu(x, act_type="gelu_tanh"), leaky_reference("gelu_tanh"),
+                  _gelu_tanh_derivative),
+}
+# Sizes around the vector width (16 floats), the block (1024) and the threads' chunk (16384).
+VECTOR_SIZES = (0, 1, 15, 16, 17, 1025, 2 * 16384 + 5)
+
+
+def forward_and_gradient(name, x, head, dtype=None):
+    data = from_numpy(x, dtype=dtype)
+    data.attach_grad()
+    with autograd.record():
+        out = VECTOR_PATHS[name][0](data)
+    out.backward(from_numpy(head, dtype=dtype))
+    return out.asnumpy(), data.grad.asnumpy()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(VECTOR_PATHS))
+def test_vector_paths_match_float64_numpy(name, dtype):
+    """Values and gradients at sizes that end inside a vector, a block and a thread's chunk,
+    against the float64 formulas: the libm calls replaced by libmvec's (2-4 ulp) plus the
+    formulas' own roundings."""
+    rng = onp.random.default_rng(21)
+    _, forward, derivative = VECTOR_PATHS[name]
+    # gelu_tanh's exp(-2 u), u = sqrt(2/pi) (x + 0.044715 x^3), gets u rounded, an absolute error
+    # of |2 u| eps (up to 50 eps for |x| <= 8) that exp turns into a relative one.
+    eps = onp.finfo(dtype).eps * (8 if name == "gelu_tanh" else 1)
+    for n in VECTOR_SIZES:
+        x = rng.uniform(-8, 8, n).astype(dtype)
+        head = rng.uniform(-1, 1, n).astype(dtype)
+        out, grad = forward_and_gradient(name, x, head)
+        assert out.shape == grad.shape == (n,) and out.dtype == grad.dtype == onp.dtype(dtype)
+        exact = x.astype(onp.float64)
+        assert_almost_equal(out, forward(exact), rtol=8 * eps, atol=8 * eps,
+                            names=(f"pymx {name} n={n}", "float64 numpy"))
+        # gelu's derivative crosses zero near x = -0.75 (a sum of terms of order 1): an
+        # absolute bound there, as for the other formulas' small results.
+        assert_almost_equal(grad, head.astype(onp.float64) * derivative(exact), rtol=16 * eps,
+                            atol=16 * eps, names=(f"pymx {name}' n={n}", "float64 numpy"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(VECTOR_PATHS))
+def test_vector_paths_special_values(name, dtype):
+    """+-0, +-inf, NaN, mish's switch at 20, saturation and subnormals, mixed into one block,
+    against the float64 formulas (NaN where they give NaN: mish(-inf) = -inf * 0)."""
+    x = onp.array([0.0, -0.0, onp.inf, -onp.inf, onp.nan, 20.0, onp.nextafter(20.0, 21),
+                   -20.0, 44.0, 89.0, -89.0, 700.0, -700.0, 1e-40, -1e-40, 1e-310, -1e-310,
+                   1e30, -1e30, 0.5, -0.5, 3.0, -3.0], dtype="float64").astype(dtype)
+    with onp.errstate(all="ignore"):
+        want = VECTOR_PATHS[name][1](x.astype(onp.float64)).astype(dtype)
+        got, _ = forward_and_gradient(name, x, onp.ones_like(x))
+    assert onp.array_equal(onp.isnan(got), onp.isnan(want)), (name, x, got, want)
+    assert onp.array_equal(onp.isinf(got), onp.isinf(want)), (name, x, got, want)
+    finite = onp.isfinite(want)
+    assert onp.array_equal(got[~finite & ~onp.isnan(want)], want[~finite & ~onp.isnan(want)])
+    # gelu's 1 + erf(x / sqrt 2) and gelu_tanh's exp(-2 u) leave an error of order eps |x| in
+    # results that are much smaller where x < 0 (the float64 formulas have it too).
+    scale = onp.abs(want[finite]).astype(onp.float64) + onp.minimum(onp.abs(x[finite]), 1)
+    error = onp.abs(got[finite].astype(onp.float64) - want[finite])
+    bound = 8 * onp.finfo(dtype).eps * scale + onp.finfo(dtype).tiny
+    assert (error <= bound).all(), (name, x[finite][error > bound], got[finite][error > bound],
+                                    want[finite][error > bound])
+
+
+@pytest.mark.parametrize("dtype", DTYPES_16)
+@pytest.mark.parametrize("name", sorted(VECTOR_PATHS))
+def test_vector_paths_16bit_floats(name, dtype):
+    """float16 and bfloat16 widen to float a block at a time: each result, and each gradient,
+    is the float32 op's result on the same values rounded to the dtype (log_sigmoid's gradient
+    reads the rounded output). bfloat16 arrays read back as float32, exactly."""
+    x = onp.linspace(-6, 6, 1500)
+    low, low_grad = forward_and_gradient(name, x, onp.ones(x.size), dtype=dtype)
+    stored = from_numpy(x, dtype=dtype).astype("float32").asnumpy()
+    wide, wide_grad = forward_and_gradient(name, stored, onp.ones(x.size, onp.float32))
+    if name == "log_sigmoid":
+        y = from_numpy(low.astype(onp.float32))
+        wide_grad = invoke("activation_backward", [from_numpy(onp.ones(x.size, onp.float32)), y, y],
+                           {"act_type": "log_sigmoid"})[0].asnumpy()
+    assert low.tobytes() == from_numpy(wide).astype(dtype).asnumpy().tobytes(), name
+    assert low_grad.tobytes() == from_numpy(wide_grad).astype(dtype).asnumpy().tobytes(), name
+
+
+@pytest.mark.parametrize("name", sorted(VECTOR_PATHS))
+def test_vector_paths_same_bits_wherever_the_array_starts(name):
+    """A slice starts elsewhere against the vectors, blocks and chunks: its elements, and their
+    gradients, must be the whole array's bits."""
+    rng = onp.random.default_rng(22)
+    x = rng.uniform(-25, 25, 16384 + 2000).astype("float32")
+    head = rng.uniform(-1, 1, x.size).astype("float32")
+    whole, whole_grad = forward_and_gradient(name, x, head)
+    for first, last in ((1, 1030), (15, 16), (1023, 16390), (16385, 18384)):
+        part, part_grad = forward_and_gradient(name, x[first:last], head[first:last])
+        assert part.tobytes() == whole[first:last].tobytes(), (name, first, last)
+        assert part_grad.tobytes() == whole_grad[first:last].tobytes(), (name, first, last)
+
+
+@pytest.mark.parametrize("name", sorted(VECTOR_PATHS))
+def test_vector_paths_gradient_by_central_differences(name):
+    """17 elements: a whole vector and a one-element tail, away from elu's and selu's kink."""
+    check_numeric_gradient(VECTOR_PATHS[name][0], [away_from_zero((17,)) * 3])
+
+
+_VECTOR_ENGINE_SCRIPT = r"""
+import numpy as onp
+from pymx import autograd, npx
+from pymx.ndarray import from_numpy
+rng = onp.random.default_rng(23)
+results = []
+for act, kind in [("mish", "activation"), ("log_sigmoid", "activation"), ("elu", "leaky"),
+                  ("gelu_tanh", "leaky")]:
+    for dtype in ("float32", "float64", "float16"):
+        x = from_numpy(rng.uniform(-9, 9, 40005), dtype=dtype)
+        x.attach_grad()
+        with autograd.record():
+            out = (npx.activation(x, act_type=act) if kind == "activation"
+                   else npx.leaky_relu(x, act_type=act))
+        out.backward(from_numpy(rng.uniform(-1, 1, 40005), dtype=dtype))
+        results += [out.asnumpy(), x.grad.asnumpy()]
+onp.savez(OUT, *results)
+"""
+
+
+def test_vector_paths_threaded_engine_matches_naive(tmp_path):
+    assert_engines_agree(_VECTOR_ENGINE_SCRIPT, tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------

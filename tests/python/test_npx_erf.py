@@ -1,6 +1,8 @@
 """npx.erf and npx.erfinv against float64 references (math.erf, and erf(erfinv(x)) = x), in every
 float dtype and for integers, their edges (+-1, outside [-1, 1], NaN), gradients against central
-differences, empty shapes, and GPU against CPU."""
+differences, empty shapes, and GPU against CPU. erfinv's vector path at sizes around its vector
+width, block and thread chunk, special values inside a block, the same bits wherever an array
+starts, and the threaded engine against the naive one."""
 import math
 
 import numpy as onp
@@ -10,7 +12,7 @@ import pymx
 from pymx import npx
 from pymx.ndarray import from_numpy
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient, check_op
-from conftest import requires_gpu
+from conftest import assert_engines_agree, requires_gpu
 from test_unary_fast_paths import SPECIAL, assert_within_ulps, kUlps
 
 
@@ -110,3 +112,99 @@ def test_erf_same_bits_wherever_the_array_starts():
     whole = npx.erf(from_numpy(x)).asnumpy()
     for offset in (1, 7, 15, 17, 16380):
         assert npx.erf(from_numpy(x[offset:])).asnumpy().tobytes() == whole[offset:].tobytes()
+
+
+# ---------------------------------------------------------------------------------------------
+# erfinv's vector path (Note [Inverse error function on vectors] in erf_inverse.h)
+# ---------------------------------------------------------------------------------------------
+# Sizes around the vector width, erfinv's block (256) and the threads' chunk (16384).
+ERFINV_SIZES = (0, 1, 15, 16, 17, 255, 257, 2 * 16384 + 5)
+
+
+def erfinv_arguments(n, rng):
+    """Central (|x| <= 0.5) and tail arguments interleaved, the tail down to 1 - 1e-15."""
+    tail = 1 - 10.0 ** -rng.uniform(0.3, 15, n)
+    x = onp.where(rng.random(n) < 0.5, rng.uniform(-0.5, 0.5, n), tail)
+    return x * rng.choice([-1, 1], n)
+
+
+def test_erfinv_inverts_erf_at_every_size():
+    """float64: erf(y) = x to rounding in the centre, erfc(|y|) = 1 - |x| near +-1 (where erf(y)
+    has lost y's digits), as for the scalar steps."""
+    rng = onp.random.default_rng(31)
+    for n in ERFINV_SIZES:
+        x = erfinv_arguments(n, rng)
+        y = npx.erfinv(from_numpy(x)).asnumpy()
+        assert y.shape == (n,) and y.dtype == onp.float64
+        central = onp.abs(x) <= 0.5
+        assert_almost_equal(erf_reference(y[central]), x[central], rtol=4e-16, atol=1e-300)
+        assert_almost_equal(onp.vectorize(math.erfc, otypes=[float])(onp.abs(y[~central])),
+                            1 - onp.abs(x[~central]), rtol=1e-13, atol=0)
+        assert (onp.sign(y) == onp.sign(x)).all()
+
+
+def test_erfinv_float32_is_the_double_result_rounded():
+    """float32 arguments run the same steps in double without the last libm step: their results
+    are the float64 op's results rounded to float, at every size."""
+    rng = onp.random.default_rng(32)
+    for n in ERFINV_SIZES:
+        x = erfinv_arguments(n, rng).astype(onp.float32)
+        got = npx.erfinv(from_numpy(x)).asnumpy()
+        want = npx.erfinv(from_numpy(x.astype(onp.float64))).asnumpy().astype(onp.float32)
+        assert got.dtype == onp.float32
+        assert got.tobytes() == want.tobytes(), n
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_erfinv_special_values_inside_a_block(dtype):
+    """+-0 (sign kept), +-1 (+-inf), outside [-1, 1] and NaN (NaN), subnormals (erfinv(x) =
+    sqrt(pi) / 2 x there), the last values below 1, mixed with ordinary ones in one block."""
+    last_below_one = float(onp.nextafter(onp.array(1, dtype), onp.array(0, dtype)))
+    x = onp.array([0.0, -0.0, 1.0, -1.0, 1.5, -1.5, onp.inf, -onp.inf, onp.nan,
+                   1e-40 if dtype == "float32" else 1e-310, -1e-300, 0.3, 0.7,
+                   last_below_one, -last_below_one, 0.5, -0.5], dtype=dtype)
+    y = npx.erfinv(from_numpy(x)).asnumpy()
+    assert y[0] == 0 and not onp.signbit(y[0]) and y[1] == 0 and onp.signbit(y[1])
+    assert y[2] == onp.inf and y[3] == -onp.inf
+    assert onp.isnan(y[4:9]).all()
+    half_sqrt_pi = math.sqrt(math.pi) / 2
+    assert_almost_equal(y[9:11], (half_sqrt_pi * x[9:11].astype(onp.float64)).astype(dtype),
+                        rtol=onp.finfo(dtype).eps, atol=0)
+    exact = x[11:].astype(onp.float64)
+    tail = 1 - onp.abs(exact)
+    want_tail = onp.vectorize(math.erfc, otypes=[float])(onp.abs(y[11:].astype(onp.float64)))
+    # float32: y is rounded to float, so erfc(y) is off by ~2 y^2 ulp(y) relative.
+    assert_almost_equal(want_tail, tail, rtol=1e-13 if dtype == "float64" else 2e-5, atol=0)
+    assert (onp.sign(y[11:]) == onp.sign(exact)).all()
+
+
+def test_erfinv_same_bits_wherever_the_array_starts():
+    rng = onp.random.default_rng(33)
+    x = erfinv_arguments(16384 + 600, rng)
+    for dtype in ("float32", "float64"):
+        values = x.astype(dtype)
+        whole = npx.erfinv(from_numpy(values)).asnumpy()
+        for first, last in ((1, 300), (255, 16390), (16385, 16984)):
+            part = npx.erfinv(from_numpy(values[first:last])).asnumpy()
+            assert part.tobytes() == whole[first:last].tobytes(), (dtype, first, last)
+
+
+_ERFINV_ENGINE_SCRIPT = r"""
+import numpy as onp
+from pymx import autograd, npx
+from pymx.ndarray import from_numpy
+rng = onp.random.default_rng(34)
+results = []
+for dtype in ("float32", "float64", "bfloat16"):
+    x = from_numpy(rng.uniform(-0.999, 0.999, 40005), dtype=dtype)
+    x.attach_grad()
+    with autograd.record():
+        y = npx.erfinv(x)
+    y.backward()
+    results += [y.asnumpy(), x.grad.asnumpy()]
+onp.savez(OUT, *results)
+"""
+
+
+def test_erfinv_threaded_engine_matches_naive(tmp_path):
+    assert_engines_agree(_ERFINV_ENGINE_SCRIPT, tmp_path)

@@ -1,9 +1,9 @@
 // The activation functions of the activation, mish and leaky_relu ops and their derivatives, one
 // definition for the CPU kernels (nn_activation.cc) and the GPU kernels (cuda/src/nn_elemwise.cu),
 // so that both compute the same formulas. A is the arithmetic type: float (also for float16 and
-// bfloat16 data) or double. The CPU forward of sigmoid, tanh, softrelu and log_sigmoid computes
-// these formulas a block at a time, their exp, log1p and tanh by libmvec (act_forward_vector in
-// nn_activation.cc): a change here goes there too.
+// bfloat16 data) or double. The CPU kernels compute the formulas that call exp, expm1, log1p,
+// tanh or erf a block at a time, those functions by libmvec (activation_vector.h): a change here
+// goes there too.
 //
 // | name        | f(x)                                           | f'(x)                                   |
 // |-------------|------------------------------------------------|-----------------------------------------|

@@ -27,10 +27,13 @@ namespace pymx {
 namespace {
 
 using nn::Act;
+using nn::act_backward_vector;
 using nn::act_derivative;
 using nn::act_forward;
 using nn::act_forward_vector;
+using nn::has_vector_backward;
 using nn::has_vector_forward;
+using nn::has_vector_leaky;
 using nn::kVectorBlock;
 using nn::Leaky;
 using nn::parse_act;
@@ -57,26 +60,40 @@ void grad_infer(const std::vector<Shape>& in, const std::vector<DType>& dt, cons
 // handing a chunk to another thread.
 constexpr int64_t kGrain = 16384;
 
+// Calls block(a, b, out, m) over [lo, hi) in kVectorBlock steps, with a, b and out the spans of
+// in0, in1 (nullptr when there is none) and out as A: the arrays themselves where T is A, float
+// copies on the stack for float16 and bfloat16. out may be in0's copy: the blocks write out[i]
+// after reading element i.
+template <typename A, typename T, typename Block>
+void in_vector_blocks(int64_t lo, int64_t hi, const T* in0, const T* in1, T* out, Block block) {
+  for (int64_t first = lo; first < hi; first += kVectorBlock) {
+    const int64_t m = std::min(kVectorBlock, hi - first);
+    if constexpr (std::is_same_v<T, A>) {
+      block(in0 + first, in1 ? in1 + first : nullptr, out + first, m);
+    } else {
+      A wide0[kVectorBlock], wide1[kVectorBlock];
+      convert_span(in0 + first, wide0, m);
+      if (in1) convert_span(in1 + first, wide1, m);
+      block(wide0, in1 ? wide1 : nullptr, wide0, m);
+      convert_span(wide0, out + first, m);
+    }
+  }
+}
+
 // The loops are instantiated per activation so that the switch is outside them: a per-element
 // switch through a jump table (and ReLU's data-dependent branch) ran ~10x slower than these
-// loops, which the compiler vectorises for relu. tanh, sigmoid, softrelu and log_sigmoid go
-// through libmvec where this machine has it: glibc's scalar tanhf alone took 20 ns an element.
+// loops, which the compiler vectorises for relu. The activations whose formulas call exp, tanh,
+// log1p, expm1 or erf go through libmvec where this machine has it (activation_vector.h):
+// glibc's scalar tanhf alone took 20 ns an element.
 template <Act kAct, typename T>
 void act_forward_loop(const T* x, T* y, int64_t n) {
   using A = nn::acc_t<T>;
   if (has_vector_forward<A>(kAct)) {
     parallel_for(0, n, kGrain, [=](int64_t lo, int64_t hi) {
-      for (int64_t first = lo; first < hi; first += kVectorBlock) {
-        const int64_t m = std::min(kVectorBlock, hi - first);
-        if constexpr (std::is_same_v<T, A>) {
-          act_forward_vector<kAct, A>(x + first, y + first, m);
-        } else {  // float16 and bfloat16 through float
-          A wide[kVectorBlock];
-          convert_span(x + first, wide, m);
-          act_forward_vector<kAct, A>(wide, wide, m);
-          convert_span(wide, y + first, m);
-        }
-      }
+      in_vector_blocks<A>(lo, hi, x, static_cast<const T*>(nullptr), y,
+                          [](const A* v, const A*, A* out, int64_t m) {
+                            act_forward_vector<kAct, A>(v, out, m);
+                          });
     });
     return;
   }
@@ -90,6 +107,15 @@ void act_forward_loop(const T* x, T* y, int64_t n) {
 template <Act kAct, typename T>
 void act_backward_loop(const T* dy, const T* x, const T* y, T* dx, int64_t n) {
   using A = nn::acc_t<T>;
+  if (has_vector_backward<A>(kAct)) {
+    const T* read = kAct == Act::kMish ? x : y;  // what the derivative reads
+    parallel_for(0, n, kGrain, [=](int64_t lo, int64_t hi) {
+      in_vector_blocks<A>(lo, hi, dy, read, dx, [](const A* g, const A* v, A* out, int64_t m) {
+        act_backward_vector<kAct, A>(g, v, out, m);
+      });
+    });
+    return;
+  }
   parallel_for(0, n, kGrain, [=](int64_t lo, int64_t hi) {
     if constexpr (kAct == Act::kRelu) {
       // A select, as PyTorch's threshold_backward: `dy * (y > 0 ? 1 : 0)` compiled to a branch on
@@ -297,6 +323,18 @@ void leaky_forward(const OpContext& ctx, const std::vector<TBlob>& in,
     T* y = out[0].data<T>();
     with_leaky(act, [&](auto a) {
       constexpr Leaky kAct = decltype(a)::value;
+      if constexpr (kAct != Leaky::kLeaky && kAct != Leaky::kPrelu) {
+        if (has_vector_leaky<A>(kAct)) {
+          const A s = static_cast<A>(slope);
+          parallel_for(0, in[0].size(), kGrain, [=](int64_t lo, int64_t hi) {
+            in_vector_blocks<A>(lo, hi, x, static_cast<const T*>(nullptr), y,
+                                [s](const A* xs, const A*, A* out, int64_t m) {
+                                  nn::leaky_forward_vector<kAct, A>(xs, out, m, s);
+                                });
+          });
+          return;
+        }
+      }
       parallel_for(0, in[0].size(), kGrain, [=](int64_t lo, int64_t hi) {
         for_each_slope_run<A>(v, gamma, slope, lo, hi, [=](int64_t first, int64_t last, A s) {
           for (int64_t i = first; i < last; ++i)
@@ -357,6 +395,7 @@ void leaky_backward(const OpContext& ctx, const std::vector<TBlob>& in,
     const T* x = in[1].data<T>();
     const T* gamma = prelu ? in[2].data<T>() : nullptr;
     T* dx = out[0].data<T>();
+    const bool vector = has_vector_leaky<A>(act);
     with_leaky(act, [&](auto a) {
       constexpr Leaky kAct = decltype(a)::value;
       parallel_for_parts(n, kGrain, [=](int64_t part, int64_t lo, int64_t hi) {
@@ -364,6 +403,11 @@ void leaky_backward(const OpContext& ctx, const std::vector<TBlob>& in,
           if constexpr (kAct == Leaky::kPrelu) {
             sums[part * v.channels + (first / v.inner) % v.channels] +=
                 prelu_backward_run<A>(dy, x, dx, first, last, s);
+          } else if (vector) {
+            in_vector_blocks<A>(first, last, dy, x, dx,
+                                [a, s](const A* g, const A* xs, A* out, int64_t m) {
+                                  nn::leaky_grad_vector<decltype(a)::value, A>(g, xs, out, m, s);
+                                });
           } else {
             for (int64_t i = first; i < last; ++i) {
               dx[i] = static_cast<T>(

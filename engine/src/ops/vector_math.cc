@@ -17,12 +17,13 @@ namespace pymx {
 namespace ops {
 namespace {
 
-constexpr int kFunctionCount = static_cast<int>(MathFn::kErf) + 1;
+constexpr int kFunctionCount = static_cast<int>(MathFn::kErfc) + 1;
 
 // libmvec's names of the functions in MathFn's order (the double routines; float's end in 'f').
 constexpr const char* kNames[kFunctionCount] = {
     "exp", "expm1", "log",  "log1p", "log2", "log10", "cbrt",  "sin",   "cos",  "tan",
-    "asin", "acos", "atan", "sinh",  "cosh", "tanh",  "asinh", "acosh", "atanh", "erf"};
+    "asin", "acos", "atan", "sinh",  "cosh", "tanh",  "asinh", "acosh", "atanh", "erf",
+    "erfc"};
 
 // The widest vector length a tail is padded to: 16 floats (AVX-512), a multiple of every width.
 constexpr int64_t kMaxLanes = 16;

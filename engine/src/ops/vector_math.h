@@ -29,7 +29,7 @@ namespace ops {
 enum class MathFn {
   kExp, kExpm1, kLog, kLog1p, kLog2, kLog10, kCbrt,
   kSin, kCos, kTan, kArcsin, kArccos, kArctan,
-  kSinh, kCosh, kTanh, kArcsinh, kArccosh, kArctanh, kErf,
+  kSinh, kCosh, kTanh, kArcsinh, kArccosh, kArctanh, kErf, kErfc,
 };
 
 // Whether vector_math computes `fn` for T (float or double) on this machine. Thread-safe.
