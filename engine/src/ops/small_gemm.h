@@ -1,0 +1,32 @@
+// Float products with a few dozen rows, C = alpha * A . op(B) + beta * C with A m x k (m up to
+// 64) and op(B) k x n, B stored n x k (a Dense layer's weight, an LSTM's recurrent weight) or
+// k x n (the data gradient of either): a register-blocked AVX-512 or AVX2+FMA kernel, chosen at
+// run time, over panels of B packed per thread. nn::gemm (nn_common.h) calls it. See
+// Note [Small GEMM] in small_gemm.cc.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/fma_level.h"
+
+namespace pymx {
+namespace nn {
+
+// Whether the kernel takes an m x k . op(B) product (op(B) k x n) at `level`: m in [9, 64], or
+// [2, 64] when B is stored k x n (small_rows_product takes the transposed products of 2-8 rows),
+// n >= 16, and enough work (m * n * k >= 2^18) that packing B pays.
+bool small_gemm_handles(bool trans_b, int64_t m, int64_t n, int64_t k,
+                        FmaLevel level = fma_level());
+
+// Row-major C (m x n, row stride ldc) = alpha * A (m x k, row stride lda) . op(B) + beta * C;
+// op(B) is B^T with B n x k (trans_b) or B itself, k x n; ldb is B's row stride. beta == 0
+// overwrites C (NaN in C does not propagate). The n columns are split across the intra-op
+// threads; each output is the sum of its k products in order 0..k-1, so results depend neither
+// on the thread count nor on `level`. Right for any m, n >= 1 and k >= 0; small_gemm_handles
+// says where it is the faster way.
+void small_gemm_f32(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                    FmaLevel level = fma_level());
+
+}  // namespace nn
+}  // namespace pymx
