@@ -1,9 +1,9 @@
 // The few-row product of engine/src/ops/small_gemm.h at every level this CPU runs (AVX2 and,
 // where the CPU has it, AVX-512; the Python tests reach only the best one), against a float64
-// reference: B stored n x k and k x n, row counts at the tile and range boundaries, column counts
-// that are not multiples of a panel or that cross a column block, k across several packed
-// blocks and with tails, padded leading dimensions, alpha, and beta = 0 (C's NaN overwritten)
-// and beta != 0. Also: AVX2 and AVX-512 agree bitwise, and computing C's columns in two calls
+// reference: B stored n x k and k x n, row counts at the tile, row-block and range boundaries,
+// column counts that are not multiples of a panel or that cross a column block, k across several
+// packed blocks and with tails, padded leading dimensions, alpha, and beta = 0 (C's NaN
+// overwritten) and beta != 0. Also: AVX2 and AVX-512 agree bitwise, and computing C's columns in two calls
 // gives the bits of one call (what makes results independent of the thread split).
 #include <cmath>
 #include <cstdint>
@@ -122,11 +122,12 @@ int main() {
         cases += 2;
       }
       check(level, trans_b, 32, 1024, 256, 1.0f, 1.0f, &rng);  // an LSTM's recurrent product
+      check(level, trans_b, 130, 40, 300, 1.0f, 0.5f, &rng);   // row blocks of 64, 64 and 2
       check(level, trans_b, 9, 300, 8, 2.0f, 0.0f, &rng);      // two column blocks, k of 8
       check(level, trans_b, 3, 40, 1, 1.0f, 0.0f, &rng);       // k of 1
       check(level, trans_b, 4, 33, 0, 1.0f, 0.5f, &rng);       // k of 0: C = beta * C
       check(level, trans_b, 4, 33, 0, 1.0f, 0.0f, &rng);
-      cases += 5;
+      cases += 6;
     }
   }
   for (bool trans_b : {true, false}) {
@@ -134,14 +135,23 @@ int main() {
     check_bitwise(best, trans_b, 13, 300, 777, 32, &rng);
     cases += 2;
   }
-  EXPECT(pymx::nn::small_gemm_handles(true, 32, 1024, 256, best), "an LSTM's recurrent product");
-  EXPECT(pymx::nn::small_gemm_handles(false, 2, 21632, 100, best), "a Dense data gradient");
-  EXPECT(!pymx::nn::small_gemm_handles(true, 8, 100, 21632, best),
-         "A.B^T with 8 rows is small_rows_product's");
-  EXPECT(!pymx::nn::small_gemm_handles(false, 1, 1024, 256, best), "m = 1 is gemv's");
-  EXPECT(!pymx::nn::small_gemm_handles(true, 65, 1024, 256, best), "m = 65 is sgemm's");
-  EXPECT(!pymx::nn::small_gemm_handles(true, 32, 8, 4096, best), "n = 8 wastes most of a panel");
-  EXPECT(!pymx::nn::small_gemm_handles(true, 16, 16, 16, best), "a tiny product stays with sgemm");
+  for (FmaLevel level : levels) {
+    const int64_t max_rows = level == FmaLevel::kAvx512 ? 2048 : 64;
+    EXPECT(pymx::nn::small_gemm_handles(true, 32, 1024, 256, level), "an LSTM's recurrence");
+    EXPECT(pymx::nn::small_gemm_handles(true, max_rows, 1024, 256, level), "the most rows");
+    EXPECT(!pymx::nn::small_gemm_handles(true, max_rows + 1, 1024, 256, level), "too many rows");
+    EXPECT(pymx::nn::small_gemm_handles(false, 2, 21632, 100, level), "a Dense data gradient");
+    EXPECT(!pymx::nn::small_gemm_handles(false, 1, 1024, 256, level), "m = 1 is gemv's");
+    EXPECT(pymx::nn::small_gemm_handles(true, 4, 1024, 256, level), "4 rows, B of 1 MB");
+    EXPECT(!pymx::nn::small_gemm_handles(true, 3, 1024, 256, level),
+           "3 rows of A.B^T are small_rows_product's");
+    EXPECT(!pymx::nn::small_gemm_handles(true, 8, 100, 21632, level),
+           "8 rows of A.B^T with a B of 8 MB are small_rows_product's");
+    EXPECT(pymx::nn::small_gemm_handles(true, 9, 100, 21632, level), "9 rows, B of 8 MB");
+    EXPECT(!pymx::nn::small_gemm_handles(true, 32, 8, 4096, level), "n = 8 wastes a panel");
+    EXPECT(!pymx::nn::small_gemm_handles(true, 16, 16, 16, level), "tiny products stay with sgemm");
+  }
+  EXPECT(!pymx::nn::small_gemm_handles(true, 32, 1024, 256, FmaLevel::kNone), "no AVX2, no kernel");
   std::printf("test_small_gemm: ok (%d cases)\n", cases);
   return 0;
 }

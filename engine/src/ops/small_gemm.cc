@@ -1,4 +1,4 @@
-// Float products with a few dozen rows (small_gemm.h).
+// Float products with few rows (small_gemm.h).
 //
 // Note [Small GEMM]
 // ~~~~~~~~~~~~~~~~~
@@ -6,6 +6,7 @@
 // GEMMs with few rows. OpenBLAS's sgemm is built for large products: it packs A and B into its
 // own layouts on every call, and with a few dozen rows the packing and the edge handling cost
 // more than its kernel saves (the recurrent product ran at ~77 GFLOP/s on two cores). Here:
+//  - C is computed in blocks of at most 64 rows by 256 columns, whose sums stay in cache.
 //  - Each thread owns a range of C's columns (whole panels of NR = two vectors, 32 floats with
 //    AVX-512 and 16 with AVX2), so B is read once overall.
 //  - op(B) is taken kDepth rows at a time; each panel's kDepth x NR block is copied (packed)
@@ -34,12 +35,24 @@ namespace pymx {
 namespace nn {
 namespace {
 
-constexpr int64_t kMaxRows = 64;
-constexpr int64_t kMinRowsTransposed = 9;  // fewer rows of A . B^T: small_rows_product
+// The ranges below were measured against OpenBLAS's sgemm split over the threads
+// (bench/cpp/small_gemm.cc; OpenBLAS runs its AVX2 kernels here, OPENBLAS_CORETYPE=Haswell):
+// with AVX-512 this kernel ran 1.4-2.5x faster at every shape tried, up to 2048 x 2048 x 2048 and
+// an LSTM's input product over a whole sequence (1120 x 128 . (1024 x 128)^T); with AVX2, the
+// same width as OpenBLAS's kernels, 1.2-1.8x at 9-16 rows and level with it from 32 to 64.
+constexpr int64_t kMaxRowsAvx512 = 2048;
+constexpr int64_t kMaxRowsAvx2 = 64;
+// A . B^T with 2-8 rows: small_rows_product streams B once without copying it, which wins once B
+// outgrows the caches (4 MB); below that, from 4 rows, packing wins (4 x 256 . (1024 x 256)^T:
+// 27 against 36 us; 8 rows: 34 against 63 us).
+constexpr int64_t kMinRowsTransposed = 4;
+constexpr int64_t kMinRowsTransposedLargeB = 9;
+constexpr int64_t kLargeB = int64_t(1) << 20;  // elements of B
 constexpr int64_t kMinColumns = 16;  // one AVX2 panel: narrower products waste most of one
 constexpr int64_t kMinWork = int64_t(1) << 18;  // m * n * k; below, sgemm's overheads are small
 constexpr int64_t kDepth = 256;  // rows of op(B) per packed block: a block of 32 KB with AVX-512
-// Columns of C per pass over A: their m x kColumnBlock sums (64 KB at 64 rows) stay in cache.
+// C is computed in blocks of kRowBlock x kColumnBlock, whose sums (64 KB) stay in cache.
+constexpr int64_t kRowBlock = 64;
 constexpr int64_t kColumnBlock = 256;
 
 typedef float Floats8 __attribute__((vector_size(32)));
@@ -144,39 +157,42 @@ __attribute__((always_inline)) inline void columns(bool trans_b, int64_t m, int6
                                                    int64_t lda, const float* b, int64_t ldb,
                                                    float beta, float* c, int64_t ldc) {
   constexpr int64_t kPanel = 2 * sizeof(V) / sizeof(float);
-  // Rows of A per tile, as even as kTileRows allows: 9 rows are tiles of 5 and 4, not 8 and 1.
-  const int64_t tiles = (m + kTileRows - 1) / kTileRows;
-  std::vector<float> acc(static_cast<size_t>(m * kColumnBlock));
+  std::vector<float> acc(static_cast<size_t>(std::min(m, kRowBlock) * kColumnBlock));
   std::vector<float> panel(static_cast<size_t>(kDepth * kPanel));
   for (int64_t block = j0; block < j1; block += kColumnBlock) {
     const int64_t block_end = std::min(j1, block + kColumnBlock);
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int64_t p0 = 0; p0 < k; p0 += kDepth) {
-      const int64_t depth = std::min(kDepth, k - p0);
-      for (int64_t j = block; j < block_end; j += kPanel) {
-        const int64_t cols = std::min(kPanel, block_end - j);
-        // A whole panel of B stored k x n is read in place; the rest is packed.
-        const bool in_place = !trans_b && cols == kPanel;
-        if (!in_place) pack(trans_b, b, ldb, p0, depth, j, cols, kPanel, panel.data());
-        const float* panel_start = in_place ? b + p0 * ldb + j : panel.data();
-        const int64_t ld_panel = in_place ? ldb : kPanel;
-        for (int64_t t = 0, r = 0; t < tiles; ++t) {
-          const int64_t rows = (m - r) / (tiles - t);
-          tile_of<V, kTileRows>(static_cast<int>(rows), depth, a + r * lda + p0, lda,
-                                panel_start, ld_panel, acc.data() + r * kColumnBlock + (j - block),
-                                kColumnBlock);
-          r += rows;
+    for (int64_t r0 = 0; r0 < m; r0 += kRowBlock) {
+      const int64_t rows = std::min(kRowBlock, m - r0);
+      // Rows per tile as even as kTileRows allows: 9 rows are tiles of 4 and 5, not 8 and 1.
+      const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t p0 = 0; p0 < k; p0 += kDepth) {
+        const int64_t depth = std::min(kDepth, k - p0);
+        for (int64_t j = block; j < block_end; j += kPanel) {
+          const int64_t cols = std::min(kPanel, block_end - j);
+          // A whole panel of B stored k x n is read in place; the rest is packed.
+          const bool in_place = !trans_b && cols == kPanel;
+          if (!in_place) pack(trans_b, b, ldb, p0, depth, j, cols, kPanel, panel.data());
+          const float* panel_start = in_place ? b + p0 * ldb + j : panel.data();
+          const int64_t ld_panel = in_place ? ldb : kPanel;
+          for (int64_t t = 0, r = 0; t < tiles; ++t) {
+            const int64_t tile_rows = (rows - r) / (tiles - t);
+            tile_of<V, kTileRows>(static_cast<int>(tile_rows), depth, a + (r0 + r) * lda + p0,
+                                  lda, panel_start, ld_panel,
+                                  acc.data() + r * kColumnBlock + (j - block), kColumnBlock);
+            r += tile_rows;
+          }
         }
       }
-    }
-    for (int64_t r = 0; r < m; ++r) {
-      const float* sums = acc.data() + r * kColumnBlock;
-      float* out = c + r * ldc;
-      if (beta == 0.0f) {
-        for (int64_t j = block; j < block_end; ++j) out[j] = alpha * sums[j - block];
-      } else {  // one explicit rounding order, whether or not the compiler contracts
-        for (int64_t j = block; j < block_end; ++j)
-          out[j] = std::fma(alpha, sums[j - block], beta * out[j]);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* sums = acc.data() + r * kColumnBlock;
+        float* out = c + (r0 + r) * ldc;
+        if (beta == 0.0f) {
+          for (int64_t j = block; j < block_end; ++j) out[j] = alpha * sums[j - block];
+        } else {  // one explicit rounding order, whether or not the compiler contracts
+          for (int64_t j = block; j < block_end; ++j)
+            out[j] = std::fma(alpha, sums[j - block], beta * out[j]);
+        }
       }
     }
   }
@@ -201,9 +217,11 @@ __attribute__((target("avx512f"))) void columns_avx512(bool trans_b, int64_t m, 
 }  // namespace
 
 bool small_gemm_handles(bool trans_b, int64_t m, int64_t n, int64_t k, FmaLevel level) {
-  const int64_t min_rows = trans_b ? kMinRowsTransposed : 2;
-  return level != FmaLevel::kNone && m >= min_rows && m <= kMaxRows && n >= kMinColumns &&
-         m * n * k >= kMinWork;
+  if (level == FmaLevel::kNone) return false;
+  const int64_t min_rows =
+      !trans_b ? 2 : n * k < kLargeB ? kMinRowsTransposed : kMinRowsTransposedLargeB;
+  const int64_t max_rows = level == FmaLevel::kAvx512 ? kMaxRowsAvx512 : kMaxRowsAvx2;
+  return m >= min_rows && m <= max_rows && n >= kMinColumns && m * n * k >= kMinWork;
 }
 
 void small_gemm_f32(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

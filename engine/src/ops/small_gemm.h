@@ -1,8 +1,8 @@
-// Float products with a few dozen rows, C = alpha * A . op(B) + beta * C with A m x k (m up to
-// 64) and op(B) k x n, B stored n x k (a Dense layer's weight, an LSTM's recurrent weight) or
-// k x n (the data gradient of either): a register-blocked AVX-512 or AVX2+FMA kernel, chosen at
-// run time, over panels of B packed per thread. nn::gemm (nn_common.h) calls it. See
-// Note [Small GEMM] in small_gemm.cc.
+// Float products with few rows, C = alpha * A . op(B) + beta * C with A m x k and op(B) k x n,
+// B stored n x k (a Dense layer's weight, an LSTM's recurrent weight) or k x n (the data
+// gradient of either): a register-blocked AVX-512 or AVX2+FMA kernel, chosen at run time, over
+// panels of B packed per thread. nn::gemm (nn_common.h) calls it. See Note [Small GEMM] in
+// small_gemm.cc.
 #pragma once
 
 #include <cstdint>
@@ -12,9 +12,10 @@
 namespace pymx {
 namespace nn {
 
-// Whether the kernel takes an m x k . op(B) product (op(B) k x n) at `level`: m in [9, 64], or
-// [2, 64] when B is stored k x n (small_rows_product takes the transposed products of 2-8 rows),
-// n >= 16, and enough work (m * n * k >= 2^18) that packing B pays.
+// Whether the kernel takes an m x k . op(B) product (op(B) k x n) at `level`, where it was
+// measured faster than OpenBLAS: at most 2048 rows with AVX-512 and 64 with AVX2; at least 2 rows
+// (one is a gemv), or for B stored n x k at least 4, and 9 when B has 2^20 elements or more
+// (small_rows_product's range); n >= 16; and m * n * k >= 2^18.
 bool small_gemm_handles(bool trans_b, int64_t m, int64_t n, int64_t k,
                         FmaLevel level = fma_level());
 
