@@ -18,23 +18,37 @@ namespace {
 
 struct Shape {
   const char* what;
-  bool trans_b;
+  bool trans_a, trans_b;
   int64_t m, n, k;
 };
 
 // LSTM(256) / GRU(256) recurrences at batch 32 and their data gradients, LeafNetwork's first
-// Dense layer (21632 -> 100) at batch 9-64 and its data gradient, square Dense layers.
+// Dense layer (21632 -> 100) at batch 9-64 and its data gradient, square Dense layers, and
+// weight gradients (dY^T . X).
 constexpr Shape kShapes[] = {
-    {"lstm h2h", true, 32, 1024, 256},       {"lstm h2h dgrad", false, 32, 256, 1024},
-    {"gru h2h", true, 32, 768, 256},         {"lstm h2h b64", true, 64, 1024, 256},
-    {"lstm h2h b16", true, 16, 1024, 256},   {"lstm h2h b9", true, 9, 1024, 256},
-    {"leaf dense1 b9", true, 9, 100, 21632}, {"leaf dense1 b16", true, 16, 100, 21632},
-    {"leaf dense1 b32", true, 32, 100, 21632}, {"leaf dense1 b64", true, 64, 100, 21632},
-    {"leaf dgrad b8", false, 8, 21632, 100}, {"leaf dgrad b32", false, 32, 21632, 100},
-    {"leaf dgrad b64", false, 64, 21632, 100}, {"dense 512 b16", true, 16, 512, 512},
-    {"dense 512 b64", true, 64, 512, 512},   {"dense 512 dgrad b4", false, 4, 512, 512},
-    {"dense 512 dgrad b64", false, 64, 512, 512}, {"dense 128 b32", true, 32, 128, 128},
-    {"dense 64 b64", true, 64, 64, 64},
+    {"lstm h2h", false, true, 32, 1024, 256},
+    {"lstm h2h dgrad", false, false, 32, 256, 1024},
+    {"gru h2h", false, true, 32, 768, 256},
+    {"lstm h2h b64", false, true, 64, 1024, 256},
+    {"lstm h2h b16", false, true, 16, 1024, 256},
+    {"lstm h2h b9", false, true, 9, 1024, 256},
+    {"leaf dense1 b9", false, true, 9, 100, 21632},
+    {"leaf dense1 b16", false, true, 16, 100, 21632},
+    {"leaf dense1 b32", false, true, 32, 100, 21632},
+    {"leaf dense1 b64", false, true, 64, 100, 21632},
+    {"leaf dgrad b8", false, false, 8, 21632, 100},
+    {"leaf dgrad b32", false, false, 32, 21632, 100},
+    {"leaf dgrad b64", false, false, 64, 21632, 100},
+    {"dense 512 b16", false, true, 16, 512, 512},
+    {"dense 512 b64", false, true, 64, 512, 512},
+    {"dense 512 dgrad b4", false, false, 4, 512, 512},
+    {"dense 512 dgrad b64", false, false, 64, 512, 512},
+    {"dense 128 b32", false, true, 32, 128, 128},
+    {"dense 64 b64", false, true, 64, 64, 64},
+    {"lstm h2h wgrad", true, false, 1024, 256, 32},
+    {"lstm i2h wgrad", true, false, 1024, 128, 1120},
+    {"dense 512 wgrad b16", true, false, 512, 512, 16},
+    {"leaf wgrad b32", true, false, 100, 21632, 32},
 };
 
 double seconds(const std::function<void()>& fn) {
@@ -57,6 +71,7 @@ int main(int argc, char** argv) {
               "speedup");
   for (const Shape& s : kShapes) {
     std::vector<float> a(s.m * s.k), b(s.n * s.k), c(s.m * s.n);
+    const int64_t lda = s.trans_a ? s.m : s.k;
     for (float& v : a) v = normal(rng);
     for (float& v : b) v = normal(rng);
     const int64_t ldb = s.trans_b ? s.k : s.n;
@@ -65,13 +80,13 @@ int main(int argc, char** argv) {
     const int calls = std::max(1, static_cast<int>(2e9 * 0.02 / flops));
     const auto sgemm = [&] {
       for (int i = 0; i < calls; ++i)
-        pymx::nn::gemm_in_parallel<float>(false, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), s.k,
+        pymx::nn::gemm_in_parallel<float>(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), lda,
                                           b.data(), ldb, 0.0f, c.data(), s.n);
     };
     const auto small = [&] {
       for (int i = 0; i < calls; ++i)
-        pymx::nn::small_gemm_f32(s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), s.k, b.data(), ldb,
-                                 0.0f, c.data(), s.n);
+        pymx::nn::small_gemm_f32(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), lda,
+                                 b.data(), ldb, 0.0f, c.data(), s.n);
     };
     sgemm();
     small();  // warm up

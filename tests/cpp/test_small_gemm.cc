@@ -1,10 +1,11 @@
 // The few-row product of engine/src/ops/small_gemm.h at every level this CPU runs (AVX2 and,
 // where the CPU has it, AVX-512; the Python tests reach only the best one), against a float64
-// reference: B stored n x k and k x n, row counts at the tile, row-block and range boundaries,
-// column counts that are not multiples of a panel or that cross a column block, k across several
-// packed blocks and with tails, padded leading dimensions, alpha, and beta = 0 (C's NaN
-// overwritten) and beta != 0. Also: AVX2 and AVX-512 agree bitwise, and computing C's columns in two calls
-// gives the bits of one call (what makes results independent of the thread split).
+// reference: A stored m x k and k x m, B stored n x k and k x n, row counts at the tile,
+// row-block and range boundaries, column counts that are not multiples of a panel or that cross
+// a column block, k across several packed blocks and with tails, padded leading dimensions,
+// alpha, and beta = 0 (C's NaN overwritten) and beta != 0. Also: AVX2 and AVX-512 agree bitwise,
+// and computing C's columns in two calls gives the bits of one call (what makes results
+// independent of the thread split).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,18 +22,19 @@ using pymx::nn::FmaLevel;
 namespace {
 
 struct Problem {
-  bool trans_b;
+  bool trans_a, trans_b;
   int64_t m, n, k;
   float alpha, beta;
   int64_t lda, ldb, ldc;
   std::vector<float> a, b, c;
 };
 
-Problem make_problem(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, float beta,
-                     std::mt19937* rng) {
-  Problem p{trans_b, m, n, k, alpha, beta, k + 3, (trans_b ? k : n) + 5, n + 2, {}, {}, {}};
+Problem make_problem(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                     float beta, std::mt19937* rng) {
+  Problem p{trans_a, trans_b, m, n, k, alpha, beta, (trans_a ? m : k) + 3, (trans_b ? k : n) + 5,
+            n + 2, {}, {}, {}};
   std::normal_distribution<float> normal;
-  p.a.resize(m * p.lda);
+  p.a.resize((trans_a ? k : m) * p.lda);
   p.b.resize((trans_b ? n : k) * p.ldb);
   p.c.resize(m * p.ldc);
   for (float& v : p.a) v = normal(*rng);
@@ -43,19 +45,19 @@ Problem make_problem(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
 
 std::vector<float> run(const Problem& p, FmaLevel level) {
   std::vector<float> c = p.c;
-  pymx::nn::small_gemm_f32(p.trans_b, p.m, p.n, p.k, p.alpha, p.a.data(), p.lda, p.b.data(),
-                           p.ldb, p.beta, c.data(), p.ldc, level);
+  pymx::nn::small_gemm_f32(p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, p.a.data(), p.lda,
+                           p.b.data(), p.ldb, p.beta, c.data(), p.ldc, level);
   return c;
 }
 
 bool same_bits(float x, float y) { return std::memcmp(&x, &y, sizeof(float)) == 0; }
 
-void check(FmaLevel level, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+void check(FmaLevel level, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
            float beta, std::mt19937* rng) {
   const std::string what = pymx::str_cat(level == FmaLevel::kAvx512 ? "avx512" : "avx2",
-                                         trans_b ? " A.B^T" : " A.B", " m ", m, " n ", n, " k ",
-                                         k, " alpha ", alpha, " beta ", beta);
-  const Problem p = make_problem(trans_b, m, n, k, alpha, beta, rng);
+                                         trans_a ? " A^T" : " A", trans_b ? ".B^T" : ".B", " m ",
+                                         m, " n ", n, " k ", k, " alpha ", alpha, " beta ", beta);
+  const Problem p = make_problem(trans_a, trans_b, m, n, k, alpha, beta, rng);
   const std::vector<float> c = run(p, level);
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t j = 0; j < p.ldc; ++j) {
@@ -69,7 +71,8 @@ void check(FmaLevel level, bool trans_b, int64_t m, int64_t n, int64_t k, float 
       double dot = 0.0;
       for (int64_t q = 0; q < k; ++q) {
         const float b_qj = trans_b ? p.b[j * p.ldb + q] : p.b[q * p.ldb + j];
-        dot += double(p.a[r * p.lda + q]) * b_qj;
+        const float a_rq = trans_a ? p.a[q * p.lda + r] : p.a[r * p.lda + q];
+        dot += double(a_rq) * b_qj;
       }
       const double want = alpha * dot + (beta == 0.0f ? 0.0 : double(beta) * before);
       // float32 sums of k products of N(0, 1) values: error ~ sqrt(k) ulps of the terms.
@@ -81,10 +84,11 @@ void check(FmaLevel level, bool trans_b, int64_t m, int64_t n, int64_t k, float 
 }
 
 // AVX2 and AVX-512 give the same bits, and so do C[:, :split] and C[:, split:] computed apart.
-void check_bitwise(FmaLevel best, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t split,
-                   std::mt19937* rng) {
-  const std::string what = pymx::str_cat(trans_b ? "A.B^T" : "A.B", " m ", m, " n ", n, " k ", k);
-  const Problem p = make_problem(trans_b, m, n, k, 1.5f, 0.5f, rng);
+void check_bitwise(FmaLevel best, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                   int64_t split, std::mt19937* rng) {
+  const std::string what = pymx::str_cat(trans_a ? "A^T" : "A", trans_b ? ".B^T" : ".B", " m ", m,
+                                         " n ", n, " k ", k);
+  const Problem p = make_problem(trans_a, trans_b, m, n, k, 1.5f, 0.5f, rng);
   const std::vector<float> whole = run(p, best);
   if (best == FmaLevel::kAvx512) {
     const std::vector<float> avx2 = run(p, FmaLevel::kAvx2);
@@ -93,10 +97,10 @@ void check_bitwise(FmaLevel best, bool trans_b, int64_t m, int64_t n, int64_t k,
   }
   std::vector<float> halves = p.c;
   const float* b_right = p.b.data() + (trans_b ? split * p.ldb : split);
-  pymx::nn::small_gemm_f32(trans_b, m, split, k, p.alpha, p.a.data(), p.lda, p.b.data(), p.ldb,
-                           p.beta, halves.data(), p.ldc, best);
-  pymx::nn::small_gemm_f32(trans_b, m, n - split, k, p.alpha, p.a.data(), p.lda, b_right, p.ldb,
-                           p.beta, halves.data() + split, p.ldc, best);
+  pymx::nn::small_gemm_f32(trans_a, trans_b, m, split, k, p.alpha, p.a.data(), p.lda,
+                           p.b.data(), p.ldb, p.beta, halves.data(), p.ldc, best);
+  pymx::nn::small_gemm_f32(trans_a, trans_b, m, n - split, k, p.alpha, p.a.data(), p.lda,
+                           b_right, p.ldb, p.beta, halves.data() + split, p.ldc, best);
   for (size_t i = 0; i < whole.size(); ++i)
     EXPECT(same_bits(whole[i], halves[i]), what, ": split at column ", split, " differs at ", i);
 }
@@ -114,44 +118,52 @@ int main() {
   std::mt19937 rng(2024);
   int cases = 0;
   for (FmaLevel level : levels) {
-    for (bool trans_b : {true, false}) {
+    for (int ops = 0; ops < 4; ++ops) {
+      const bool trans_a = ops & 1, trans_b = ops & 2;
       // Tile boundaries (6 rows with AVX2, 8 with AVX-512) and the range's ends.
       for (int64_t m : {1, 2, 5, 6, 7, 8, 9, 13, 16, 17, 32, 63, 64}) {
-        check(level, trans_b, m, 100, 600, 1.0f, 0.0f, &rng);  // 3 packed blocks, tail of k
-        check(level, trans_b, m, 17, 37, 0.5f, 1.0f, &rng);    // one partial panel
+        check(level, trans_a, trans_b, m, 100, 600, 1.0f, 0.0f, &rng);  // 3 packed blocks
+        check(level, trans_a, trans_b, m, 17, 37, 0.5f, 1.0f, &rng);    // one partial panel
         cases += 2;
       }
-      check(level, trans_b, 32, 1024, 256, 1.0f, 1.0f, &rng);  // an LSTM's recurrent product
-      check(level, trans_b, 130, 40, 300, 1.0f, 0.5f, &rng);   // row blocks of 64, 64 and 2
-      check(level, trans_b, 9, 300, 8, 2.0f, 0.0f, &rng);      // two column blocks, k of 8
-      check(level, trans_b, 3, 40, 1, 1.0f, 0.0f, &rng);       // k of 1
-      check(level, trans_b, 4, 33, 0, 1.0f, 0.5f, &rng);       // k of 0: C = beta * C
-      check(level, trans_b, 4, 33, 0, 1.0f, 0.0f, &rng);
+      check(level, trans_a, trans_b, 32, 1024, 256, 1.0f, 1.0f, &rng);  // an LSTM's recurrence
+      check(level, trans_a, trans_b, 130, 40, 300, 1.0f, 0.5f, &rng);   // row blocks 64, 64, 2
+      check(level, trans_a, trans_b, 9, 300, 8, 2.0f, 0.0f, &rng);      // 2 column blocks
+      check(level, trans_a, trans_b, 3, 40, 1, 1.0f, 0.0f, &rng);       // k of 1
+      check(level, trans_a, trans_b, 4, 33, 0, 1.0f, 0.5f, &rng);       // k of 0: C = beta * C
+      check(level, trans_a, trans_b, 4, 33, 0, 1.0f, 0.0f, &rng);
       cases += 6;
     }
   }
-  for (bool trans_b : {true, false}) {
-    check_bitwise(best, trans_b, 32, 1024, 256, 512, &rng);
-    check_bitwise(best, trans_b, 13, 300, 777, 32, &rng);
+  for (int ops = 0; ops < 4; ++ops) {
+    const bool trans_a = ops & 1, trans_b = ops & 2;
+    check_bitwise(best, trans_a, trans_b, 32, 1024, 256, 512, &rng);
+    check_bitwise(best, trans_a, trans_b, 13, 300, 777, 32, &rng);
     cases += 2;
   }
   for (FmaLevel level : levels) {
     const int64_t max_rows = level == FmaLevel::kAvx512 ? 2048 : 64;
-    EXPECT(pymx::nn::small_gemm_handles(true, 32, 1024, 256, level), "an LSTM's recurrence");
-    EXPECT(pymx::nn::small_gemm_handles(true, max_rows, 1024, 256, level), "the most rows");
-    EXPECT(!pymx::nn::small_gemm_handles(true, max_rows + 1, 1024, 256, level), "too many rows");
-    EXPECT(pymx::nn::small_gemm_handles(false, 2, 21632, 100, level), "a Dense data gradient");
-    EXPECT(!pymx::nn::small_gemm_handles(false, 1, 1024, 256, level), "m = 1 is gemv's");
-    EXPECT(pymx::nn::small_gemm_handles(true, 4, 1024, 256, level), "4 rows, B of 1 MB");
-    EXPECT(!pymx::nn::small_gemm_handles(true, 3, 1024, 256, level),
+    EXPECT(pymx::nn::small_gemm_handles(false, true, 32, 1024, 256, level), "an LSTM's recurrence");
+    EXPECT(pymx::nn::small_gemm_handles(false, true, max_rows, 1024, 256, level), "the most rows");
+    EXPECT(!pymx::nn::small_gemm_handles(false, true, max_rows + 1, 1024, 256, level),
+           "too many rows");
+    EXPECT(pymx::nn::small_gemm_handles(false, false, 2, 21632, 100, level),
+           "a Dense data gradient");
+    EXPECT(!pymx::nn::small_gemm_handles(false, false, 1, 1024, 256, level), "m = 1 is gemv's");
+    EXPECT(pymx::nn::small_gemm_handles(true, false, 2, 1024, 256, level), "A^T.B with 2 rows");
+    EXPECT(pymx::nn::small_gemm_handles(true, false, 64, 256, 32, level), "a weight gradient");
+    EXPECT(pymx::nn::small_gemm_handles(false, true, 4, 1024, 256, level), "4 rows, B of 1 MB");
+    EXPECT(!pymx::nn::small_gemm_handles(false, true, 3, 1024, 256, level),
            "3 rows of A.B^T are small_rows_product's");
-    EXPECT(!pymx::nn::small_gemm_handles(true, 8, 100, 21632, level),
+    EXPECT(!pymx::nn::small_gemm_handles(false, true, 8, 100, 21632, level),
            "8 rows of A.B^T with a B of 8 MB are small_rows_product's");
-    EXPECT(pymx::nn::small_gemm_handles(true, 9, 100, 21632, level), "9 rows, B of 8 MB");
-    EXPECT(!pymx::nn::small_gemm_handles(true, 32, 8, 4096, level), "n = 8 wastes a panel");
-    EXPECT(!pymx::nn::small_gemm_handles(true, 16, 16, 16, level), "tiny products stay with sgemm");
+    EXPECT(pymx::nn::small_gemm_handles(false, true, 9, 100, 21632, level), "9 rows, B of 8 MB");
+    EXPECT(!pymx::nn::small_gemm_handles(false, true, 32, 8, 4096, level), "n = 8 wastes a panel");
+    EXPECT(!pymx::nn::small_gemm_handles(false, true, 16, 16, 16, level),
+           "tiny products stay with sgemm");
   }
-  EXPECT(!pymx::nn::small_gemm_handles(true, 32, 1024, 256, FmaLevel::kNone), "no AVX2, no kernel");
+  EXPECT(!pymx::nn::small_gemm_handles(false, true, 32, 1024, 256, FmaLevel::kNone),
+         "no AVX2, no kernel");
   std::printf("test_small_gemm: ok (%d cases)\n", cases);
   return 0;
 }

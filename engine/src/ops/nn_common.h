@@ -127,8 +127,8 @@ inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc) {
   if (m == 0 || n == 0) return;
-  if (!trans_a && small_gemm_handles(trans_b, m, n, k)) {  // Note [Small GEMM]
-    small_gemm_f32(trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (small_gemm_handles(trans_a, trans_b, m, n, k)) {  // Note [Small GEMM]
+    small_gemm_f32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   if (!trans_a && trans_b && small_rows_product_handles(m, n, k)) {  // Note [Small-row products]

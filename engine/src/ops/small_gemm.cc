@@ -2,24 +2,29 @@
 //
 // Note [Small GEMM]
 // ~~~~~~~~~~~~~~~~~
-// An LSTM's recurrent product (32 x 256) . (1024 x 256)^T and a Dense layer at batch 9-64 are
-// GEMMs with few rows. OpenBLAS's sgemm is built for large products: it packs A and B into its
-// own layouts on every call, and with a few dozen rows the packing and the edge handling cost
-// more than its kernel saves (the recurrent product ran at ~77 GFLOP/s on two cores). Here:
+// An LSTM's recurrent product (32 x 256) . (1024 x 256)^T, a Dense layer at batch 9-64, their
+// data gradients (dY . W) and weight gradients (dY^T . X, few inner terms) are GEMMs with a
+// small dimension. OpenBLAS's sgemm packs A and B into its own layouts on every call and runs
+// its AVX2 kernels here (OPENBLAS_CORETYPE=Haswell): the recurrent product ran at ~77 GFLOP/s
+// on two cores. Here:
 //  - C is computed in blocks of at most 64 rows by 256 columns, whose sums stay in cache.
 //  - Each thread owns a range of C's columns (whole panels of NR = two vectors, 32 floats with
-//    AVX-512 and 16 with AVX2), so B is read once overall.
+//    AVX-512 and 16 with AVX2), so B is read once per block of rows.
 //  - op(B) is taken kDepth rows at a time; each panel's kDepth x NR block is copied (packed)
 //    contiguously, zero-padded past n, into the thread's scratch: O(nk) copying against O(mnk)
-//    arithmetic, and for B stored n x k the copy is also the transpose.
-//  - The micro-kernel multiplies R rows of A (R = 8 with AVX-512's 32 registers, 6 with AVX2's
-//    16) by one packed panel: R x 2 vector accumulators in registers, one broadcast of A and one
-//    fused multiply-add per accumulator per step. The accumulators live in a per-thread m x width
-//    buffer between the kDepth blocks (a float store and load are exact), and alpha and beta are
-//    applied once at the end.
+//    arithmetic, and for B stored n x k the copy is also the transpose (8 x 8 blocks through
+//    registers). Whole panels of B stored k x n are read in place.
+//  - The micro-kernel multiplies R rows of op(A) (R = 8 with AVX-512's 32 registers, 6 with
+//    AVX2's 16; A is read in place, either way round) by one panel: R x 2 vector accumulators in
+//    registers, one broadcast of A and one fused multiply-add per accumulator per step. Between
+//    the kDepth blocks the accumulators live in the block's sums (a float store and load are
+//    exact); alpha and beta are applied once at the end.
 // Every output is therefore one running sum of its k products in the order 0..k-1, fused
 // multiply-adds throughout: the same value whatever the thread count, the split or the vector
 // width (AVX2 and AVX-512 agree bitwise; tests/cpp/test_small_gemm.cc checks it).
+// bench/cpp/small_gemm.cc, against sgemm split over the threads as nn::gemm does, two cores
+// (AVX-512): the recurrent product 1.9x (~100 -> ~195 GFLOP/s), its data gradient 2.3x, the
+// weight gradients 1.3-1.6x, LeafNetwork's first Dense layer at batch 9-64 1.5-3x.
 #include "ops/small_gemm.h"
 
 #include <algorithm>
@@ -58,9 +63,10 @@ constexpr int64_t kColumnBlock = 256;
 typedef float Floats8 __attribute__((vector_size(32)));
 typedef float Floats16 __attribute__((vector_size(64)));
 
-// acc (R x 2L floats, row stride ld_acc) += A (R x depth, row stride lda) . panel (depth x 2L,
-// row stride ld_panel). V is a GCC vector of L floats, compiled for the instruction set of the caller it is inlined in.
-template <typename V, int R>
+// acc (R x 2L floats, row stride ld_acc) += op(A) (R x depth) . panel (depth x 2L, row stride
+// ld_panel), with A stored R x depth (row stride lda) or, kTransA, depth x R. V is a GCC vector
+// of L floats, compiled for the instruction set of the caller it is inlined in.
+template <typename V, int R, bool kTransA>
 __attribute__((always_inline)) inline void tile(int64_t depth, const float* a, int64_t lda,
                                                 const float* panel, int64_t ld_panel, float* acc,
                                                 int64_t ld_acc) {
@@ -74,7 +80,7 @@ __attribute__((always_inline)) inline void tile(int64_t depth, const float* a, i
     std::memcpy(&b1, panel + p * ld_panel + L, sizeof(V));
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const float x = a[r * lda + p];
+      const float x = kTransA ? a[p * lda + r] : a[r * lda + p];
       sum[r][0] += x * b0;
       sum[r][1] += x * b1;
     }
@@ -83,8 +89,8 @@ __attribute__((always_inline)) inline void tile(int64_t depth, const float* a, i
     for (int v = 0; v < 2; ++v) std::memcpy(acc + r * ld_acc + v * L, &sum[r][v], sizeof(V));
 }
 
-// tile<V, R> for R = rows in [1, kTileRows].
-template <typename V, int kTileRows>
+// tile<V, R, kTransA> for R = rows in [1, kTileRows].
+template <typename V, int kTileRows, bool kTransA>
 __attribute__((always_inline)) inline void tile_of(int rows, int64_t depth, const float* a,
                                                    int64_t lda, const float* panel,
                                                    int64_t ld_panel, float* acc, int64_t ld_acc) {
@@ -92,7 +98,9 @@ __attribute__((always_inline)) inline void tile_of(int rows, int64_t depth, cons
   switch (rows) {
 #define PMX_SMALL_GEMM_TILE(R) \
   case R:                      \
-    if constexpr (R <= kTileRows) return tile<V, R>(depth, a, lda, panel, ld_panel, acc, ld_acc); \
+    if constexpr (R <= kTileRows) {                                                          \
+      return tile<V, R, kTransA>(depth, a, lda, panel, ld_panel, acc, ld_acc);                 \
+    }                                                                                          \
     break;
     PMX_SMALL_GEMM_TILE(1)
     PMX_SMALL_GEMM_TILE(2)
@@ -151,7 +159,7 @@ void pack(bool trans_b, const float* b, int64_t ldb, int64_t p0, int64_t depth, 
 }
 
 // C[:, j0:j1) of the product; j0 is a multiple of the panel width 2L.
-template <typename V, int kTileRows>
+template <typename V, int kTileRows, bool kTransA>
 __attribute__((always_inline)) inline void columns(bool trans_b, int64_t m, int64_t j0, int64_t j1,
                                                    int64_t k, float alpha, const float* a,
                                                    int64_t lda, const float* b, int64_t ldb,
@@ -177,9 +185,11 @@ __attribute__((always_inline)) inline void columns(bool trans_b, int64_t m, int6
           const int64_t ld_panel = in_place ? ldb : kPanel;
           for (int64_t t = 0, r = 0; t < tiles; ++t) {
             const int64_t tile_rows = (rows - r) / (tiles - t);
-            tile_of<V, kTileRows>(static_cast<int>(tile_rows), depth, a + (r0 + r) * lda + p0,
-                                  lda, panel_start, ld_panel,
-                                  acc.data() + r * kColumnBlock + (j - block), kColumnBlock);
+            const float* a_tile = kTransA ? a + p0 * lda + r0 + r : a + (r0 + r) * lda + p0;
+            tile_of<V, kTileRows, kTransA>(static_cast<int>(tile_rows), depth, a_tile, lda,
+                                           panel_start, ld_panel,
+                                           acc.data() + r * kColumnBlock + (j - block),
+                                           kColumnBlock);
             r += tile_rows;
           }
         }
@@ -198,35 +208,45 @@ __attribute__((always_inline)) inline void columns(bool trans_b, int64_t m, int6
   }
 }
 
-__attribute__((target("avx2,fma"))) void columns_avx2(bool trans_b, int64_t m, int64_t j0,
-                                                       int64_t j1, int64_t k, float alpha,
-                                                       const float* a, int64_t lda, const float* b,
-                                                       int64_t ldb, float beta, float* c,
-                                                       int64_t ldc) {
-  columns<Floats8, 6>(trans_b, m, j0, j1, k, alpha, a, lda, b, ldb, beta, c, ldc);
+__attribute__((target("avx2,fma"))) void columns_avx2(bool trans_a, bool trans_b, int64_t m,
+                                                       int64_t j0, int64_t j1, int64_t k,
+                                                       float alpha, const float* a, int64_t lda,
+                                                       const float* b, int64_t ldb, float beta,
+                                                       float* c, int64_t ldc) {
+  if (trans_a) {
+    columns<Floats8, 6, true>(trans_b, m, j0, j1, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    columns<Floats8, 6, false>(trans_b, m, j0, j1, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
 }
 
-__attribute__((target("avx512f"))) void columns_avx512(bool trans_b, int64_t m, int64_t j0,
-                                                        int64_t j1, int64_t k, float alpha,
-                                                        const float* a, int64_t lda,
+__attribute__((target("avx512f"))) void columns_avx512(bool trans_a, bool trans_b, int64_t m,
+                                                        int64_t j0, int64_t j1, int64_t k,
+                                                        float alpha, const float* a, int64_t lda,
                                                         const float* b, int64_t ldb, float beta,
                                                         float* c, int64_t ldc) {
-  columns<Floats16, 8>(trans_b, m, j0, j1, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (trans_a) {
+    columns<Floats16, 8, true>(trans_b, m, j0, j1, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    columns<Floats16, 8, false>(trans_b, m, j0, j1, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
 }
 
 }  // namespace
 
-bool small_gemm_handles(bool trans_b, int64_t m, int64_t n, int64_t k, FmaLevel level) {
+bool small_gemm_handles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                        FmaLevel level) {
   if (level == FmaLevel::kNone) return false;
-  const int64_t min_rows =
-      !trans_b ? 2 : n * k < kLargeB ? kMinRowsTransposed : kMinRowsTransposedLargeB;
+  const int64_t min_rows = trans_a || !trans_b ? 2
+                           : n * k < kLargeB  ? kMinRowsTransposed
+                                              : kMinRowsTransposedLargeB;
   const int64_t max_rows = level == FmaLevel::kAvx512 ? kMaxRowsAvx512 : kMaxRowsAvx2;
   return m >= min_rows && m <= max_rows && n >= kMinColumns && m * n * k >= kMinWork;
 }
 
-void small_gemm_f32(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-                    FmaLevel level) {
+void small_gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc, FmaLevel level) {
   const int64_t panel = level == FmaLevel::kAvx512 ? 32 : 16;  // columns per packed panel
   const int64_t panels = (n + panel - 1) / panel;
   const int64_t threads = parallel_max_threads();
@@ -235,9 +255,9 @@ void small_gemm_f32(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, 
   parallel_for(0, panels, grain, [&](int64_t lo, int64_t hi) {
     const int64_t j0 = lo * panel, j1 = std::min(n, hi * panel);
     if (level == FmaLevel::kAvx512) {
-      columns_avx512(trans_b, m, j0, j1, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      columns_avx512(trans_a, trans_b, m, j0, j1, k, alpha, a, lda, b, ldb, beta, c, ldc);
     } else {
-      columns_avx2(trans_b, m, j0, j1, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      columns_avx2(trans_a, trans_b, m, j0, j1, k, alpha, a, lda, b, ldb, beta, c, ldc);
     }
   });
 }
