@@ -141,17 +141,14 @@ int main() {
     check_bitwise(best, trans_a, trans_b, 13, 300, 777, 32, &rng);
     cases += 2;
   }
+  // Where each level takes products (the measured ranges of Note [Small GEMM]).
   for (FmaLevel level : levels) {
-    const int64_t max_rows = level == FmaLevel::kAvx512 ? 2048 : 64;
+    const bool avx512 = level == FmaLevel::kAvx512;
+    const int64_t max_rows = avx512 ? 2048 : 32;
     EXPECT(pymx::nn::small_gemm_handles(false, true, 32, 1024, 256, level), "an LSTM's recurrence");
     EXPECT(pymx::nn::small_gemm_handles(false, true, max_rows, 1024, 256, level), "the most rows");
     EXPECT(!pymx::nn::small_gemm_handles(false, true, max_rows + 1, 1024, 256, level),
            "too many rows");
-    EXPECT(pymx::nn::small_gemm_handles(false, false, 2, 21632, 100, level),
-           "a Dense data gradient");
-    EXPECT(!pymx::nn::small_gemm_handles(false, false, 1, 1024, 256, level), "m = 1 is gemv's");
-    EXPECT(pymx::nn::small_gemm_handles(true, false, 2, 1024, 256, level), "A^T.B with 2 rows");
-    EXPECT(pymx::nn::small_gemm_handles(true, false, 64, 256, 32, level), "a weight gradient");
     EXPECT(pymx::nn::small_gemm_handles(false, true, 4, 1024, 256, level), "4 rows, B of 1 MB");
     EXPECT(!pymx::nn::small_gemm_handles(false, true, 3, 1024, 256, level),
            "3 rows of A.B^T are small_rows_product's");
@@ -161,6 +158,14 @@ int main() {
     EXPECT(!pymx::nn::small_gemm_handles(false, true, 32, 8, 4096, level), "n = 8 wastes a panel");
     EXPECT(!pymx::nn::small_gemm_handles(false, true, 16, 16, 16, level),
            "tiny products stay with sgemm");
+    EXPECT(!pymx::nn::small_gemm_handles(false, false, 1, 1024, 256, level), "m = 1 is gemv's");
+    // AVX2 keeps to A . B^T with k >= 64; AVX-512 takes every layout.
+    EXPECT(pymx::nn::small_gemm_handles(false, true, 16, 4096, 32, level) == avx512, "k = 32");
+    EXPECT(pymx::nn::small_gemm_handles(false, false, 2, 21632, 100, level) == avx512,
+           "a Dense data gradient");
+    EXPECT(pymx::nn::small_gemm_handles(true, false, 64, 256, 32, level) == avx512,
+           "a weight gradient");
+    EXPECT(pymx::nn::small_gemm_handles(true, true, 2, 1024, 256, level) == avx512, "A^T.B^T");
   }
   EXPECT(!pymx::nn::small_gemm_handles(false, true, 32, 1024, 256, FmaLevel::kNone),
          "no AVX2, no kernel");

@@ -3,10 +3,10 @@ sends products to (Note [Small GEMM], Note [Small-row products]), reached throug
 fully_connected's forward (X . W^T, beta = 1 with a bias), its data gradient (dY . W) and
 np.matmul (A . B), and the batch split of np.matmul (Note [Batched products]) with broadcast
 batch axes, npx.batch_dot's transposes and matmul's gradients. Row counts sit on both sides of
-each range boundary (2-3 rows: small_rows_product; 4-8 rows: the small GEMM while B stays in
-cache, small_rows_product once B has 2^20 elements; 9-64: the small GEMM; row blocks of 64; one
-row: gemv), and column and inner sizes are not multiples of a vector, a panel (16 or 32 columns),
-a column block (256) or a packed depth (256). float16 and bfloat16 go through the float kernels.
+each range boundary (for X . W^T on an AVX-512 CPU, 2-3 rows: small_rows_product; 4-8 rows: the
+small GEMM while W stays in cache, small_rows_product once W has 2^20 elements; 9 and more: the
+small GEMM, in row blocks of 64; one row: gemv), and column and inner sizes are not multiples of
+a vector, a panel (16 or 32 columns), a column block (256) or a packed depth (256). float16 and bfloat16 go through the float kernels.
 Results must not depend on the thread count or the engine. The C++ test
 tests/cpp/test_small_gemm.cc checks the kernel itself at both vector widths, with alpha and
 padded strides."""

@@ -41,12 +41,14 @@ namespace nn {
 namespace {
 
 // The ranges below were measured against OpenBLAS's sgemm split over the threads
-// (bench/cpp/small_gemm.cc; OpenBLAS runs its AVX2 kernels here, OPENBLAS_CORETYPE=Haswell):
-// with AVX-512 this kernel ran 1.4-2.5x faster at every shape tried, up to 2048 x 2048 x 2048 and
-// an LSTM's input product over a whole sequence (1120 x 128 . (1024 x 128)^T); with AVX2, the
-// same width as OpenBLAS's kernels, 1.2-1.8x at 9-16 rows and level with it from 32 to 64.
+// (bench/cpp/small_gemm.cc; OpenBLAS runs its AVX2 kernels here, OPENBLAS_CORETYPE=Haswell), and
+// on one thread at the shapes of convolutions' products. With AVX-512 this kernel ran 1.3-2.5x
+// faster at every shape tried, either operand transposed, up to 2048 x 2048 x 2048. With AVX2,
+// the width of OpenBLAS's kernels, it gained only on A . B^T with few rows (1.75x at 9 rows,
+// 1.1-1.2x at 16-32) and lost on A . B with a wide B (1.3-2x) and with fewer than 64 inner terms.
 constexpr int64_t kMaxRowsAvx512 = 2048;
-constexpr int64_t kMaxRowsAvx2 = 64;
+constexpr int64_t kMaxRowsAvx2 = 32;
+constexpr int64_t kMinDepthAvx2 = 64;
 // A . B^T with 2-8 rows: small_rows_product streams B once without copying it, which wins once B
 // outgrows the caches (4 MB); below that, from 4 rows, packing wins (4 x 256 . (1024 x 256)^T:
 // 27 against 36 us; 8 rows: 34 against 63 us).
@@ -237,11 +239,12 @@ __attribute__((target("avx512f"))) void columns_avx512(bool trans_a, bool trans_
 bool small_gemm_handles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                         FmaLevel level) {
   if (level == FmaLevel::kNone) return false;
+  if (level == FmaLevel::kAvx2 && (trans_a || !trans_b || m > kMaxRowsAvx2 || k < kMinDepthAvx2))
+    return false;
   const int64_t min_rows = trans_a || !trans_b ? 2
                            : n * k < kLargeB  ? kMinRowsTransposed
                                               : kMinRowsTransposedLargeB;
-  const int64_t max_rows = level == FmaLevel::kAvx512 ? kMaxRowsAvx512 : kMaxRowsAvx2;
-  return m >= min_rows && m <= max_rows && n >= kMinColumns && m * n * k >= kMinWork;
+  return m >= min_rows && m <= kMaxRowsAvx512 && n >= kMinColumns && m * n * k >= kMinWork;
 }
 
 void small_gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,

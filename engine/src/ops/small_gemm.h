@@ -13,9 +13,9 @@ namespace pymx {
 namespace nn {
 
 // Whether the kernel takes an op(A) . op(B) product (m x k by k x n) at `level`, where it was
-// measured faster than OpenBLAS: at most 2048 rows with AVX-512 and 64 with AVX2; at least 2 rows
-// (one is a gemv), or for A . B^T at least 4, and 9 when B has 2^20 elements or more
-// (small_rows_product's range); n >= 16; and m * n * k >= 2^18.
+// measured faster than OpenBLAS: with AVX-512, at most 2048 rows; with AVX2, only A . B^T with at
+// most 32 rows and k >= 64. At least 2 rows (one is a gemv), or for A . B^T at least 4, and 9
+// when B has 2^20 elements or more (small_rows_product's range); n >= 16; m * n * k >= 2^18.
 bool small_gemm_handles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                         FmaLevel level = fma_level());
 
