@@ -11,6 +11,7 @@
 #include "blas.h"
 #include "ops/dispatch.h"
 #include "ops/float16_convert.h"
+#include "ops/small_gemm.h"
 #include "ops/small_rows_product.h"
 #include "parallel.h"
 #include "pymx/op.h"
@@ -119,12 +120,17 @@ void gemm_in_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
 }
 
 // Row-major C = alpha * op(A) * op(B) + beta * C, with op(A) M x K and op(B) K x N.
-// float/double go to OpenBLAS (see Note [Parallel GEMM]); float16 and bfloat16 through float
-// (below).
+// float products with a few rows go to pymx's own kernels (Note [Small-row products],
+// Note [Small GEMM]), other float and double products to OpenBLAS (see Note [Parallel GEMM]);
+// float16 and bfloat16 through float (below).
 inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (small_gemm_handles(trans_a, trans_b, m, n, k)) {  // Note [Small GEMM]
+    small_gemm_f32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   if (!trans_a && trans_b && small_rows_product_handles(m, n, k)) {  // Note [Small-row products]
     small_rows_product_f32(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;

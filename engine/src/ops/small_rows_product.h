@@ -2,8 +2,9 @@
 // with A m x k (m small) and B stored n x k: a Dense layer at batch 2-8. OpenBLAS's sgemm packs
 // all of B on every call (8.6 MB for LeafNetwork's first Dense layer), which costs more than the
 // arithmetic; this kernel streams each row of B once and reuses it for every row of A. AVX-512 or
-// AVX2+FMA, chosen at run time; nn::gemm (nn_common.h) calls it. See Note [Small-row products]
-// in small_rows_product.cc.
+// AVX2+FMA, chosen at run time; nn::gemm (nn_common.h) calls it for the products that
+// small_gemm.h does not take (with 4-8 rows it does when B has fewer than 2^20 elements and stays
+// in cache, where packing it wins). See Note [Small-row products] in small_rows_product.cc.
 #pragma once
 
 #include <cstdint>
