@@ -205,30 +205,21 @@ def _differentiable(x):
     return _onp.issubdtype(x.dtype, _onp.floating)
 
 
-def custom(*data, op_type=None, **kwargs):
-    """Runs the custom operator registered as ``op_type`` on ``data`` (its arguments, then its
-    auxiliary states); ``kwargs`` reach the property's constructor as strings. Returns the
-    output, or a list of outputs when the operator has several. See the module docstring."""
-    if op_type not in _registry:
-        raise ValueError(f"npx.custom: no custom operator is registered as {op_type!r}; "
-                         f"registered: {get_all_registered()}")
+def _new_prop(op_type, kwargs):
+    prop_cls = _registry[op_type]
+    try:
+        return prop_cls(**{key: str(value) for key, value in kwargs.items()})
+    except Exception as error:
+        raise CustomOpError(f"custom operator {op_type!r}: {prop_cls.__name__}(**{kwargs}) "
+                            f"raised {type(error).__name__}: {error}") from error
+
+
+def _input_device(op_type, data):
+    """The one device of the inputs, after checking their type."""
     for i, x in enumerate(data):
         if not isinstance(x, _NDArrayBase):
             raise TypeError(f"custom operator {op_type!r}: input {i} must be a pymx ndarray, "
                             f"got {type(x).__name__}")
-    prop_cls = _registry[op_type]
-    try:
-        prop = prop_cls(**{key: str(value) for key, value in kwargs.items()})
-    except Exception as error:
-        raise CustomOpError(f"custom operator {op_type!r}: {prop_cls.__name__}(**{kwargs}) "
-                            f"raised {type(error).__name__}: {error}") from error
-    arg_names = _call_user(op_type, prop, "list_arguments")
-    output_names = _call_user(op_type, prop, "list_outputs")
-    aux_names = _call_user(op_type, prop, "list_auxiliary_states")
-    if len(data) != len(arg_names) + len(aux_names):
-        raise ValueError(f"custom operator {op_type!r} takes {len(arg_names)} arguments "
-                         f"{list(arg_names)} and {len(aux_names)} auxiliary states "
-                         f"{list(aux_names)}, got {len(data)} inputs")
     if not data:
         raise ValueError(f"custom operator {op_type!r} has no inputs; pymx runs a custom "
                          f"operator on its inputs' device, so it needs at least one")
@@ -236,30 +227,53 @@ def custom(*data, op_type=None, **kwargs):
     if len(devices) > 1:
         raise ValueError(f"custom operator {op_type!r}: all inputs must be on one device, got "
                          f"{sorted(str(d) for d in devices)}")
-    device = data[0].device
-    if _c_autograd.is_tracing():
-        # A native graph cannot call back into Python: the traced block runs imperatively.
-        autograd._stop_tracing(f"npx.custom(op_type={op_type!r})")
-    args, aux = list(data[:len(arg_names)]), list(data[len(arg_names):])
-    counts = (len(arg_names), len(output_names), len(aux_names))
+    return data[0].device
 
+
+def _output_shapes_and_dtypes(op_type, prop, names, args, aux):
+    """The outputs' shapes and dtypes from infer_shape/infer_type, after checking that
+    infer_shape agrees with the shapes of the inputs."""
+    counts = [len(n) for n in names]
     in_shapes, out_shapes, aux_shapes = _split_inferred(
-        op_type, "infer_shape", _call_user(op_type, prop, "infer_shape",
-                                           [list(x.shape) for x in args]), counts)
-    for what, arrays, shapes in (("argument", args, in_shapes), ("aux state", aux, aux_shapes)):
-        for name, x, shape in zip(arg_names if what == "argument" else aux_names, arrays, shapes):
+        op_type, "infer_shape",
+        _call_user(op_type, prop, "infer_shape", [list(x.shape) for x in args]), counts)
+    for what, inputs, shapes, input_names in (("argument", args, in_shapes, names[0]),
+                                              ("aux state", aux, aux_shapes, names[2])):
+        for name, x, shape in zip(input_names, inputs, shapes):
             if tuple(shape) != x.shape:
                 raise ValueError(f"custom operator {op_type!r}: infer_shape gives {what} "
                                  f"{name!r} the shape {tuple(shape)}, but it has shape {x.shape}")
-    _, out_types, _ = _split_inferred(
-        op_type, "infer_type", _call_user(op_type, prop, "infer_type",
-                                          [x.dtype.type for x in args]), counts)
+    _, out_dtypes, _ = _split_inferred(
+        op_type, "infer_type",
+        _call_user(op_type, prop, "infer_type", [x.dtype.type for x in args]), counts)
+    return [tuple(shape) for shape in out_shapes], out_dtypes
 
+
+def custom(*data, op_type=None, **kwargs):
+    """Runs the custom operator registered as ``op_type`` on ``data`` (its arguments, then its
+    auxiliary states); ``kwargs`` reach the property's constructor as strings. Returns the
+    output, or a list of outputs when the operator has several. See the module docstring."""
+    if op_type not in _registry:
+        raise ValueError(f"npx.custom: no custom operator is registered as {op_type!r}; "
+                         f"registered: {get_all_registered()}")
+    prop = _new_prop(op_type, kwargs)
+    names = [_call_user(op_type, prop, method)
+             for method in ("list_arguments", "list_outputs", "list_auxiliary_states")]
+    num_args, num_aux = len(names[0]), len(names[2])
+    if len(data) != num_args + num_aux:
+        raise ValueError(f"custom operator {op_type!r} takes {num_args} arguments "
+                         f"{list(names[0])} and {num_aux} auxiliary states {list(names[2])}, "
+                         f"got {len(data)} inputs")
+    device = _input_device(op_type, data)
+    if _c_autograd.is_tracing():
+        # A native graph cannot call back into Python: the traced block runs imperatively.
+        autograd._stop_tracing(f"npx.custom(op_type={op_type!r})")
+    args, aux = list(data[:num_args]), list(data[num_args:])
+    out_shapes, out_dtypes = _output_shapes_and_dtypes(op_type, prop, names, args, aux)
     operator = _call_user(op_type, prop, "create_operator", device,
                           [list(x.shape) for x in data], [x.dtype.type for x in data])
     with device:
-        outputs = [_np.zeros(tuple(shape), dtype=dtype)
-                   for shape, dtype in zip(out_shapes, out_types)]
+        outputs = [_np.zeros(shape, dtype=dtype) for shape, dtype in zip(out_shapes, out_dtypes)]
     was_recording = autograd.set_recording(False)
     try:
         with device:

@@ -371,6 +371,33 @@ def test_infer_shape_with_wrong_output_count_is_named():
         npx.custom(np.ones((2,)), op_type="test_bad_infer")
 
 
+def test_infer_shape_result_and_input_count_errors():
+    @operator.register("test_infer_none")
+    class InferNoneProp(operator.CustomOpProp):
+        def infer_shape(self, in_shape):
+            return None
+
+    with pytest.raises(ValueError, match="infer_shape must return 2 or 3 lists"):
+        npx.custom(np.ones((2,)), op_type="test_infer_none")
+
+    @operator.register("test_no_inputs")
+    class NoInputsProp(operator.CustomOpProp):
+        def list_arguments(self):
+            return []
+
+    with pytest.raises(ValueError, match="'test_no_inputs' has no inputs"):
+        npx.custom(op_type="test_no_inputs")
+    with pytest.raises(ValueError, match=r"1 arguments \['data'\] and 1 auxiliary states "
+                                         r"\['count'\], got 1 inputs"):
+        npx.custom(np.ones((2,)), op_type="test_scale_count")
+
+
+def test_default_custom_op_needs_forward():
+    with pytest.raises(operator.CustomOpError, match="'custom_op': CustomOp.forward raised "
+                                                     "NotImplementedError"):
+        npx.custom(np.ones((2,)), op_type="custom_op")
+
+
 def test_errors_in_user_code_name_the_op_and_leave_pymx_usable():
     with pytest.raises(operator.CustomOpError,
                        match="'test_failing': Failing.forward raised ArithmeticError: forward "
