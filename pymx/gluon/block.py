@@ -545,6 +545,10 @@ class HybridBlock(Block):
         a warning, and only SymbolBlock.imports loads it. Arrays the trace read without
         computing them (captured constants) are saved as 'aux:const<i>'. The parameter file is
         an .npz, as MXNet 2.x writes."""
+        if not self._cached_graphs and self._untraced:
+            raise RuntimeError(f"{self.__class__.__name__} cannot be exported: its forward "
+                               f"calls {next(iter(self._untraced.values()))}, which a graph "
+                               f"cannot hold, so it runs imperatively")
         if not self._cached_graphs:
             raise RuntimeError("Please first call block.hybridize() and then run forward with "
                                "this block at least once before calling export.")

@@ -491,6 +491,16 @@ def test_hybridized_forward_matches_numpy_reference():
             assert_almost_equal(net(np.array(x)), expected)
 
 
+def test_export_of_untraced_block_names_the_custom_op(tmp_path):
+    net = SqrDense()
+    net.initialize()
+    net.hybridize()
+    with pytest.warns(UserWarning):
+        net(np.ones((1, 3)))
+    with pytest.raises(RuntimeError, match=r"SqrDense cannot be exported.*'test_sqr'"):
+        net.export(str(tmp_path / "net"))
+
+
 def test_autograd_trace_refuses_custom_op():
     with pytest.raises(RuntimeError, match=r"npx.custom\(op_type='test_sqr'\)"):
         autograd._trace(lambda a: npx.custom(a, op_type="test_sqr"), [np.ones((2,))])
