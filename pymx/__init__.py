@@ -24,10 +24,11 @@ from pymx import autograd
 from pymx import gluon
 from pymx import initializer, kvstore, lr_scheduler, optimizer, profiler
 from pymx import amp
+from pymx import operator
 from pymx import recordio
 
 init = initializer  # MXNet's `mx.init` spelling
 
 __all__ = ["np", "npx", "gluon", "autograd", "amp", "initializer", "init", "optimizer", "lr_scheduler",
-           "kvstore", "profiler", "Device", "cpu", "gpu", "cpu_pinned", "num_gpus",
+           "kvstore", "profiler", "operator", "Device", "cpu", "gpu", "cpu_pinned", "num_gpus",
            "gpu_memory_info", "current_device", "waitall", "PymxError", "__version__"]

@@ -20,6 +20,8 @@ gets no gradient; a Function cannot run inside a hybridized block (it raises ins
 traced as its forward ops, whose gradient would not be the user's backward); the outputs returned
 are new array objects over the forward's results (MXNet records on the forward's own objects).
 """
+import threading
+
 from pymx._c import autograd as _c
 from pymx._c.core import NDArrayBase as _NDArrayBase
 
@@ -261,6 +263,27 @@ def _detach(array):
     return _c.detach(array)
 
 
+class _TraceStop(threading.local):
+    reason = None  # why this thread's trace was stopped; None while it was not
+
+
+_trace_stop = _TraceStop()
+
+
+def _stop_tracing(reason):
+    """Ends this thread's trace without a graph, so the code being traced runs on imperatively
+    (for operations a native graph cannot replay, such as Python custom operators). The tracer
+    learns it, and why, from _take_trace_stop()."""
+    _c.trace_abort()
+    _trace_stop.reason = reason
+
+
+def _take_trace_stop():
+    """The reason given to _stop_tracing since the last call on this thread, or None."""
+    reason, _trace_stop.reason = _trace_stop.reason, None
+    return reason
+
+
 def _trace(fn, inputs):
     """Runs ``fn(*inputs)`` (a list/tuple of arrays or one array as result) while tracing the
     ops it invokes on this thread; returns ``(graph, outputs)``. ``graph.run(list_of_inputs)``
@@ -272,6 +295,11 @@ def _trace(fn, inputs):
         outputs = fn(*inputs)
     except BaseException:
         _c.trace_abort()
+        _take_trace_stop()
         raise
+    stopped = _take_trace_stop()
+    if stopped is not None:
+        raise RuntimeError(f"cannot trace a graph: {stopped} runs Python code that a native "
+                           "graph cannot replay")
     graph = _c.trace_end(_as_list(outputs))
     return graph, outputs

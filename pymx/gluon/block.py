@@ -97,7 +97,8 @@ class _CachedGraph:
 
     @classmethod
     def trace(cls, block, args, arrays, params, device, static_alloc):
-        """Runs block's forward imperatively while tracing it; returns (cached graph, outputs)."""
+        """Runs block's forward imperatively while tracing it; returns (cached graph, outputs),
+        or (the reason, outputs) when an operation in forward stopped the trace."""
         param_arrays = [p.data(device) for p in params]
         _c_graph.trace_begin(list(arrays) + param_arrays)
         _trace_state.active = True
@@ -110,8 +111,12 @@ class _CachedGraph:
         except BaseException:
             _trace_state.active = False
             _c_graph.trace_abort()
+            autograd._take_trace_stop()
             raise
         _trace_state.active = False
+        stopped = autograd._take_trace_stop()
+        if stopped is not None:  # forward ran on imperatively (see Note [Hybridize])
+            return stopped, out
         graph = _c_graph.trace_end(flat)
         graph.static_alloc = static_alloc
         return cls(graph, len(arrays), params, out_format, device), out
@@ -378,6 +383,7 @@ class HybridBlock(Block):
         self._flags = {}
         self._called_infer_shape_already = False
         self._cached_graphs = {}
+        self._untraced = {}  # input signature -> why forward cannot be traced for it
 
     def register_child(self, block, name=None):
         if not isinstance(block, HybridBlock):
@@ -389,6 +395,7 @@ class HybridBlock(Block):
 
     def _clear_cached_op(self):
         self._cached_graphs = {}
+        self._untraced = {}
 
     def hybridize(self, active=True, static_alloc=False, static_shape=False, **kwargs):
         """Traces `forward` into a native graph at the next call (per input signature) and
@@ -463,7 +470,11 @@ class HybridBlock(Block):
     # per-call hot path (batch-1 inference): a single-array call skips the generic signature
     # walk, and the parameter arrays are cached per graph (see _CachedGraph.param_arrays).
     # hybridize(static_alloc=True) lets the native graph keep and reuse its output buffers
-    # across calls (Note [Static allocation] in engine/src/graph.cc).
+    # across calls (Note [Static allocation] in engine/src/graph.cc). An operation that runs
+    # Python code (npx.custom) stops the trace when it is reached (autograd._stop_tracing):
+    # forward goes on imperatively, and the block runs imperatively for that signature from
+    # then on, with a warning; its children are still called through their own __call__, so
+    # those that do not reach such an operation are hybridized on their own.
 
     def _signature(self, args):
         """(cache key, flat list of the argument arrays, their device)."""
@@ -497,6 +508,8 @@ class HybridBlock(Block):
         cached = self._cached_graphs.get(key)
         if cached is not None:
             return cached.run(arrays)
+        if key in self._untraced:
+            return Block.__call__(self, *args)
         if self._pending_deferred():
             with autograd.pause(train_mode=False):
                 with device:
@@ -505,6 +518,12 @@ class HybridBlock(Block):
         with device:
             cached, out = _CachedGraph.trace(self, args, arrays, params, device,
                                              bool(self._flags.get('static_alloc', False)))
+        if isinstance(cached, str):
+            self._untraced[key] = cached
+            warnings.warn(f"{self.__class__.__name__} runs imperatively although hybridized: "
+                          f"its forward calls {cached}, which runs Python code that a native "
+                          f"graph cannot replay", stacklevel=3)
+            return out
         self._cached_graphs[key] = cached
         return out
 
@@ -526,6 +545,10 @@ class HybridBlock(Block):
         a warning, and only SymbolBlock.imports loads it. Arrays the trace read without
         computing them (captured constants) are saved as 'aux:const<i>'. The parameter file is
         an .npz, as MXNet 2.x writes."""
+        if not self._cached_graphs and self._untraced:
+            raise RuntimeError(f"{self.__class__.__name__} cannot be exported: its forward "
+                               f"calls {next(iter(self._untraced.values()))}, which a graph "
+                               f"cannot hold, so it runs imperatively")
         if not self._cached_graphs:
             raise RuntimeError("Please first call block.hybridize() and then run forward with "
                                "this block at least once before calling export.")

@@ -48,6 +48,10 @@ __all__ = ["relu", "sigmoid", "activation", "leaky_relu", "erf", "erfinv", "soft
 from pymx.numpy_extension._files import load, save, savez  # noqa: E402
 __all__ += ["save", "savez", "load"]
 
+# Python custom operators (pymx.operator): npx.custom(*inputs, op_type=name, **kwargs)
+from pymx.operator import custom  # noqa: E402
+__all__ += ["custom"]
+
 
 # -------------------------------------------------------------------------------------------
 # NumPy-semantics flags. pymx always has NumPy semantics; these exist so MXNet code runs as is.
