@@ -13,6 +13,7 @@ import pytest
 
 import pymx
 from pymx import npx
+from pymx._op import invoke
 from pymx.ndarray import from_numpy
 from conftest import assert_engines_agree, requires_gpu
 
@@ -158,6 +159,7 @@ def test_naive_engine_equals_threaded_bitwise(tmp_path):
     assert_engines_agree("""
 import numpy as onp
 from pymx import npx
+from pymx._op import invoke
 from pymx.ndarray import from_numpy
 rng = onp.random.default_rng(3)
 results = {}
@@ -188,3 +190,24 @@ def test_gpu_matches_cpu(case):
     cpu, gpu = (pymx_conv(x, w, b, "float32", stride, pad, dilate, groups, "relu", device=dev)
                 for dev in (pymx.cpu(0), pymx.gpu(0)))
     onp.testing.assert_allclose(gpu, cpu, rtol=1e-4, atol=1e-4)
+
+
+def test_fused_conv_relu_max_pool_takes_a_stride_2_convolution():
+    """_conv_relu_max_pool computes its convolution rows with the direct kernel, so a stride-2
+    convolution now runs fused: the same floats as the separate ops, near the float64 reference."""
+    x = RNG.standard_normal((2, 5, 41, 69))
+    w = RNG.standard_normal((11, 5, 3, 3)) / onp.sqrt(45)
+    b = RNG.standard_normal(11) * 0.1
+    xs, ws, bs = (from_numpy(a, dtype="float32") for a in (x, w, b))
+    attrs = {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "num_filter": 11,
+             "pool_kernel": (4, 4), "pool_stride": (2, 2)}
+    fused = invoke("_conv_relu_max_pool", [xs, ws, bs], attrs)[0].asnumpy()
+    conv = npx.convolution(xs, ws, bs, kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=11,
+                           act_type="relu")
+    apart = npx.pooling(conv, kernel=(4, 4), stride=(2, 2)).asnumpy()
+    onp.testing.assert_array_equal(fused, apart)
+    y = onp.maximum(ref_conv2d(x, w, b, (2, 2), (1, 1)), 0)  # 21 x 35
+    oh, ow = (y.shape[2] - 4) // 2 + 1, (y.shape[3] - 4) // 2 + 1
+    expected = onp.stack([onp.stack([y[:, :, 2 * i:2 * i + 4, 2 * j:2 * j + 4].max(axis=(2, 3))
+                                     for j in range(ow)], axis=-1) for i in range(oh)], axis=-2)
+    onp.testing.assert_allclose(fused, expected, rtol=1e-5, atol=1e-5)
