@@ -1,11 +1,14 @@
 """The forward paths of npx.convolution on the CPU against a float64 NumPy reference: the direct
 kernel with stride 2 across (each input row split into its even and odd columns, Note [Strided
-direct convolution], conv_direct.cc) and any stride down, and im2col + GEMM with several images'
-columns side by side in one product (Note [Images side by side], nn_convolution.cc). Odd and even
-input sizes, pad 0/1/3, output widths below, at and above the AVX-512 vector (16), channels not a
-multiple of the 8-channel blocking, batches of 0, 1 and more than one block of images, bias and
-the fused relu, groups, channel-last, every float dtype (float16 and bfloat16 run through float32);
-the naive engine equals the threaded one bitwise; GPU against CPU."""
+direct convolution], conv_direct.cc) and any stride down; the direct kernel for output rows 7 to
+15 wide, vectorised over output channels (Note [Narrow direct convolution],
+conv_direct_narrow.cc); im2col + GEMM with several images' columns side by side in one product
+(Note [Images side by side], nn_convolution.cc). Odd and even input sizes, pad 0/1/2/3, output
+widths below, at and above the AVX-512 vector (16) and the narrow kernel's tiles (14 and 7),
+channels not a multiple of the channel blocks, batches of 0, 1 and more than one block of images,
+bias and the fused relu (NaN kept), groups, dilation, channel-last, every float dtype (float16
+and bfloat16 run through float32); the naive engine equals the threaded one bitwise; GPU against
+CPU."""
 import itertools
 
 import numpy as onp
@@ -104,7 +107,52 @@ def test_strided_direct_convolution_without_bias(case):
     check(*case, use_bias=False)
 
 
-# Images side by side: outputs of at most 100 (7x7 and below), or any number below 256 when the
+# The direct kernel vectorised over output channels (AVX-512), for output rows 7 to 15 wide:
+# (x shape, filters, kernel, stride, pad). Channel counts not a multiple of the 32- or 64-channel
+# block, rows of 14 and 7 (one tile), 15 and 8 to 13 (the last tile overlaps), stride 2 across and
+# 3 down, a 1x1 stride-2 downsample, no padding.
+NARROW_CASES = [
+    ((2, 12, 14, 14), 40, (3, 3), (1, 1), (1, 1)),    # resnet's 3x3 at 14x14, smaller
+    ((3, 9, 7, 7), 70, (3, 3), (1, 1), (1, 1)),       # at 7x7: blocks of 64 channels
+    ((3, 5, 28, 28), 33, (3, 3), (2, 2), (1, 1)),     # 3x3/2 from 28 to 14
+    ((2, 6, 15, 15), 17, (3, 3), (2, 2), (1, 1)),     # odd input, 8 outputs: tiles overlap
+    ((1, 4, 13, 17), 9, (3, 3), (1, 1), (0, 0)),      # 15 outputs, no padding
+    ((2, 8, 28, 28), 20, (1, 1), (2, 2), (0, 0)),     # 1x1/2 downsample to 14
+    ((1, 3, 20, 30), 8, (3, 3), (3, 2), (1, 1)),      # stride 3 down, 2 across: 15 outputs
+    ((1, 4, 12, 12), 5, (5, 5), (1, 1), (2, 2)),      # 5x5, pad 2: 12 outputs
+    ((1, 2, 7, 16), 3, (3, 4), (1, 1), (3, 0)),       # uneven kernel and padding: 13 outputs
+]
+
+
+@pytest.mark.parametrize("case", NARROW_CASES)
+@pytest.mark.parametrize("act_type", [None, "relu"])
+def test_narrow_direct_convolution_matches_numpy(case, act_type):
+    check(*case, act_type=act_type)
+
+
+@pytest.mark.parametrize("case", [NARROW_CASES[1], NARROW_CASES[2]])
+def test_narrow_direct_convolution_without_bias(case):
+    check(*case, use_bias=False)
+
+
+@pytest.mark.parametrize("shape, stride", [((2, 3, 14, 14), 1), ((1, 3, 9, 9), 1),
+                                           ((2, 3, 30, 30), 2), ((1, 3, 33, 40), 2)])
+def test_relu_keeps_nan(shape, stride):
+    """A NaN input makes NaN outputs under its window, which the fused relu keeps (as
+    std::max(v, 0) and the GEMM path do); the other outputs are unaffected."""
+    x = RNG.standard_normal(shape)
+    x[0, 1, 4, 5] = onp.nan
+    w = RNG.standard_normal((6, 3, 3, 3))
+    got = pymx_conv(x, w, None, "float32", (stride, stride), (1, 1), act_type="relu")
+    expected = onp.maximum(ref_conv2d(x, w, None, (stride, stride), (1, 1)), 0)
+    assert onp.isnan(got).sum() > 0
+    onp.testing.assert_array_equal(onp.isnan(got), onp.isnan(expected))
+    ok = ~onp.isnan(expected)
+    onp.testing.assert_allclose(got[ok], expected[ok], rtol=1e-5, atol=1e-4)
+
+
+# Images side by side (float64, and float32 below 7 outputs wide, with groups or dilation):
+# outputs of at most 100 (7x7 and below), or any number below 256 when the
 # batch is smaller than the thread count. (x shape, filters, kernel, stride, pad, dilate, groups)
 SIDE_BY_SIDE_CASES = [
     ((8, 12, 7, 7), 20, (3, 3), (1, 1), (1, 1), (1, 1), 1),     # resnet's 7x7 layer, smaller
@@ -131,7 +179,7 @@ def test_images_side_by_side_without_bias_or_relu(use_bias):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
-@pytest.mark.parametrize("case", [STRIDED_CASES[0], SIDE_BY_SIDE_CASES[1]])
+@pytest.mark.parametrize("case", [STRIDED_CASES[0], NARROW_CASES[2], SIDE_BY_SIDE_CASES[1]])
 def test_forward_paths_every_dtype(case, dtype):
     check(*case, dtype=dtype)
 
@@ -166,8 +214,10 @@ results = {}
 for name, shape, filters, kernel, stride, pad in [
         ("strided", (3, 5, 17, 40), 12, 3, 2, 1),
         ("stem", (2, 3, 30, 64), 16, 7, 2, 3),
-        ("side_by_side", (9, 8, 7, 7), 10, 3, 1, 1),
-        ("side_by_side_batch1", (1, 8, 14, 14), 10, 3, 1, 1)]:
+        ("narrow", (9, 8, 7, 7), 70, 3, 1, 1),
+        ("narrow_strided", (3, 8, 28, 28), 40, 3, 2, 1),
+        ("side_by_side", (9, 8, 5, 5), 10, 3, 1, 1),
+        ("side_by_side_batch1", (1, 8, 10, 10), 10, 5, 1, 0)]:
     x = from_numpy(rng.standard_normal(shape), dtype="float32")
     w = from_numpy(rng.standard_normal((filters, shape[1], kernel, kernel)), dtype="float32")
     b = from_numpy(rng.standard_normal(filters), dtype="float32")
@@ -179,8 +229,8 @@ onp.savez(OUT, **results)
 
 
 @requires_gpu
-@pytest.mark.parametrize("case", [STRIDED_CASES[0], STRIDED_CASES[4], SIDE_BY_SIDE_CASES[0],
-                                  SIDE_BY_SIDE_CASES[7]])
+@pytest.mark.parametrize("case", [STRIDED_CASES[0], STRIDED_CASES[4], NARROW_CASES[1],
+                                  NARROW_CASES[3], SIDE_BY_SIDE_CASES[2], SIDE_BY_SIDE_CASES[7]])
 def test_gpu_matches_cpu(case):
     x_shape, filters, kernel, stride, pad = case[:5]
     dilate, groups = case[5:] if len(case) > 5 else ((1, 1), 1)

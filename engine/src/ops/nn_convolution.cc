@@ -54,6 +54,7 @@
 #include <type_traits>
 
 #include "ops/conv_direct.h"
+#include "ops/conv_direct_narrow.h"
 #include "ops/conv_geometry.h"
 #include "ops/conv_weight_grad.h"
 #include "ops/nn_common.h"
@@ -241,6 +242,15 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeometry& g, const std::
           g, in[1].data<float>(), in.size() == 3 ? in[2].data<float>() : nullptr);
       nn::conv2d_direct_f32(g, in[0].data<float>(), weights, nn::conv_fused_relu(*ctx.attrs),
                             out[0].data<float>(),
+                            scratch ? static_cast<float*>(ctx.workspace(scratch * sizeof(float)))
+                                    : nullptr);
+      return;
+    }
+    if (nn::conv2d_narrow_f32_handles(g)) {  // Note [Narrow direct convolution]
+      const int64_t scratch = nn::conv2d_narrow_f32_scratch(g);
+      nn::conv2d_narrow_f32(g, in[0].data<float>(), in[1].data<float>(),
+                            in.size() == 3 ? in[2].data<float>() : nullptr,
+                            nn::conv_fused_relu(*ctx.attrs), out[0].data<float>(),
                             scratch ? static_cast<float*>(ctx.workspace(scratch * sizeof(float)))
                                     : nullptr);
       return;
