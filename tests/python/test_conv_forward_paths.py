@@ -110,14 +110,14 @@ def test_strided_direct_convolution_without_bias(case):
 # The direct kernel vectorised over output channels (AVX-512), for output rows 7 to 15 wide:
 # (x shape, filters, kernel, stride, pad). Channel counts not a multiple of the 32- or 64-channel
 # block, rows of 14 and 7 (one tile), 15 and 8 to 13 (the last tile overlaps), stride 2 across and
-# 3 down, a 1x1 stride-2 downsample, no padding.
+# 3 down, no padding; a 1x1 stride-2 downsample, which the kernel leaves to the GEMM.
 NARROW_CASES = [
     ((2, 12, 14, 14), 40, (3, 3), (1, 1), (1, 1)),    # resnet's 3x3 at 14x14, smaller
     ((3, 9, 7, 7), 70, (3, 3), (1, 1), (1, 1)),       # at 7x7: blocks of 64 channels
     ((3, 5, 28, 28), 33, (3, 3), (2, 2), (1, 1)),     # 3x3/2 from 28 to 14
     ((2, 6, 15, 15), 17, (3, 3), (2, 2), (1, 1)),     # odd input, 8 outputs: tiles overlap
     ((1, 4, 13, 17), 9, (3, 3), (1, 1), (0, 0)),      # 15 outputs, no padding
-    ((2, 8, 28, 28), 20, (1, 1), (2, 2), (0, 0)),     # 1x1/2 downsample to 14
+    ((2, 8, 28, 28), 20, (1, 1), (2, 2), (0, 0)),     # 1x1/2 downsample to 14: GEMM instead
     ((1, 3, 20, 30), 8, (3, 3), (3, 2), (1, 1)),      # stride 3 down, 2 across: 15 outputs
     ((1, 4, 12, 12), 5, (5, 5), (1, 1), (2, 2)),      # 5x5, pad 2: 12 outputs
     ((1, 2, 7, 16), 3, (3, 4), (1, 1), (3, 0)),       # uneven kernel and padding: 13 outputs

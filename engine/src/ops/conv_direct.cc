@@ -70,7 +70,8 @@ struct Source {
   int64_t channel_stride, row_stride, out_row_stride, phase_stride;
 };
 
-// The input rows of one band: input rows (first_row + r) * s - p for r in [0, band_rows(g, out_rows)).
+// Input rows a band of `out_rows` output rows reads: (first_row + r) * s[1] - p[1] for r in
+// [0, band_rows(g, out_rows)).
 int64_t band_rows(const ConvGeometry& g, int64_t out_rows) {
   return (out_rows - 1) * g.s[1] + g.k[1];
 }

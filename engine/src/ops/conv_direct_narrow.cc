@@ -71,7 +71,8 @@ __attribute__((always_inline)) inline void tile(const Job& job, const float* in,
       const float* row = in + c * plane + ky * job.row_len;
       for (int64_t kx = 0; kx < kw; ++kx, w += kWidth) {
         Floats16 wv[kVecs];
-        for (int v = 0; v < kVecs; ++v) std::memcpy(&wv[v], w + v * kVectorFloats, sizeof(Floats16));
+        for (int v = 0; v < kVecs; ++v)
+          std::memcpy(&wv[v], w + v * kVectorFloats, sizeof(Floats16));
 #pragma GCC unroll 16
         for (int j = 0; j < kCols; ++j) {
           const Floats16 xb = Floats16{} + row[kx + j * kStride];
@@ -83,7 +84,8 @@ __attribute__((always_inline)) inline void tile(const Job& job, const float* in,
   // acc holds channels across its lanes; y wants each channel's outputs in a row.
   alignas(64) float out[kCols][kWidth];
   for (int j = 0; j < kCols; ++j)
-    for (int v = 0; v < kVecs; ++v) std::memcpy(&out[j][v * kVectorFloats], &acc[v][j], sizeof(Floats16));
+    for (int v = 0; v < kVecs; ++v)
+      std::memcpy(&out[j][v * kVectorFloats], &acc[v][j], sizeof(Floats16));
   const int64_t out_plane = g.out[1] * g.out[2];
   for (int64_t ch = 0; ch < channels; ++ch) {
     for (int j = 0; j < kCols; ++j) {
@@ -124,7 +126,7 @@ int cols_for(const ConvGeometry& g) { return g.out[2] >= 14 ? 14 : 7; }
 
 bool conv2d_narrow_f32_handles(const ConvGeometry& g, FmaLevel level) {
   return level == FmaLevel::kAvx512 && g.nsp == 2 && !g.channel_last && g.groups == 1 &&
-         (g.s[2] == 1 || g.s[2] == 2) && g.d[1] == 1 && g.d[2] == 1 &&
+         (g.s[2] == 1 || g.s[2] == 2) && g.d[1] == 1 && g.d[2] == 1 && g.k_sp > 1 &&
          g.in_c * g.k_sp <= kMaxTaps && g.out[2] >= 7 && g.out[2] < kVectorFloats;
 }
 

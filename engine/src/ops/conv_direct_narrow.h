@@ -13,7 +13,8 @@ namespace pymx {
 namespace nn {
 
 // Whether the kernel at `level` handles g: AVX-512, 2-D, channel-first, one group, dilation 1,
-// stride 1 or 2 across (any down), in_c * kh * kw <= 4608, and output rows 7 to 15 wide.
+// stride 1 or 2 across (any down), a kernel of more than one tap (a 1x1 kernel is a plain GEMM
+// over the input, or its subsampling), in_c * kh * kw <= 4608, and output rows 7 to 15 wide.
 bool conv2d_narrow_f32_handles(const ConvGeometry& g, FmaLevel level = fma_level());
 
 // Floats of scratch a call needs (the zero-padded input; 0 without padding).
