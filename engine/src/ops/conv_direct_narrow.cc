@@ -141,13 +141,19 @@ void conv2d_narrow_f32(const ConvGeometry& g, const float* x, const float* w, co
   const int64_t width = kAccumulators / cols * kVectorFloats, taps = g.in_c * g.k_sp;
   const int64_t blocks = (g.out_c + width - 1) / width;
   std::vector<float> packed_w(blocks * taps * width), packed_bias(blocks * width, 0.0f);
+  // A transposition per block, kPackTaps taps at a time so that both its reads (a cache line
+  // per channel) and its writes (kPackTaps rows of the block) stay in L1.
+  constexpr int64_t kPackTaps = 16;
   parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t block = lo; block < hi; ++block) {
       float* dst = packed_w.data() + block * taps * width;
-      for (int64_t lane = 0; lane < width; ++lane) {
-        const int64_t oc = block * width + lane;
-        for (int64_t t = 0; t < taps; ++t)
-          dst[t * width + lane] = oc < g.out_c ? w[oc * taps + t] : 0.0f;
+      for (int64_t t0 = 0; t0 < taps; t0 += kPackTaps) {
+        const int64_t t1 = std::min(taps, t0 + kPackTaps);
+        for (int64_t lane = 0; lane < width; ++lane) {
+          const int64_t oc = block * width + lane;
+          for (int64_t t = t0; t < t1; ++t)
+            dst[t * width + lane] = oc < g.out_c ? w[oc * taps + t] : 0.0f;
+        }
       }
     }
   });

@@ -1,6 +1,8 @@
-// Convolution, 1-D/2-D/3-D, by im2col + GEMM (OpenBLAS for float32/float64); the forward and
-// data gradient of a stride-1 2-D float32 convolution run the direct kernel of conv_direct.h
-// instead, and its weight gradient, with AVX-512, the one of conv_weight_grad.h.
+// Convolution, 1-D/2-D/3-D, by im2col + GEMM (OpenBLAS for float32/float64); the forward of a
+// 2-D float32 convolution of stride 1 or 2 across runs the direct kernel of conv_direct.h
+// instead (or, with AVX-512 and output rows 7 to 15 wide, the one of conv_direct_narrow.h), as
+// does the data gradient of a stride-1 one, and its weight gradient, with AVX-512, the one of
+// conv_weight_grad.h.
 //
 // | op                    | inputs                        | outputs                             | attrs |
 // |-----------------------|-------------------------------|-------------------------------------|-------|
