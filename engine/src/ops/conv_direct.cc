@@ -43,8 +43,9 @@
 // run phase by phase (even kx, then odd kx), every load stays inside its phase, and the copy
 // reads each input once per band. A 1-wide kernel reads one phase only and stays with im2col +
 // GEMM, whose im2col is then just the subsampling. resnet18's layers at batch 8 on 2 threads
-// (forward, ms, the fastest of 15 calls, medians of 3-4 interleaved runs, load 4-5):
-// STRIDED_NUMBERS
+// (forward, ms, im2col + GEMM -> this, the fastest of 15 calls, medians of 4 interleaved runs,
+// load 4-6): stem 7x7/2 3->64 at 224 25.5 -> 8.7, 3x3/2 64->128 at 56 9.0 -> 5.9; at batch 1
+// 2.7 -> 1.1 and 1.1 -> 0.7.
 #include "ops/conv_direct.h"
 
 #include <algorithm>

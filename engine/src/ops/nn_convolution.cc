@@ -28,10 +28,10 @@
 // and data_grad = col2im(W_g^T . out_grad_g). A 1x1 kernel with stride 1 and no padding needs no
 // im2col (col is the image itself). The batch is split into one part per intra-op thread
 // (parallel.h), each with its own col (and weight_grad) buffer; a whole image per task keeps
-// every GEMM as large as the image allows; the backward of images with few outputs puts several
-// images side by side in one GEMM instead (Note [Images side by side]). Channel-last layouts are
-// transposed to channel-first in the workspace, computed, and transposed back: simple, and the
-// transposes cost far less than the GEMMs.
+// every GEMM as large as the image allows; for images with few outputs the forward and the
+// backward put several images side by side in one GEMM instead (Note [Images side by side]).
+// Channel-last layouts are transposed to channel-first in the workspace, computed, and
+// transposed back: simple, and the transposes cost far less than the GEMMs.
 //
 // Note [Fused convolution + relu]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -225,11 +225,14 @@ void add_bias_relu(const T* src, T* dst, int64_t n, T bias, bool relu) {
 // 37 -> 36. Taking outputs up to 1024 (the 28x28 layers) in blocks of 2048 columns was no faster
 // there and 10-17 % slower at 14x14; blocks of 512 columns ran as fast as 1024.
 // The forward does the same for the same images: per block and group, im2col (split over the
-// images), one GEMM out_g (Mg x block * out_sp) = W_g . col whose columns split across the
-// threads, then each image's outputs are copied out (with the bias and the relu, split over the
+// images), one GEMM out_g (Mg x block * out_sp) = W_g . col split across the threads (Note
+// [Parallel GEMM]), then each image's outputs are copied out (with the bias and the relu, split over the
 // channels). Per image, a GEMM at 7x7 outputs has N = 49, and at batch 1 the split by columns left
-// a thread idle.
-// FORWARD_NUMBERS
+// a thread idle. Batch 8 (ms, per image -> side by side, before the float32 layers below 16
+// outputs wide went to Note [Narrow direct convolution], which now takes them with AVX-512):
+// 3x3/2 256->512 to 7x7 9.05 -> 8.10, 3x3 512->512 at 7x7 18.5 -> 17.2, 1x1/2 256->512 to 7x7
+// 0.99 -> 0.93; at 14x14 (196 outputs) no change (8.3 -> 8.4, 16.4 -> 16.4), so at a batch of
+// at least the thread count the forward goes side by side only up to kSideBySideForwardOutputs.
 constexpr int64_t kSideBySideMaxOutputs = 256;
 constexpr int64_t kSideBySideColumns = 1024;
 constexpr int64_t kSideBySideForwardOutputs = 100;  // the forward's limit at a batch >= threads
