@@ -40,8 +40,8 @@
 // column ox reads padded column 2 * ox + kx, which is element ox + kx / 2 of phase kx % 2, and L
 // consecutive outputs read L consecutive floats of one phase. A stride-2 convolution is thus the
 // sum of stride-1 convolutions over the phases, computed in one pass: the taps of each kernel row
-// run phase by phase (even kx, then odd kx), every load stays inside its phase, and the copy
-// reads each input once per band. A 1-wide kernel reads one phase only and stays with im2col +
+// run phase by phase (even kx, then odd kx), every load stays inside its phase, and a band's
+// input rows are copied once for all its output channels. A 1-wide kernel reads one phase only and stays with im2col +
 // GEMM, whose im2col is then just the subsampling. resnet18's layers at batch 8 on 2 threads
 // (forward, ms, im2col + GEMM -> this, the fastest of 15 calls, medians of 4 interleaved runs,
 // load 4-6): stem 7x7/2 3->64 at 224 25.5 -> 8.7, 3x3/2 64->128 at 56 9.0 -> 5.9; at batch 1

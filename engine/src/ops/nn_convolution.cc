@@ -252,12 +252,11 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeometry& g, const std::
       return;
     }
     if (nn::conv2d_narrow_f32_handles(g)) {  // Note [Narrow direct convolution]
-      const int64_t scratch = nn::conv2d_narrow_f32_scratch(g);
+      float* scratch = static_cast<float*>(
+          ctx.workspace(nn::conv2d_narrow_f32_scratch(g) * sizeof(float)));
       nn::conv2d_narrow_f32(g, in[0].data<float>(), in[1].data<float>(),
                             in.size() == 3 ? in[2].data<float>() : nullptr,
-                            nn::conv_fused_relu(*ctx.attrs), out[0].data<float>(),
-                            scratch ? static_cast<float*>(ctx.workspace(scratch * sizeof(float)))
-                                    : nullptr);
+                            nn::conv_fused_relu(*ctx.attrs), out[0].data<float>(), scratch);
       return;
     }
   }
