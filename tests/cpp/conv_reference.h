@@ -1,4 +1,4 @@
-// A float64 reference of the 2-D convolution (NCHW, one group, stride 1, dilation 1; padding
+// A float64 reference of the 2-D convolution (NCHW, one group, dilation 1; stride and padding
 // taken from the geometry) for the native tests of the CPU convolution kernels, with the geometry
 // and random operands of their cases.
 #pragma once
@@ -21,12 +21,14 @@ inline std::vector<float> normal_floats(int64_t n, std::mt19937* rng) {
   return values;
 }
 
-// The geometry of a stride-1 convolution of `data` (N, C, H, W) with `weight` (F, C, kh, kw)
-// and `pad` ("(ph, pw)").
+// The geometry of a convolution of `data` (N, C, H, W) with `weight` (F, C, kh, kw), `pad`
+// ("(ph, pw)") and `stride` ("(sh, sw)").
 inline nn::ConvGeometry conv2d_geometry(const Shape& data, const Shape& weight,
-                                        const std::string& pad) {
+                                        const std::string& pad,
+                                        const std::string& stride = "(1, 1)") {
   const Attrs attrs{{"kernel", shape_str({weight[2], weight[3]})},
                     {"pad", pad},
+                    {"stride", stride},
                     {"num_filter", std::to_string(weight[0])}};
   return nn::conv_geometry(attrs, data, weight);
 }
@@ -44,7 +46,7 @@ inline void conv2d_reference(const nn::ConvGeometry& g, const std::vector<float>
           for (int64_t c = 0; c < g.in_c; ++c)
             for (int64_t ky = 0; ky < g.k[1]; ++ky)
               for (int64_t kx = 0; kx < g.k[2]; ++kx) {
-                const int64_t iy = oy + ky - g.p[1], ix = ox + kx - g.p[2];
+                const int64_t iy = oy * g.s[1] + ky - g.p[1], ix = ox * g.s[2] + kx - g.p[2];
                 if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
                 sum += double(x[((n * g.in_c + c) * H + iy) * W + ix]) *
                        w[((f * g.in_c + c) * g.k[1] + ky) * g.k[2] + kx];

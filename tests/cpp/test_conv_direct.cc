@@ -2,7 +2,8 @@
 // (AVX2 and, where the CPU has it, AVX-512; the Python tests reach only the best one), against a
 // float64 reference: few and many taps, padding, output widths that are and are not a multiple of
 // the vector, channel counts that are not a multiple of the 8-channel block, odd row counts (the
-// two-row blocks), bias or none, relu (NaN kept), several images and bands.
+// two-row blocks), stride 2 across and strides down, bias or none, relu (NaN kept), several
+// images and bands.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -25,13 +26,15 @@ struct Case {
   Shape data, weight;  // (N, C, H, W), (F, C, kh, kw)
   std::string pad;
   bool bias, relu;
+  std::string stride = "(1, 1)";
 };
 
 void check(const Case& c, FmaLevel level, std::mt19937* rng) {
-  const ConvGeometry g = pymx::test::conv2d_geometry(c.data, c.weight, c.pad);
+  const ConvGeometry g = pymx::test::conv2d_geometry(c.data, c.weight, c.pad, c.stride);
   const std::string what = pymx::str_cat(level == FmaLevel::kAvx512 ? "avx512" : "avx2",
                                          " data ", pymx::shape_str(c.data), " weight ",
                                          pymx::shape_str(c.weight), " pad ", c.pad,
+                                         " stride ", c.stride,
                                          c.bias ? " bias" : "", c.relu ? " relu" : "");
   EXPECT(pymx::nn::conv2d_direct_f32_handles(g, level), what);
   std::vector<float> x = pymx::test::normal_floats(g.batch * g.in_c * g.in_sp, rng);
@@ -80,6 +83,15 @@ int main() {
       {{2, 4, 9, 16}, {16, 4, 1, 1}, "(0, 0)", false, false},    // pointwise, one vector wide
       {{1, 64, 14, 29}, {24, 64, 2, 2}, "(0, 0)", true, true},   // LeafNetwork's conv3: K = 256
       {{2, 16, 11, 20}, {12, 16, 3, 3}, "(1, 1)", true, false},  // K = 144, padded
+      // Stride 2 across (rows split into even and odd columns): odd and even widths, 17 and 16
+      // outputs, no padding, the stem's 7x7 with pad 3, an even kernel, stride 3 down.
+      {{2, 5, 9, 33}, {11, 5, 3, 3}, "(1, 1)", true, true, "(2, 2)"},
+      {{1, 3, 13, 32}, {9, 3, 3, 3}, "(1, 1)", false, false, "(2, 2)"},
+      {{1, 6, 12, 37}, {13, 6, 3, 3}, "(0, 0)", true, false, "(2, 2)"},
+      {{1, 3, 23, 61}, {16, 3, 7, 7}, "(3, 3)", true, true, "(2, 2)"},
+      {{2, 3, 10, 40}, {7, 3, 4, 4}, "(1, 1)", false, true, "(2, 2)"},
+      {{1, 4, 13, 36}, {9, 4, 3, 3}, "(2, 0)", true, false, "(3, 2)"},
+      {{2, 3, 11, 20}, {5, 3, 3, 3}, "(1, 1)", true, true, "(3, 1)"},
   };
   std::mt19937 rng(12345);
   for (FmaLevel level : levels)

@@ -223,8 +223,8 @@ void check_refused(FmaLevel level) {
   const Case strided_conv = {{1, 3, 40, 40}, {8, 3, 2, 2}, "(0, 0)", "(4, 4)", "(2, 2)", false};
   ConvPoolGeometry cp = geometry(strided_conv);
   EXPECT(pymx::nn::conv_relu_max_pool_handles(cp, level), "the unchanged geometry");
-  cp.conv.s[1] = cp.conv.s[2] = 2;
-  EXPECT(!pymx::nn::conv_relu_max_pool_handles(cp, level), "a stride-2 convolution");
+  cp.conv.s[1] = cp.conv.s[2] = 3;
+  EXPECT(!pymx::nn::conv_relu_max_pool_handles(cp, level), "a stride-3 convolution");
   const Case pool_stride1 = {{1, 3, 40, 40}, {8, 3, 2, 2}, "(0, 0)", "(2, 2)", "(1, 1)", false};
   EXPECT(!pymx::nn::conv_relu_max_pool_handles(geometry(pool_stride1), level),
          "a pooling of stride 1 along the width");

@@ -151,7 +151,7 @@ def test_errors_name_the_problem():
 
 
 @pytest.mark.parametrize("change", [
-    {"stride": (2, 2)},                      # strided convolution
+    {"stride": (3, 3)},                      # convolution of stride 3 across
     {"pool_stride": (1, 1)},                 # pooling of stride 1 along the width
     {"pool_kernel": (5, 5)},                 # pooling window wider than 4
     {"layout": "NHWC"},                      # channel-last

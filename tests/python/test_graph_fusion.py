@@ -87,12 +87,15 @@ def test_train_mode_and_recording_do_not_fuse():
 
 
 def test_geometries_the_kernel_does_not_handle_run_op_by_op():
-    for kwargs in ({"conv_stride": 2}, {"pool_pad": 1}):
+    # With stride-2 convolutions the first block (20 outputs wide) fuses, the second (4 wide,
+    # narrower than the direct kernel's vector) runs op by op.
+    for kwargs, fused in (({"conv_stride": 2}, 1), ({"pool_pad": 1}, 0)):
         static, plain = _twins(**kwargs)
         x = _images()
         _warm(static, x)
         ran = ops_ran(lambda: static(x))
-        assert "_conv_relu_max_pool" not in ran and ran["convolution"] == 2, (kwargs, ran)
+        assert ran.get("_conv_relu_max_pool", 0) == fused, (kwargs, ran)
+        assert ran["convolution"] == 2 - fused, (kwargs, ran)
         onp.testing.assert_allclose(static(x).asnumpy(), plain(x).asnumpy(), rtol=1e-6)
 
 

@@ -30,6 +30,22 @@
 // multiply-adds in a row without loop counters and branches in between. Same arithmetic in the
 // same order. LeafNetwork inference, hybridized, 2 threads, samples/s: batch 1 1380 -> 1455,
 // batch 4 1975 -> 2110, batch 64 1765 -> 2095.
+//
+// Note [Strided direct convolution]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With stride s down, output row r reads input rows r * s + ky: only the distance between output
+// rows changes (Source::out_row_stride). Across, a vector load needs L consecutive inputs, but
+// stride 2 wants every other one. So each band's input rows are copied once into the scratch
+// with their even and odd padded columns apart (two phases of equal length): tap kx of output
+// column ox reads padded column 2 * ox + kx, which is element ox + kx / 2 of phase kx % 2, and L
+// consecutive outputs read L consecutive floats of one phase. A stride-2 convolution is thus the
+// sum of stride-1 convolutions over the phases, computed in one pass: the taps of each kernel row
+// run phase by phase (even kx, then odd kx), every load stays inside its phase, and a band's
+// input rows are copied once for all its output channels. A 1-wide kernel reads one phase only and stays with im2col +
+// GEMM, whose im2col is then just the subsampling. resnet18's layers at batch 8 on 2 threads
+// (forward, ms, im2col + GEMM -> this, the fastest of 15 calls, medians of 4 interleaved runs,
+// load 4-6): stem 7x7/2 3->64 at 224 25.5 -> 8.7, 3x3/2 64->128 at 56 9.0 -> 5.9; at batch 1
+// 2.7 -> 1.1 and 1.1 -> 0.7.
 #include "ops/conv_direct.h"
 
 #include <algorithm>
@@ -60,47 +76,76 @@ struct Job {
   int64_t scratch_per_part;
 };
 
-// Input rows of one band: element (c, r, col) at base[c * channel_stride + r * row_stride + col],
-// r counted from the band's first output row, col from its first output column.
+// Input rows of one band (see Note [Strided direct convolution]): the input under output row r
+// (counted from the band's first), output column ox (from the band's first column), tap (ky, kx)
+// of channel c is at base[c * channel_stride + r * out_row_stride + ky * row_stride + ox + kx]
+// with stride 1 across, and at base[... + (kx % 2) * phase_stride + ox + kx / 2] with stride 2,
+// where each row is split into its even and odd columns.
 struct Source {
   const float* base;
-  int64_t channel_stride, row_stride;
+  int64_t channel_stride, row_stride, out_row_stride, phase_stride;
 };
 
+// Input rows a band of `out_rows` output rows reads: (first_row + r) * s[1] - p[1] for r in
+// [0, band_rows(g, out_rows)).
+int64_t band_rows(const ConvGeometry& g, int64_t out_rows) {
+  return (out_rows - 1) * g.s[1] + g.k[1];
+}
+
+// Floats of one scratch row: the padded input row, with stride 2 as two phases of equal length.
+int64_t phase_length(const ConvGeometry& g) { return (g.in[2] + 2 * g.p[2] + 1) / 2; }
+int64_t scratch_row(const ConvGeometry& g) {
+  return g.s[2] == 1 ? g.in[2] + 2 * g.p[2] : 2 * phase_length(g);
+}
+
 // The input rows that output rows [first_row, first_row + out_rows) of `image` read; with
-// padding, copied into `scratch` (band_scratch(g, out_rows) floats) between zero borders.
+// padding or stride 2 across, copied into `scratch` (band_scratch(g, out_rows) floats) between
+// zero borders (and split into phases).
 Source band_source(const ConvGeometry& g, const float* x, int64_t image, int64_t first_row,
                    int64_t out_rows, float* scratch) {
-  const int64_t H = g.in[1], W = g.in[2], ph = g.p[1], pw = g.p[2];
+  const int64_t H = g.in[1], W = g.in[2], ph = g.p[1], pw = g.p[2], sh = g.s[1];
   const float* image_x = x + image * g.in_c * H * W;
-  if (ph == 0 && pw == 0) return {image_x + first_row * W, H * W, W};
-  const int64_t rows = out_rows + g.k[1] - 1, padded_w = W + 2 * pw;
+  if (ph == 0 && pw == 0 && g.s[2] == 1)
+    return {image_x + first_row * sh * W, H * W, W, sh * W, 0};
+  const int64_t rows = band_rows(g, out_rows), row_floats = scratch_row(g);
+  const int64_t phase = phase_length(g);
   for (int64_t c = 0; c < g.in_c; ++c) {
     for (int64_t r = 0; r < rows; ++r) {
-      float* dst = scratch + (c * rows + r) * padded_w;
-      const int64_t in_row = first_row + r - ph;
+      float* dst = scratch + (c * rows + r) * row_floats;
+      const int64_t in_row = first_row * sh + r - ph;
       if (in_row < 0 || in_row >= H) {
-        std::fill(dst, dst + padded_w, 0.0f);
+        std::fill(dst, dst + row_floats, 0.0f);
         continue;
       }
-      std::fill(dst, dst + pw, 0.0f);
-      std::memcpy(dst + pw, image_x + (c * H + in_row) * W, W * sizeof(float));
-      std::fill(dst + pw + W, dst + padded_w, 0.0f);
+      const float* src = image_x + (c * H + in_row) * W;
+      if (g.s[2] == 1) {
+        std::fill(dst, dst + pw, 0.0f);
+        std::memcpy(dst + pw, src, W * sizeof(float));
+        std::fill(dst + pw + W, dst + row_floats, 0.0f);
+        continue;
+      }
+      // Padded column j goes to phase j % 2, place j / 2.
+      std::fill(dst, dst + row_floats, 0.0f);
+      for (int64_t col = 0; col < W; ++col) {
+        const int64_t j = col + pw;
+        dst[(j & 1) * phase + (j >> 1)] = src[col];
+      }
     }
   }
-  return {scratch, rows * padded_w, padded_w};
+  return {scratch, rows * row_floats, row_floats, sh * row_floats, phase};
 }
 
 int64_t band_scratch(const ConvGeometry& g, int64_t out_rows) {
-  if (g.p[1] == 0 && g.p[2] == 0) return 0;
-  return g.in_c * (out_rows + g.k[1] - 1) * (g.in[2] + 2 * g.p[2]);
+  if (g.p[1] == 0 && g.p[2] == 0 && g.s[2] == 1) return 0;
+  return g.in_c * band_rows(g, out_rows) * scratch_row(g);
 }
 
 // L outputs starting at column `col` of kRows consecutive output rows, for one block of channels:
 // `in` is the input at (channel 0, first row's first kernel row, col), `w` and `bias` the block's.
 // kKernel > 0: the kernel is kKernel x kKernel, known when compiling, so the tap loops unroll
-// (see Note [Direct convolution]); 0: any kernel, read from g.
-template <typename V, int kRows, int kKernel>
+// (see Note [Direct convolution]); 0: any kernel, read from g. kStride: the stride across (1 or
+// 2); with 2 the taps of a kernel row run phase by phase (even kx, then odd kx).
+template <typename V, int kRows, int kKernel, int kStride>
 __attribute__((always_inline)) inline void block_outputs(const ConvGeometry& g, const Source& src,
                                                          const float* in, const float* w,
                                                          const float* bias, int64_t channels,
@@ -112,14 +157,20 @@ __attribute__((always_inline)) inline void block_outputs(const ConvGeometry& g, 
   for (int o = 0; o < kBlockChannels; ++o)
     for (int r = 0; r < kRows; ++r) acc[o][r] = zero + bias[o];
   for (int64_t c = 0; c < g.in_c; ++c) {
-    for (int64_t ky = 0; ky < kh; ++ky) {
+    for (int64_t ky = 0; ky < kh; ++ky, w += kw * kBlockChannels) {
       const float* row = in + c * src.channel_stride + ky * src.row_stride;
-      for (int64_t kx = 0; kx < kw; ++kx, w += kBlockChannels) {
-        V v[kRows];
-        for (int r = 0; r < kRows; ++r) std::memcpy(&v[r], row + r * src.row_stride + kx, sizeof(V));
+      for (int phase = 0; phase < kStride; ++phase) {
+        const float* phase_row = row + phase * src.phase_stride;
+        for (int64_t kx = phase; kx < kw; kx += kStride) {
+          const float* tap = phase_row + kx / kStride;
+          const float* wk = w + kx * kBlockChannels;
+          V v[kRows];
+          for (int r = 0; r < kRows; ++r)
+            std::memcpy(&v[r], tap + r * src.out_row_stride, sizeof(V));
 #pragma GCC unroll 8
-        for (int o = 0; o < kBlockChannels; ++o)
-          for (int r = 0; r < kRows; ++r) acc[o][r] += v[r] * w[o];
+          for (int o = 0; o < kBlockChannels; ++o)
+            for (int r = 0; r < kRows; ++r) acc[o][r] += v[r] * wk[o];
+        }
       }
     }
   }
@@ -134,7 +185,7 @@ __attribute__((always_inline)) inline void block_outputs(const ConvGeometry& g, 
 
 // kRows output rows of one channel block, L outputs at a time; the last step overlaps the one
 // before when the row is not a multiple of L.
-template <typename V, int kRows, int kKernel>
+template <typename V, int kRows, int kKernel, int kStride>
 __attribute__((always_inline)) inline void rows_outputs(const ConvGeometry& g, const Source& src,
                                                         const float* in, const float* w,
                                                         const float* bias, int64_t channels,
@@ -143,14 +194,15 @@ __attribute__((always_inline)) inline void rows_outputs(const ConvGeometry& g, c
   const int64_t OW = g.out[2];
   for (int64_t ox = 0; ox < OW; ox += L) {
     const int64_t col = std::min(ox, OW - L);
-    block_outputs<V, kRows, kKernel>(g, src, in + col, w, bias, channels, relu, y + col, out_plane);
+    block_outputs<V, kRows, kKernel, kStride>(g, src, in + col, w, bias, channels, relu, y + col,
+                                              out_plane);
   }
 }
 
 // The first `rows` output rows of src for one channel block (`w` and `bias` the block's):
 // channel c of the block goes to y + c * channel_stride, its rows g.out[2] apart. How rows are
 // grouped does not change any output's arithmetic.
-template <typename V, int kRows, int kKernel>
+template <typename V, int kRows, int kKernel, int kStride>
 __attribute__((always_inline)) inline void block_rows_of(const ConvGeometry& g, const Source& src,
                                                          int64_t rows, const float* w,
                                                          const float* bias, int64_t channels,
@@ -158,24 +210,27 @@ __attribute__((always_inline)) inline void block_rows_of(const ConvGeometry& g, 
                                                          int64_t channel_stride) {
   int64_t r = 0;
   for (; r + kRows <= rows; r += kRows)
-    rows_outputs<V, kRows, kKernel>(g, src, src.base + r * src.row_stride, w, bias, channels,
-                                    relu, y + r * g.out[2], channel_stride);
+    rows_outputs<V, kRows, kKernel, kStride>(g, src, src.base + r * src.out_row_stride, w, bias,
+                                             channels, relu, y + r * g.out[2], channel_stride);
   for (; r < rows; ++r)  // an odd last row
-    rows_outputs<V, 1, kKernel>(g, src, src.base + r * src.row_stride, w, bias, channels, relu,
-                                y + r * g.out[2], channel_stride);
+    rows_outputs<V, 1, kKernel, kStride>(g, src, src.base + r * src.out_row_stride, w, bias,
+                                         channels, relu, y + r * g.out[2], channel_stride);
 }
 
-// block_rows_of with the 2 x 2 kernel (LeafNetwork's) unrolled; same arithmetic either way.
+// block_rows_of with the 2 x 2 kernel (LeafNetwork's) unrolled (same arithmetic either way), or
+// with stride 2 across.
 template <typename V, int kRows>
 __attribute__((always_inline)) inline void block_rows(const ConvGeometry& g, const Source& src,
                                                       int64_t rows, const float* w,
                                                       const float* bias, int64_t channels,
                                                       bool relu, float* y,
                                                       int64_t channel_stride) {
-  if (g.k[1] == 2 && g.k[2] == 2) {
-    block_rows_of<V, kRows, 2>(g, src, rows, w, bias, channels, relu, y, channel_stride);
+  if (g.s[2] == 2) {
+    block_rows_of<V, kRows, 0, 2>(g, src, rows, w, bias, channels, relu, y, channel_stride);
+  } else if (g.k[1] == 2 && g.k[2] == 2) {
+    block_rows_of<V, kRows, 2, 1>(g, src, rows, w, bias, channels, relu, y, channel_stride);
   } else {
-    block_rows_of<V, kRows, 0>(g, src, rows, w, bias, channels, relu, y, channel_stride);
+    block_rows_of<V, kRows, 0, 1>(g, src, rows, w, bias, channels, relu, y, channel_stride);
   }
 }
 
@@ -240,7 +295,7 @@ __attribute__((target("avx512f"))) void block_rows_avx512(const ConvGeometry& g,
 
 bool conv2d_direct_f32_handles(const ConvGeometry& g, FmaLevel level) {
   return level != FmaLevel::kNone && g.nsp == 2 && !g.channel_last && g.groups == 1 &&
-         g.s[1] == 1 && g.s[2] == 1 && g.d[1] == 1 && g.d[2] == 1 &&
+         (g.s[2] == 1 || (g.s[2] == 2 && g.k[2] >= 2)) && g.d[1] == 1 && g.d[2] == 1 &&
          g.in_c * g.k_sp <= kMaxTaps && g.out[2] >= lanes(level);
 }
 

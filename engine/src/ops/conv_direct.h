@@ -1,4 +1,4 @@
-// Direct 2-D convolution for float32 (stride 1), for the convolution op's forward
+// Direct 2-D convolution for float32 (stride 1 or 2 across), for the convolution op's forward
 // (nn_convolution.cc), which uses im2col + GEMM otherwise. The kernel comes for AVX2+FMA and AVX-512, chosen at run
 // time; on a CPU with neither, handles() is false. See Note [Direct convolution] in
 // conv_direct.cc.
@@ -13,12 +13,14 @@
 namespace pymx {
 namespace nn {
 
-// Whether the direct kernel at `level` handles g: 2-D, channel-first, one group, stride 1,
-// dilation 1, in_c * kh * kw <= 4608, and at least one vector of outputs per row.
+// Whether the direct kernel at `level` handles g: 2-D, channel-first, one group, stride 1 across
+// or stride 2 with a kernel at least 2 wide (Note [Strided direct convolution]), any stride
+// down, dilation 1, in_c * kh * kw <= 4608, and at least one vector of outputs per row.
 bool conv2d_direct_f32_handles(const ConvGeometry& g,
                                FmaLevel level = fma_level());
 
-// Floats of scratch each thread needs (the zero-padded input rows of one band; 0 without padding).
+// Floats of scratch the call needs (each thread's zero-padded input rows of one band; 0 without
+// padding and stride 2 across).
 int64_t conv2d_direct_f32_scratch(const ConvGeometry& g);
 
 // Output channels are computed in blocks of this many.
@@ -41,7 +43,7 @@ void conv2d_direct_f32(const ConvGeometry& g, const float* x, const DirectConvWe
                        FmaLevel level = fma_level());
 
 // Floats of scratch one conv2d_direct_f32_rows call for `rows` output rows needs (the zero-padded
-// input rows it reads; 0 without padding).
+// input rows it reads; 0 without padding and stride 2 across).
 int64_t conv2d_direct_f32_rows_scratch(const ConvGeometry& g, int64_t rows);
 
 // Output rows [first_row, last_row) of image `image` for the output channels of block `block`

@@ -1,6 +1,8 @@
-// Convolution, 1-D/2-D/3-D, by im2col + GEMM (OpenBLAS for float32/float64); the forward and
-// data gradient of a stride-1 2-D float32 convolution run the direct kernel of conv_direct.h
-// instead, and its weight gradient, with AVX-512, the one of conv_weight_grad.h.
+// Convolution, 1-D/2-D/3-D, by im2col + GEMM (OpenBLAS for float32/float64); the forward of a
+// 2-D float32 convolution of stride 1 or 2 across runs the direct kernel of conv_direct.h
+// instead (or, with AVX-512 and output rows 7 to 15 wide, the one of conv_direct_narrow.h), as
+// does the data gradient of a stride-1 one, and its weight gradient, with AVX-512, the one of
+// conv_weight_grad.h.
 //
 // | op                    | inputs                        | outputs                             | attrs |
 // |-----------------------|-------------------------------|-------------------------------------|-------|
@@ -26,10 +28,10 @@
 // and data_grad = col2im(W_g^T . out_grad_g). A 1x1 kernel with stride 1 and no padding needs no
 // im2col (col is the image itself). The batch is split into one part per intra-op thread
 // (parallel.h), each with its own col (and weight_grad) buffer; a whole image per task keeps
-// every GEMM as large as the image allows; the backward of images with few outputs puts several
-// images side by side in one GEMM instead (Note [Images side by side]). Channel-last layouts are
-// transposed to channel-first in the workspace, computed, and transposed back: simple, and the
-// transposes cost far less than the GEMMs.
+// every GEMM as large as the image allows; for images with few outputs the forward and the
+// backward put several images side by side in one GEMM instead (Note [Images side by side]).
+// Channel-last layouts are transposed to channel-first in the workspace, computed, and
+// transposed back: simple, and the transposes cost far less than the GEMMs.
 //
 // Note [Fused convolution + relu]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -54,6 +56,7 @@
 #include <type_traits>
 
 #include "ops/conv_direct.h"
+#include "ops/conv_direct_narrow.h"
 #include "ops/conv_geometry.h"
 #include "ops/conv_weight_grad.h"
 #include "ops/nn_common.h"
@@ -193,6 +196,47 @@ class Carver {
   char* cur_;
 };
 
+// dst[i] = src[i] + bias for i in [0, n), then max(., 0) when `relu` (NaN stays NaN, as
+// std::max(v, 0)); src may be dst.
+template <typename T>
+void add_bias_relu(const T* src, T* dst, int64_t n, T bias, bool relu) {
+  if (relu) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = std::max(src[i] + bias, T(0));
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i] + bias;
+  }
+}
+
+// Note [Images side by side]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// When an image has few outputs (resnet18's 7x7 and 14x14 layers), a GEMM per image is thin: the
+// weight gradient's inner dimension is out_sp (49), and each part of the batch streams its own
+// copy of the weight gradient (9.4 MB for 512x512x3x3) in and out for every image, then the parts
+// are added. Instead the batch runs as one part, in blocks of up to kSideBySideColumns / out_sp
+// images whose im2col columns sit side by side in col (K x block * out_sp), out_grad gathered
+// (and relu-masked) the same way: per block and group, one GEMM adds the weight gradient (inner
+// dimension block * out_sp; blocks accumulate in order with beta = 1) and one computes the data
+// gradient's columns. The GEMMs split their rows across the threads (Note [Parallel GEMM]), im2col
+// and col2im split the images, the gathering the channels; every sum has a fixed order, so
+// results stay reproducible. resnet18's layers at batch 8 on 2 threads (bench/
+// measure_resnet_convs.py, medians of 3 interleaved runs, load ~2.9), backward in ms, with 8
+// parts (their sum parallel, Note [Adding the parts' weight gradients]) -> side by side:
+// 3x3 512->512 at 7x7 57 -> 38, 3x3/2 256->512 at 14x14 26 -> 18, 3x3 256->256 at 14x14
+// 37 -> 36. Taking outputs up to 1024 (the 28x28 layers) in blocks of 2048 columns was no faster
+// there and 10-17 % slower at 14x14; blocks of 512 columns ran as fast as 1024.
+// The forward does the same for the same images: per block and group, im2col (split over the
+// images), one GEMM out_g (Mg x block * out_sp) = W_g . col split across the threads (Note
+// [Parallel GEMM]), then each image's outputs are copied out (with the bias and the relu, split over the
+// channels). Per image, a GEMM at 7x7 outputs has N = 49, and at batch 1 the split by columns left
+// a thread idle. Batch 8 (ms, per image -> side by side, before the float32 layers below 16
+// outputs wide went to Note [Narrow direct convolution], which now takes them with AVX-512):
+// 3x3/2 256->512 to 7x7 9.05 -> 8.10, 3x3 512->512 at 7x7 18.5 -> 17.2, 1x1/2 256->512 to 7x7
+// 0.99 -> 0.93; at 14x14 (196 outputs) no change (8.3 -> 8.4, 16.4 -> 16.4), so at a batch of
+// at least the thread count the forward goes side by side only up to kSideBySideForwardOutputs.
+constexpr int64_t kSideBySideMaxOutputs = 256;
+constexpr int64_t kSideBySideColumns = 1024;
+constexpr int64_t kSideBySideForwardOutputs = 100;  // the forward's limit at a batch >= threads
+
 template <typename T>
 void conv_forward_typed(const OpContext& ctx, const ConvGeometry& g, const std::vector<TBlob>& in,
                         const std::vector<TBlob>& out) {
@@ -207,18 +251,40 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeometry& g, const std::
                                     : nullptr);
       return;
     }
+    if (nn::conv2d_narrow_f32_handles(g)) {  // Note [Narrow direct convolution]
+      float* scratch = static_cast<float*>(
+          ctx.workspace(nn::conv2d_narrow_f32_scratch(g) * sizeof(float)));
+      nn::conv2d_narrow_f32(g, in[0].data<float>(), in[1].data<float>(),
+                            in.size() == 3 ? in[2].data<float>() : nullptr,
+                            nn::conv_fused_relu(*ctx.attrs), out[0].data<float>(), scratch);
+      return;
+    }
   }
   const bool pointwise = g.is_pointwise();
   const int64_t x_size = g.batch * g.in_c * g.in_sp, y_size = g.batch * g.out_c * g.out_sp;
   const int64_t w_size = in[1].size();
-  const int64_t col_size =
-      pointwise ? 0 : Carver::align(g.col_rows() * g.out_sp * sizeof(T)) / sizeof(T);
-  const int64_t parts = parallel_parts(g.batch, 1);
-  size_t bytes = parts * col_size * sizeof(T);
+  auto padded = [](int64_t count) {
+    return static_cast<int64_t>(Carver::align(count * sizeof(T)) / sizeof(T));
+  };
+  // Note [Images side by side]: blocks of `block` images, one part, whose outputs go through
+  // out_block (Mg x block * out_sp) on their way to y.
+  const bool side_by_side =
+      g.out_sp < kSideBySideMaxOutputs &&
+      (g.out_sp <= kSideBySideForwardOutputs || g.batch < parallel_max_threads());
+  const int64_t block = side_by_side ? std::clamp<int64_t>(kSideBySideColumns / g.out_sp, 1,
+                                                           std::max<int64_t>(g.batch, 1))
+                                     : 1;
+  const int64_t col_size = side_by_side ? padded(g.col_rows() * block * g.out_sp)
+                           : pointwise  ? 0
+                                        : padded(g.col_rows() * g.out_sp);
+  const int64_t out_block_size = side_by_side ? padded(g.out_cg() * block * g.out_sp) : 0;
+  const int64_t parts = side_by_side ? 1 : parallel_parts(g.batch, 1);
+  size_t bytes = (parts * col_size + out_block_size) * sizeof(T);
   if (g.channel_last) bytes += Carver::align(x_size * sizeof(T)) + Carver::align(y_size * sizeof(T)) +
                                Carver::align(w_size * sizeof(T));
   Carver ws(static_cast<char*>(ctx.workspace(bytes)));
   T* cols = ws.take<T>(parts * col_size);
+  T* out_block = ws.take<T>(out_block_size);
   const T* x = in[0].data<T>();
   const T* w = in[1].data<T>();
   T* y = out[0].data<T>();
@@ -249,16 +315,42 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeometry& g, const std::
     if (!b && !relu) return;
     for (int64_t c = 0; c < g.out_cg(); ++c) {
       T* yc = yg + c * g.out_sp;
-      const T bc = b ? b[grp * g.out_cg() + c] : T(0);
-      if (relu) {
-        for (int64_t i = lo; i < hi; ++i)
-          yc[i] = std::max(yc[i] + bc, T(0));
-      } else {
-        for (int64_t i = lo; i < hi; ++i) yc[i] += bc;
-      }
+      add_bias_relu(yc + lo, yc + lo, hi - lo, b ? b[grp * g.out_cg() + c] : T(0), relu);
     }
   };
-  if (g.batch >= parallel_max_threads()) {
+  // Note [Images side by side]: image i of a block owns columns [i * out_sp, (i + 1) * out_sp)
+  // of col (K x ld) and of out_block (Mg x ld).
+  auto block_of_images = [&](int64_t first, int64_t count) {
+    const int64_t ld = block * g.out_sp, columns = count * g.out_sp;
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      const int64_t channel0 = grp * g.in_cg(), filter0 = grp * g.out_cg();
+      parallel_for(0, count, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) {
+          T* xg = const_cast<T*>(x) + ((first + i) * g.in_c + channel0) * g.in_sp;
+          im2col<T, false>(g, g.in_cg(), xg, cols + i * g.out_sp, ld);
+        }
+      });
+      nn::gemm(false, false, g.out_cg(), columns, K, T(1), w + filter0 * K, K, cols, ld, T(0),
+               out_block, ld);
+      parallel_for(0, g.out_cg(), 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t c = lo; c < hi; ++c) {
+          for (int64_t i = 0; i < count; ++i) {
+            const T* src = out_block + c * ld + i * g.out_sp;
+            T* dst = y + ((first + i) * g.out_c + filter0 + c) * g.out_sp;
+            if (b || relu) {
+              add_bias_relu(src, dst, g.out_sp, b ? b[filter0 + c] : T(0), relu);
+            } else {
+              std::memcpy(dst, src, g.out_sp * sizeof(T));
+            }
+          }
+        }
+      });
+    }
+  };
+  if (side_by_side) {
+    for (int64_t first = 0; first < g.batch; first += block)
+      block_of_images(first, std::min(block, g.batch - first));
+  } else if (g.batch >= parallel_max_threads()) {
     // Images are independent: each part of the batch runs on its own thread with its own col.
     parallel_for_parts(g.batch, 1, [&](int64_t part, int64_t first, int64_t last) {
       for (int64_t n = first; n < last; ++n)
@@ -455,26 +547,6 @@ void sum_parts_transposed(const T* parts_t, int64_t parts, int64_t part_stride, 
     }
   });
 }
-
-// Note [Images side by side]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// When an image has few outputs (resnet18's 7x7 and 14x14 layers), a GEMM per image is thin: the
-// weight gradient's inner dimension is out_sp (49), and each part of the batch streams its own
-// copy of the weight gradient (9.4 MB for 512x512x3x3) in and out for every image, then the parts
-// are added. Instead the batch runs as one part, in blocks of up to kSideBySideColumns / out_sp
-// images whose im2col columns sit side by side in col (K x block * out_sp), out_grad gathered
-// (and relu-masked) the same way: per block and group, one GEMM adds the weight gradient (inner
-// dimension block * out_sp; blocks accumulate in order with beta = 1) and one computes the data
-// gradient's columns. The GEMMs split their rows across the threads (Note [Parallel GEMM]), im2col
-// and col2im split the images, the gathering the channels; every sum has a fixed order, so
-// results stay reproducible. resnet18's layers at batch 8 on 2 threads (bench/
-// measure_resnet_convs.py, medians of 3 interleaved runs, load ~2.9), backward in ms, with 8
-// parts (their sum parallel, Note [Adding the parts' weight gradients]) -> side by side:
-// 3x3 512->512 at 7x7 57 -> 38, 3x3/2 256->512 at 14x14 26 -> 18, 3x3 256->256 at 14x14
-// 37 -> 36. Taking outputs up to 1024 (the 28x28 layers) in blocks of 2048 columns was no faster
-// there and 10-17 % slower at 14x14; blocks of 512 columns ran as fast as 1024.
-constexpr int64_t kSideBySideMaxOutputs = 256;
-constexpr int64_t kSideBySideColumns = 1024;
 
 template <typename T>
 void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std::vector<TBlob>& in,
