@@ -226,7 +226,11 @@ def export_model(sym, params, in_shapes=None, in_types=_onp.float32,
                    [_value_info(onnx, name, shape, dtype) for name, shape, _, dtype in specs])
     heads, used_params = _translate(cv, graph, params, input_names)
 
-    outputs = [_value_info(onnx, head, None if dynamic else cv.shape(head), cv.dtype(head))
+    # A dynamic model's outputs have their rank, their sizes unnamed.
+    outputs = [_value_info(onnx, head, cv.shape(head), cv.dtype(head)) if not dynamic else
+               onnx.helper.make_tensor_value_info(
+                   head, onnx.helper.np_dtype_to_tensor_dtype(cv.dtype(head)),
+                   [None] * cv.rank(head))
                for head in heads]
     # A parameter a translation replaced (BatchNorm's gamma under fix_gamma) is left out.
     read = {name for node in cv.nodes for name in node.input} | set(heads)
