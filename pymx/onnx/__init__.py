@@ -24,6 +24,12 @@ Deliberate differences from MXNet's exporter:
   not provided.
 * A parameter missing from `params` is reported through the in_shapes count (it would be an
   input), with the names of all unbound variables.
+
+Limits: a model exported with `dynamic=True` keeps the sizes the traced graph fixed. pymx
+records `x.reshape(x.shape[0], -1)` with the traced batch size, so write such reshapes with -1
+or 0 codes (or use nn.Flatten) for axes meant to stay dynamic; sizes the translation derives from
+`in_shapes` (MXNet's reshape codes -2/-3/-4, split sizes) are fixed too. The translations are
+type-generic: float32 and float16 models export (give `in_types` to match the parameters).
 """
 from ._export_model import export_model, get_operator_support
 

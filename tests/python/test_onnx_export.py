@@ -97,6 +97,16 @@ def test_mlp(device, tmp_path):
     assert_almost_equal(_run_onnx(path, [x])[0], want, rtol=RTOL, atol=ATOL)
 
 
+def test_float16_mlp(tmp_path):
+    net = nn.HybridSequential()
+    net.add(nn.Dense(8, activation='relu'), nn.Dense(3))
+    x = _uniform(2, 5).astype(onp.float16)
+    net.initialize()
+    net.cast('float16')
+    path = _check_block(net, [x], tmp_path, rtol=1e-2, atol=1e-3)  # float16 tolerances
+    assert onnx.load(path).graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+
+
 def test_leaf_network(tmp_path):
     x = _uniform(2, 3, 64, 64)
     net = _initialized(LeafNetwork(dropout=0.2), [x])
@@ -135,6 +145,9 @@ _LAYERS = {
     'avgpool_pad': (lambda: nn.AvgPool2D(3, 1, padding=1), (1, 2, 5, 5)),
     'avgpool_pad_excluded': (lambda: nn.AvgPool2D(3, 2, padding=1, count_include_pad=False),
                              (1, 2, 6, 6)),
+    'avgpool_full': (lambda: nn.AvgPool2D(3, 2, padding=1, ceil_mode=True), (1, 2, 8, 8)),
+    'avgpool_full_pad_excluded': (lambda: nn.AvgPool2D(3, 2, padding=1, ceil_mode=True,
+                                                       count_include_pad=False), (1, 2, 8, 8)),
     'maxpool1d': (lambda: nn.MaxPool1D(2), (2, 3, 8)),
     'global_avg': (lambda: nn.GlobalAvgPool2D(), (2, 3, 4, 5)),
     'global_max': (lambda: nn.GlobalMaxPool2D(), (2, 3, 4, 5)),
@@ -256,6 +269,27 @@ def test_legacy_operators(tmp_path):
                                   onnx_file_path=str(tmp_path / 'legacy.onnx'))
     want = onp.concatenate([1.5 - (a * b)[:, 1:], a], axis=1).mean(axis=0)
     assert_almost_equal(_run_onnx(path, [a, b])[0], want, rtol=RTOL, atol=ATOL)
+
+
+def test_pymx_format_view_and_fused_convolution(tmp_path):
+    # pymx's own graph format: a `_view` (a reshape or slice sharing memory) and a convolution
+    # fused with its activation, which MXNet's operators express as two nodes.
+    x, weight = _uniform(1, 2, 4, 4, seed=6), _uniform(3, 2, 3, 3, seed=7)
+    conv_attrs = {'kernel': '(3, 3)', 'num_filter': '3', 'no_bias': 'True', 'act_type': 'relu',
+                  'stride': '(1, 1)', 'dilate': '(1, 1)', 'pad': '(0, 0)', 'num_group': '1'}
+    symbol = {'nodes': [{'op': 'null', 'name': 'data', 'inputs': []},
+                        {'op': 'null', 'name': 'weight', 'inputs': []},
+                        {'op': 'convolution', 'name': 'conv', 'attrs': conv_attrs,
+                         'inputs': [[0, 0, 0], [1, 0, 0]]},
+                        {'op': '_view', 'name': 'view', 'attrs': {'offset': '2', 'shape': '(3, 2)'},
+                         'inputs': [[2, 0, 0]]}],
+              'heads': [[3, 0, 0]], 'attrs': {'trace_device': 'cpu(0)'}}
+    path = pymx.onnx.export_model(symbol, {'arg:weight': weight}, [x.shape],
+                                  onnx_file_path=str(tmp_path / 'p.onnx'))
+    conv = npx.convolution(np.array(x), np.array(weight), kernel=(3, 3), num_filter=3,
+                           no_bias=True)
+    want = onp.maximum(conv.asnumpy(), 0).ravel()[2:8].reshape(3, 2)
+    assert_almost_equal(_run_onnx(path, [x])[0], want, rtol=RTOL, atol=ATOL)
 
 
 # -- export options -----------------------------------------------------------------------
