@@ -688,7 +688,12 @@ def matmul(a, b, out=None):
         raise ValueError("matmul: input operand does not have enough dimensions (0-d operand)")
     if a.ndim >= 2 and b.ndim >= 2:
         return _invoke("matmul", [a, b], out=out)[0]
-    # NumPy promotes 1-d operands to matrices and removes the added axis afterwards.
+    # NumPy promotes 1-d operands to matrices and removes the added axis afterwards; the core
+    # dimensions are checked first so that the message names the shapes the caller passed.
+    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if a.shape[-1] != k_b:
+        raise ValueError(f"matmul: input operand 1 has a mismatch in its core dimension 0 (size "
+                         f"{k_b} is different from {a.shape[-1]}); shapes {a.shape} and {b.shape}")
     a2 = reshape(a, (1, -1)) if a.ndim == 1 else a
     b2 = reshape(b, (-1, 1)) if b.ndim == 1 else b
     result = _invoke("matmul", [a2, b2])[0]
