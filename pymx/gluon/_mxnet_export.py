@@ -14,6 +14,8 @@ annotations. Every name written is an operator of MXNet 1.9.1.
 A graph with a node MXNet cannot express (a view, a convolution fused with its activation,
 ...) raises NoMxnetEquivalent naming it; the caller then keeps pymx's own format.
 """
+import ast
+
 __all__ = ['to_mxnet', 'NoMxnetEquivalent']
 
 MXNET_VERSION = 10901  # the operator set written: MXNet 1.9.1's
@@ -35,6 +37,20 @@ def _copy(mx_op, *keys, **fixed):
         out.update(fixed)
         return mx_op, out
     return translate
+
+
+def _slice(attrs, num_inputs):
+    """pymx's slice stops an axis that runs backwards through index 0 at end -1; MXNet reads a
+    negative end as counting from the back (-1: the last index, an empty slice), so that end is
+    written as None."""
+    out = {k: attrs[k] for k in ('begin', 'end', 'step') if attrs.get(k, 'None') != 'None'}
+    if 'step' in out:
+        steps = ast.literal_eval(out['step'])
+        ends = ast.literal_eval(out['end'])
+        ends = [None if step is not None and step < 0 and end == -1 else end
+                for step, end in zip(steps, ends)]
+        out['end'] = '(' + ', '.join(map(str, ends)) + (',)' if len(ends) == 1 else ')')
+    return 'slice', out
 
 
 def _with_act_types(translate, act_types):
@@ -78,7 +94,7 @@ _TRANSLATIONS = {
     'swapaxes': lambda a, n: ('SwapAxis', {'dim1': a['axis1'], 'dim2': a['axis2']}),
     'squeeze': _copy('_np_squeeze', 'axis'),
     'reshape': lambda a, n: ('_np_reshape', {'newshape': a['newshape']}),
-    'slice': _copy('slice', 'begin', 'end', 'step'),
+    'slice': _slice,
     'where': _copy('_npi_where'),
     'matmul': _copy('_npi_matmul'),
     'zeros': _copy('_npi_zeros', 'shape', 'dtype'),

@@ -687,7 +687,7 @@ def test_save_load_and_export_again(tmp_path):
 
 class _ManyOps(gluon.HybridBlock):
     """Operations beyond the layers: scalar arithmetic on either side, comparisons, creation,
-    split, where, reductions, layout."""
+    split, where, reductions, layout, slices running backwards through index 0."""
 
     def forward(self, x):
         first, rest = np.split(x, [1], axis=1)
@@ -698,7 +698,8 @@ class _ManyOps(gluon.HybridBlock):
         z = np.concatenate([np.swapaxes(np.expand_dims(y, 0), 1, 2).reshape(2, 3), rest.T], 1)
         return (np.stack([y, np.exp(-y)]).mean(axis=0, keepdims=True),
                 npx.leaky_relu(np.matmul(y, x.T), slope=0.2).sum(axis=1),
-                npx.softmax(z, axis=0), first[:, 0].astype('float16'), np.tanh(rest) - 1.0)
+                npx.softmax(z, axis=0), first[:, 0].astype('float16'), np.tanh(rest) - 1.0,
+                x[:, ::-1], x[::-1, 2::-2])
 
 
 def test_export_writes_mxnet_symbol_json(tmp_path):
