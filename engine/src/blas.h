@@ -20,5 +20,9 @@ namespace blas {
 // runs one op per worker thread, and nested OpenBLAS threads only oversubscribe the cores.
 void set_num_threads(int n);
 
+// Whether OpenBLAS runs its AVX-512 kernels: the core it chose at load time from the CPU and
+// OPENBLAS_CORETYPE (a machine that sets OPENBLAS_CORETYPE=Haswell gets the AVX2 ones).
+bool runs_avx512_kernels();
+
 }  // namespace blas
 }  // namespace pymx

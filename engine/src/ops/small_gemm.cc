@@ -34,6 +34,7 @@
 
 #include <immintrin.h>
 
+#include "blas.h"
 #include "parallel.h"
 
 namespace pymx {
@@ -46,7 +47,12 @@ namespace {
 // faster at every shape tried, either operand transposed, up to 2048 x 2048 x 2048. With AVX2,
 // the width of OpenBLAS's kernels, it gained only on A . B^T with few rows (1.75x at 9 rows,
 // 1.1-1.2x at 16-32) and lost on A . B with a wide B (1.3-2x) and with fewer than 64 inner terms.
+// Where OpenBLAS runs its own AVX-512 kernels (OPENBLAS_CORETYPE unset on this machine), they
+// reach ~450 GFLOP/s on two cores from a few hundred rows, this kernel ~400-430: it still won
+// at 16-128 rows (Dense at 16 x 512 -> 512: 1.7x; LeafNetwork's first Dense at batch 64: 1.05x),
+// tied at 256 and lost 5-12 % from 512 rows, so it stops at 256 rows there.
 constexpr int64_t kMaxRowsAvx512 = 2048;
+constexpr int64_t kMaxRowsAgainstAvx512Blas = 256;
 constexpr int64_t kMaxRowsAvx2 = 32;
 constexpr int64_t kMinDepthAvx2 = 64;
 // A . B^T with 2-8 rows: small_rows_product streams B once without copying it, which wins once B
@@ -244,7 +250,9 @@ bool small_gemm_handles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
   const int64_t min_rows = trans_a || !trans_b ? 2
                            : n * k < kLargeB  ? kMinRowsTransposed
                                               : kMinRowsTransposedLargeB;
-  return m >= min_rows && m <= kMaxRowsAvx512 && n >= kMinColumns && m * n * k >= kMinWork;
+  const int64_t max_rows =
+      blas::runs_avx512_kernels() ? kMaxRowsAgainstAvx512Blas : kMaxRowsAvx512;
+  return m >= min_rows && m <= max_rows && n >= kMinColumns && m * n * k >= kMinWork;
 }
 
 void small_gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
