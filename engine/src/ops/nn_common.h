@@ -120,9 +120,9 @@ void gemm_in_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
 }
 
 // Row-major C = alpha * op(A) * op(B) + beta * C, with op(A) M x K and op(B) K x N.
-// float products with a few rows go to pymx's own kernels (Note [Small-row products],
-// Note [Small GEMM]), other float and double products to OpenBLAS (see Note [Parallel GEMM]);
-// float16 and bfloat16 through float (below).
+// float products in the ranges where pymx's own kernels measured faster than OpenBLAS go to them
+// (Note [Small GEMM], Note [Small-row products]), other float and double products to OpenBLAS
+// (see Note [Parallel GEMM]); float16 and bfloat16 through float (below).
 inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc) {
