@@ -1,13 +1,16 @@
-"""gluon.nn.SyncBatchNorm against float64 NumPy and against BatchNorm: one device in training,
-inference and use_global_stats on several devices, hybridize == imperative, checkpoints shared
-with BatchNorm, MXNet's `_contrib_SyncBatchNorm` symbol files, and the errors."""
+"""gluon.nn.SyncBatchNorm against float64 NumPy and against BatchNorm: 2 and 3 devices (cpu(k)
+here, GPUs with the GPU tests) equal BatchNorm over the concatenated batch, forward and backward,
+with identical running statistics on every device; data-parallel training with a Trainer equals
+one-device BatchNorm training; one device, inference and use_global_stats equal BatchNorm;
+hybridize == imperative; checkpoints shared with BatchNorm; MXNet's `_contrib_SyncBatchNorm`
+symbol files; and the errors."""
 import json
 
 import numpy as onp
 import pytest
-from conftest import requires_gpu
+from conftest import requires_gpu, run_python
 
-from pymx import autograd, gluon, np
+from pymx import autograd, gluon, np, npx
 from pymx.device import cpu, gpu
 from pymx.gluon import nn
 from pymx.test_utils import assert_almost_equal
@@ -84,6 +87,148 @@ def test_one_device_training_equals_batch_norm_and_numpy(device, shape):
     for name in ('running_mean', 'running_var'):
         onp.testing.assert_array_equal(getattr(sync, name).data(device).asnumpy(),
                                        getattr(plain, name).data(device).asnumpy())
+
+
+def _sync_step(layer, parts, dys, devices):
+    """One training forward and backward of `layer` with parts[k] on devices[k], in the
+    data-parallel loop's order; returns the outputs and input gradients as NumPy."""
+    datas = [np.array(p, dtype='float32', device=d) for p, d in zip(parts, devices)]
+    for data in datas:
+        data.attach_grad()
+    with autograd.record():
+        outs = [layer(data) for data in datas]
+    autograd.backward(outs, [np.array(g, dtype='float32', device=d) for g, d in zip(dys, devices)])
+    return [o.asnumpy() for o in outs], [d.grad.asnumpy() for d in datas]
+
+
+@pytest.mark.parametrize('hybridize', [False, True])
+@pytest.mark.parametrize('sizes', [(2, 2), (3, 1, 2)], ids=['2dev', '3dev-uneven'])
+def test_devices_equal_batch_norm_over_the_concatenated_batch(sizes, hybridize):
+    devices = [cpu(k) for k in range(len(sizes))]
+    total = sum(sizes)
+    x, dy = _rand(total, 3, 2, 2) * 2 + 1, _rand(total, 3, 2, 2, seed=2)
+    cuts = onp.cumsum(sizes)[:-1]
+    layer = nn.SyncBatchNorm(in_channels=3, num_devices=len(devices), momentum=0.8)
+    layer.initialize(device=devices)
+    gamma, beta = onp.array([0.5, 1.0, 1.5]), onp.array([-0.5, 0.0, 0.5])
+    layer.gamma.set_data(np.array(gamma, dtype='float32'))
+    layer.beta.set_data(np.array(beta, dtype='float32'))
+    layer.hybridize(hybridize)
+    for step in range(2):  # the second step starts from the first one's running statistics
+        outs, dxs = _sync_step(layer, onp.split(x, cuts), onp.split(dy, cuts), devices)
+    axes = (0, 2, 3)
+    mean, var = x.mean(axis=axes), x.var(axis=axes)
+    assert_almost_equal(onp.concatenate(outs), _reference(x, gamma, beta, mean, var),
+                        rtol=1e-4, atol=1e-5)
+    ref_dx, ref_dgamma, ref_dbeta = _reference_grads(x, gamma, dy)
+    assert_almost_equal(onp.concatenate(dxs), ref_dx, rtol=1e-4, atol=1e-5)
+    # Each device holds its part of the parameter gradients; the Trainer adds them up.
+    for name, ref in (('gamma', ref_dgamma), ('beta', ref_dbeta)):
+        grads = [getattr(layer, name).grad(d).asnumpy().astype('float64') for d in devices]
+        assert_almost_equal(sum(grads), ref, rtol=1e-4, atol=1e-5)
+    running = {'running_mean': 0.64 * 0 + 0.36 * mean,
+               'running_var': 0.64 * 1 + 0.36 * var}  # two updates with momentum 0.8
+    for name, ref in running.items():
+        copies = [getattr(layer, name).data(d).asnumpy() for d in devices]
+        for copy in copies:
+            onp.testing.assert_array_equal(copy, copies[0])  # identical on every device
+        assert_almost_equal(copies[0], ref, rtol=1e-4, atol=1e-5)
+
+
+def test_several_devices_in_inference_mode_use_running_statistics():
+    devices = [cpu(0), cpu(1)]
+    layer = nn.SyncBatchNorm(in_channels=3, num_devices=2)
+    layer.initialize(device=devices)
+    layer.running_mean.set_data(np.array([0.5, -1.0, 2.0]))
+    layer.running_var.set_data(np.array([1.5, 0.5, 4.0]))
+    data = [np.array(_rand(2, 3, seed=k), dtype='float32', device=d)
+            for k, d in enumerate(devices)]
+    outs = [layer(d) for d in data]  # no rendezvous: each device completes on its own
+    for k, out in enumerate(outs):
+        assert_almost_equal(out, _reference(_rand(2, 3, seed=k), onp.ones(3), onp.zeros(3),
+                                            onp.array([0.5, -1.0, 2.0]),
+                                            onp.array([1.5, 0.5, 4.0])), rtol=1e-5, atol=1e-6)
+
+
+def _net(norm):
+    net = nn.HybridSequential()
+    net.add(nn.Dense(4, in_units=3), norm, nn.Activation('relu'), nn.Dense(2, in_units=4))
+    return net
+
+
+def test_data_parallel_training_equals_one_device_batch_norm():
+    devices = [cpu(0), cpu(1)]
+    x, y = _rand(8, 3), _rand(8, 2, seed=1)
+    sync_net = _net(nn.SyncBatchNorm(in_channels=4, num_devices=2))
+    plain_net = _net(nn.BatchNorm(in_channels=4))
+    sync_net.initialize(device=devices)
+    plain_net.initialize()
+    for (name, sync_param), plain_param in zip(sync_net.collect_params().items(),
+                                               plain_net.collect_params().values()):
+        plain_param.set_data(np.array(_rand(*sync_param.shape, seed=len(name)), dtype='float32'))
+        sync_param.set_data(plain_param.data())
+    sync_net.hybridize()
+    loss_fn = gluon.loss.L2Loss()
+    sync_trainer = gluon.Trainer(sync_net.collect_params(), 'sgd', {'learning_rate': 0.5})
+    plain_trainer = gluon.Trainer(plain_net.collect_params(), 'sgd', {'learning_rate': 0.5})
+    for _ in range(3):
+        xs = gluon.utils.split_and_load(np.array(x, dtype='float32'), devices)
+        ys = gluon.utils.split_and_load(np.array(y, dtype='float32'), devices)
+        with autograd.record():
+            losses = [loss_fn(sync_net(a), b) for a, b in zip(xs, ys)]
+        for loss in losses:
+            loss.backward()
+        sync_trainer.step(8)
+        with autograd.record():
+            loss = loss_fn(plain_net(np.array(x, dtype='float32')), np.array(y, dtype='float32'))
+        loss.backward()
+        plain_trainer.step(8)
+    for name, param in sync_net.collect_params().items():
+        copies = [param.data(d).asnumpy() for d in devices]
+        onp.testing.assert_array_equal(copies[0], copies[1])  # the copies stay identical
+        assert_almost_equal(copies[0], plain_net.collect_params()[name].data(), rtol=1e-4,
+                            atol=1e-5)
+
+
+def test_a_step_on_fewer_devices_fails_naming_the_values():
+    layer = nn.SyncBatchNorm(in_channels=3, num_devices=2)
+    layer.initialize(device=[cpu(0), cpu(1)])
+    message = (r"has num_devices=2 but only 1 device\(s\) \[cpu\(0\)\] ran it before cpu\(0\) "
+               r"came again")
+    with autograd.record():
+        first = layer(np.array(_rand(2, 3), dtype='float32', device=cpu(0)))
+        with pytest.raises(ValueError, match=message):  # refused at the call
+            layer(np.array(_rand(2, 3), dtype='float32', device=cpu(0)))
+    with pytest.raises(ValueError, match=message):  # the step's pending op fails too
+        first.asnumpy()
+    npx.waitall()
+    # The failed round is gone: the next step runs normally.
+    outs, _ = _sync_step(layer, [_rand(2, 3), _rand(2, 3, seed=1)],
+                         [_rand(2, 3, seed=2), _rand(2, 3, seed=3)], [cpu(0), cpu(1)])
+    both = onp.concatenate([_rand(2, 3), _rand(2, 3, seed=1)])
+    assert_almost_equal(onp.concatenate(outs), _reference(both, onp.ones(3), onp.zeros(3),
+                                                          both.mean(0), both.var(0)),
+                        rtol=1e-4, atol=1e-5)
+
+
+def test_naive_engine_refuses_several_devices_in_training():
+    result = run_python(
+        "from pymx import autograd, np\n"
+        "from pymx.device import cpu\n"
+        "from pymx.gluon import nn\n"
+        "layer = nn.SyncBatchNorm(in_channels=2, num_devices=2)\n"
+        "layer.initialize(device=[cpu(0), cpu(1)])\n"
+        "print(layer(np.ones((2, 2), device=cpu(0))).asnumpy().shape)\n"  # inference: fine
+        "with autograd.record():\n"
+        "    out = layer(np.ones((2, 2), device=cpu(0)))\n"
+        "try:\n"
+        "    out.asnumpy()\n"
+        "except ValueError as error:\n"
+        "    print(error)\n",
+        env=dict(__import__('os').environ, PYMX_ENGINE='naive'), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert '(2, 2)' in result.stdout
+    assert 'ndev=2 needs the threaded engine' in result.stdout
 
 
 def test_inference_on_each_device_uses_running_statistics():
@@ -201,12 +346,6 @@ def test_errors_name_the_values():
     deferred(np.zeros((2, 3)))
     with pytest.raises(ValueError, match=r'input has 2 channels .* in_channels=3'):
         deferred(np.zeros((2, 2)))
-    several = nn.SyncBatchNorm(in_channels=3, num_devices=2)
-    several.initialize(device=[cpu(0), cpu(1)])
-    with autograd.record():
-        with pytest.raises(NotImplementedError,
-                           match=r'SyncBatchNorm\(num_devices=2\) in training mode on cpu\(1\)'):
-            several(np.zeros((2, 3), device=cpu(1)))
 
 
 def _sync_bn_symbol():
@@ -260,3 +399,30 @@ def test_gpu_equals_cpu(train):
                         layer.running_var.data(dev).asnumpy()])
     for on_cpu, on_gpu in zip(*results):
         assert_almost_equal(on_gpu, on_cpu, rtol=1e-4, atol=1e-5)
+
+
+@requires_gpu
+@pytest.mark.parametrize('hybridize', [False, True])
+def test_gpu_and_cpu_devices_of_one_step_equal_batch_norm(hybridize):
+    """A step over gpu(0) and cpu(0): the GPU kernels, and a round whose last arrival finishes
+    another device's op (from a CPU worker, for the GPU's part, or the other way round)."""
+    devices = [gpu(0), cpu(0)]
+    x, dy = _rand(6, 3, 4) * 2 - 1, _rand(6, 3, 4, seed=3)
+    layer = nn.SyncBatchNorm(in_channels=3, num_devices=2, momentum=0.5)
+    layer.initialize(device=devices)
+    layer.hybridize(hybridize)
+    outs, dxs = _sync_step(layer, [x[:4], x[4:]], [dy[:4], dy[4:]], devices)
+    mean, var = x.mean(axis=(0, 2)), x.var(axis=(0, 2))
+    assert_almost_equal(onp.concatenate(outs), _reference(x, onp.ones(3), onp.zeros(3), mean, var),
+                        rtol=1e-4, atol=1e-5)
+    ref_dx, ref_dgamma, ref_dbeta = _reference_grads(x, onp.ones(3), dy)
+    assert_almost_equal(onp.concatenate(dxs), ref_dx, rtol=1e-4, atol=1e-5)
+    for name, ref in (('gamma', ref_dgamma), ('beta', ref_dbeta)):
+        grads = [getattr(layer, name).grad(d).asnumpy().astype('float64') for d in devices]
+        assert_almost_equal(sum(grads), ref, rtol=1e-4, atol=1e-5)
+    for name, ref in (('running_mean', 0.5 * mean), ('running_var', 0.5 + 0.5 * var)):
+        copies = [getattr(layer, name).data(d).asnumpy() for d in devices]
+        assert_almost_equal(copies[0], copies[1], rtol=1e-6, atol=1e-7)
+        assert_almost_equal(copies[0], ref, rtol=1e-4, atol=1e-5)
+    infer = [layer(np.array(x[:2], dtype='float32', device=d)).asnumpy() for d in devices]
+    assert_almost_equal(infer[0], infer[1], rtol=1e-5, atol=1e-6)

@@ -1,46 +1,34 @@
 """SyncBatchNorm: batch normalisation whose training statistics cover the batch of every device
 of a data-parallel step (MXNet 2.x's `gluon.nn.SyncBatchNorm`).
 
+Each device's call runs the operator `_contrib_SyncBatchNorm`, which completes once every device
+of the step has contributed its statistics, without blocking the caller or an engine worker
+(Note [Cross-device batch statistics] in engine/src/ops/nn_sync_batch_norm.cc), so the usual
+loop `for x in split_and_load(...): outs.append(net(x))` works, imperatively and hybridized.
+
 Differences from MXNet 2.x:
-- Training mode with num_devices > 1 raises NotImplementedError naming num_devices and the
-  device (see Note [Why cross-device statistics need an asynchronous engine op]); MXNet blocks
-  engine workers in a barrier inside its `_contrib_SyncBatchNorm` kernel. Inference,
-  use_global_stats=True and num_devices=1 are complete and equal BatchNorm's.
+- Devices may hold batches of different sizes: statistics are weighted by each device's count
+  (MXNet averages the devices' means with equal weights).
+- A step that runs the layer on fewer devices than num_devices fails, naming num_devices and the
+  devices, when a device runs it again (MXNet waits forever). Training with num_devices > 1
+  needs the threaded engine (PYMX_ENGINE=naive raises an error naming num_devices).
 - num_devices=None counts the visible GPUs (at least 1) as MXNet does, and warns only when
   that count is above 1 (MXNet warns on every construction).
+- With num_devices=1 the layer is BatchNorm (the same operator, bitwise equal results).
 - `in_channels` is checked against the input's channel axis at every call, naming both values.
 """
+import itertools
 import warnings
 
-from ... import autograd
 from ... import device as _device
+from ... import numpy_extension as npx
+from ..._op import invoke
 from .basic_layers import BatchNorm
 
 __all__ = ['SyncBatchNorm']
 
-# Note [Why cross-device statistics need an asynchronous engine op]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# Data-parallel training calls the network once per device, one after another, from one Python
-# thread (`for x in xs: outs.append(net(x))`). The output of device 0 depends on the statistics
-# of every device, but devices 1.. have not been called when device 0's call must return.
-# - A barrier in the Python call deadlocks at once: device 0 waits for a call that its own
-#   waiting prevents.
-# - Returning device 0's output and writing it later is wrong with the engine's ordering: the
-#   ops that read it (the rest of device 0's network) are pushed before the write, and a var
-#   orders its ops by push order, so they would read the array before it is written.
-# - A barrier inside the kernel (MXNet's design) blocks an engine worker of each device until
-#   all devices arrive. pymx serves each device with one worker by default, and a step's other
-#   work on that device (the Trainer's copies of reduced gradients, the next split_and_load)
-#   can be queued behind the blocked kernel while another device's statistics depend on it: a
-#   deadlock that depends on scheduling; the naive engine deadlocks always.
-# What works with the engine is an asynchronous op (FnProperty::kAsync): each device's call
-# pushes, at once, an op that writes its output and registers its local sums (sum x, sum x^2
-# per channel) with a rendezvous keyed by the layer; the op of the last device to arrive
-# computes the global statistics and completes every device's op through its on_complete. No
-# worker waits, pushes keep their order, and the backward does the same with sum dy and
-# sum dy*x_hat. The registry runs kernels synchronously today, so this layer uses the
-# synchronous batch_norm where it is exact (inference, use_global_stats, one device) and
-# refuses cross-device training rather than give per-device statistics silently.
+# One rendezvous per layer: every device copy of a layer runs with its key.
+_keys = itertools.count()
 
 
 def _default_num_devices():
@@ -82,6 +70,7 @@ class SyncBatchNorm(BatchNorm):
                          running_variance_initializer=running_variance_initializer,
                          in_channels=in_channels)
         self._num_devices = num_devices
+        self._key = f'syncbatchnorm{next(_keys)}'
 
     @property
     def num_devices(self):
@@ -102,15 +91,14 @@ class SyncBatchNorm(BatchNorm):
 
     def forward(self, x):
         self._check_input(x)
-        training = autograd.is_training() and not self._kwargs['use_global_stats']
-        if training and self._num_devices > 1:
-            # See Note [Why cross-device statistics need an asynchronous engine op].
-            raise NotImplementedError(
-                f'SyncBatchNorm(num_devices={self._num_devices}) in training mode on '
-                f'{x.device}: exchanging batch statistics across devices needs an asynchronous '
-                f'engine op that pymx does not have yet; use num_devices=1 (BatchNorm over each '
-                f'device\'s batch), use_global_stats=True, or nn.BatchNorm')
-        return super().forward(x)
+        device = x.device
+        params = [self.gamma.data(device), self.beta.data(device),
+                  self.running_mean.data(device), self.running_var.data(device)]
+        if self._num_devices == 1:
+            return npx.batch_norm(x, *params, **self._kwargs)
+        attrs = {k: v for k, v in self._kwargs.items() if k != 'axis'}
+        return invoke('_contrib_SyncBatchNorm', [x] + params,
+                      dict(attrs, ndev=self._num_devices, key=self._key))[0]
 
     def __repr__(self):
         channels = self.gamma.shape[0]
