@@ -234,6 +234,7 @@ void forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   }
   const OnComplete complete = ctx.complete;
   arrival.complete = OnComplete([complete, buffer](std::exception_ptr error) {
+    CurrentDevice current(buffer.device.id);  // the engine records this GPU's event
     storage::free(buffer);
     complete(error);
   });
@@ -301,6 +302,7 @@ void backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   arrival.sums = to_host(sums, v.channels, s);
   const OnComplete complete = ctx.complete;
   arrival.complete = OnComplete([complete, buffer](std::exception_ptr error) {
+    CurrentDevice current(buffer.device.id);  // the engine records this GPU's event
     storage::free(buffer);
     complete(error);
   });

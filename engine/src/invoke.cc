@@ -364,8 +364,11 @@ void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
     // the op completed, so the kernel's blobs stay valid until it calls `complete`.
     Engine::get()->push_async(
         [record = std::move(record)](RunContext run, OnComplete complete) {
-          address_operands(record.get(), run.stream);
-          call_kernel(record.get(), run, std::move(complete));
+          // The kernel may complete the op before it returns, and the engine then destroys this
+          // function object: the record must outlive the call on its own reference.
+          const RecordRef keep = record;
+          address_operands(keep.get(), run.stream);
+          call_kernel(keep.get(), run, std::move(complete));
         },
         device, s.reads, s.writes, FnProperty::kAsync, 0, op.name.c_str());
   } else {

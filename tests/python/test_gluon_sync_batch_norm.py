@@ -135,6 +135,27 @@ def test_devices_equal_batch_norm_over_the_concatenated_batch(sizes, hybridize):
         assert_almost_equal(copies[0], ref, rtol=1e-4, atol=1e-5)
 
 
+def test_float64_over_two_devices():
+    devices = [cpu(0), cpu(1)]
+    x, dy = _rand(4, 2, 3) * 3 + 2, _rand(4, 2, 3, seed=2)
+    layer = nn.SyncBatchNorm(in_channels=2, num_devices=2)
+    layer.initialize(device=devices)
+    layer.cast('float64')
+    datas = [np.array(part, dtype='float64', device=d) for part, d in zip((x[:2], x[2:]), devices)]
+    for data in datas:
+        data.attach_grad()
+    with autograd.record():
+        outs = [layer(data) for data in datas]
+    autograd.backward(outs, [np.array(g, dtype='float64', device=d)
+                             for g, d in zip((dy[:2], dy[2:]), devices)])
+    mean, var = x.mean(axis=(0, 2)), x.var(axis=(0, 2))
+    assert outs[0].dtype == 'float64'
+    assert_almost_equal(onp.concatenate([o.asnumpy() for o in outs]),
+                        _reference(x, onp.ones(2), onp.zeros(2), mean, var), rtol=1e-12, atol=1e-12)
+    assert_almost_equal(onp.concatenate([d.grad.asnumpy() for d in datas]),
+                        _reference_grads(x, onp.ones(2), dy)[0], rtol=1e-10, atol=1e-12)
+
+
 def test_several_devices_in_inference_mode_use_running_statistics():
     devices = [cpu(0), cpu(1)]
     layer = nn.SyncBatchNorm(in_channels=3, num_devices=2)
@@ -341,6 +362,12 @@ def test_errors_name_the_values():
         layer(np.zeros((2, 4, 5)))
     with pytest.raises(ValueError, match=r'needs a channel axis \(axis 1\), got shape \(5,\)'):
         layer(np.zeros((5,)))
+    several = nn.SyncBatchNorm(in_channels=3, num_devices=2)
+    several.initialize(device=[cpu(0), cpu(1)])
+    several.cast('float16')  # statistics and affine parameters stay float32
+    with autograd.record():
+        with pytest.raises(TypeError, match=r'data must be float32 or float64, got float16'):
+            several(np.zeros((2, 3), dtype='float16'))
     deferred = nn.SyncBatchNorm(num_devices=1)
     deferred.initialize()
     deferred(np.zeros((2, 3)))

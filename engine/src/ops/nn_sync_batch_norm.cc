@@ -43,6 +43,7 @@
 
 #include "config.h"
 #include "ops/nn_common.h"
+#include "parallel.h"
 #include "pymx/autograd.h"
 
 namespace pymx {
@@ -265,11 +266,12 @@ void sync_bn_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::
   for (int i = 1; i < 5; ++i) {
     PMX_CHECK(in[i] == c, op, ": ", names[i], " shape ", shape_str(in[i]), " does not match the ",
               c[0], " channels of data ", shape_str(in[0]), " on axis 1");
-    PMX_CHECK(dt[i] == dt[0], op, ": ", names[i], " has dtype ", dtype_name(dt[i]),
-              " but data has ", dtype_name(dt[0]));
+    if (dt[0] != DType::kFloat32 && dt[0] != DType::kFloat64)
+      PMX_THROW(Status::kType, op, ": data must be float32 or float64, got ", dtype_name(dt[0]));
+    if (dt[i] != dt[0])
+      PMX_THROW(Status::kType, op, ": ", names[i], " has dtype ", dtype_name(dt[i]),
+                " but data has ", dtype_name(dt[0]), "; they must match");
   }
-  PMX_CHECK(dt[0] == DType::kFloat32 || dt[0] == DType::kFloat64, op,
-            ": data must be float32 or float64, got ", dtype_name(dt[0]));
   *out = {in[0], c, c};
   *out_dt = {dt[0], dt[0], dt[0]};
 }
@@ -291,11 +293,21 @@ void sync_bn_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
   *out_dt = {dt[1], dt[1], dt[1]};
 }
 
+// Runs fn(c) for every channel, channels split over the intra-op threads (each channel's sums
+// stay serial, so results do not depend on the split).
+template <typename F>
+void for_each_channel(const SyncBnView& v, F&& fn) {
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(v.count(), 1));
+  parallel_for(0, v.channels, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) fn(c);
+  });
+}
+
 // out = (x - mean_c) * scale_c + beta_c with scale_c = gamma_c / sqrt(var_c + eps).
 template <typename T>
 void normalise(const T* x, const T* gamma, const T* beta, const std::vector<double>& mean,
                const std::vector<double>& var, const SyncBnAttrs& a, const SyncBnView& v, T* y) {
-  for (int64_t c = 0; c < v.channels; ++c) {
+  for_each_channel(v, [&](int64_t c) {
     const double g = a.fix_gamma ? 1.0 : static_cast<double>(gamma[c]);
     const double scale = g / std::sqrt(var[c] + a.eps);
     const double shift = static_cast<double>(beta[c]) - mean[c] * scale;
@@ -304,7 +316,7 @@ void normalise(const T* x, const T* gamma, const T* beta, const std::vector<doub
       for (int64_t j = 0; j < v.inner; ++j)
         y[base + j] = static_cast<T>(static_cast<double>(x[base + j]) * scale + shift);
     }
-  }
+  });
 }
 
 template <typename T>
@@ -334,7 +346,7 @@ void sync_bn_forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   arrival.count = v.count();
   arrival.sums.assign(2 * channels, 0.0);
   const T* x = in[0].data<T>();
-  for (int64_t c = 0; c < channels && v.count() > 0; ++c) {
+  if (v.count() > 0) for_each_channel(v, [&](int64_t c) {
     double sum = 0;
     for (int64_t o = 0; o < v.outer; ++o)
       for (int64_t j = 0; j < v.inner; ++j)
@@ -348,7 +360,7 @@ void sync_bn_forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
       }
     arrival.sums[c] = mean;
     arrival.sums[channels + c] = m2;
-  }
+  });
   const OnComplete complete = ctx.complete;
   arrival.complete = complete;
   arrival.finish = [in, out, a, v, complete](const std::vector<double>& total, int64_t n) {
@@ -386,7 +398,7 @@ template <typename T>
 void data_grad(const T* dy, const T* x, const T* gamma, const std::vector<double>& mean,
                const std::vector<double>& inv_std, const std::vector<double>& sums, int64_t n,
                bool batch_stats, const SyncBnAttrs& a, const SyncBnView& v, T* dx) {
-  for (int64_t c = 0; c < v.channels; ++c) {
+  for_each_channel(v, [&](int64_t c) {
     const double scale = (a.fix_gamma ? 1.0 : static_cast<double>(gamma[c])) * inv_std[c];
     const double mean_dy = batch_stats ? sums[c] / static_cast<double>(n) : 0.0;
     const double mean_dy_xhat = batch_stats ? sums[v.channels + c] / static_cast<double>(n) : 0.0;
@@ -398,7 +410,7 @@ void data_grad(const T* dy, const T* x, const T* gamma, const std::vector<double
             scale * (static_cast<double>(dy[base + j]) - mean_dy - x_hat * mean_dy_xhat));
       }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -413,7 +425,7 @@ void sync_bn_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   arrival.device = ctx.run.device;
   arrival.count = v.count();
   arrival.sums.assign(2 * v.channels, 0.0);
-  for (int64_t c = 0; c < v.channels; ++c) {
+  for_each_channel(v, [&](int64_t c) {
     mean[c] = static_cast<double>(in[3].data<T>()[c]);
     inv_std[c] = 1.0 / std::sqrt(static_cast<double>(in[4].data<T>()[c]) + a.eps);
     double sum_dy = 0, sum_dy_xhat = 0;
@@ -429,7 +441,7 @@ void sync_bn_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
     // This device's part: the Trainer adds the devices' parameter gradients up.
     out[1].data<T>()[c] = static_cast<T>(a.fix_gamma ? 0.0 : sum_dy_xhat);
     out[2].data<T>()[c] = static_cast<T>(sum_dy);
-  }
+  });
   if (a.use_global_stats) {
     data_grad(dy, x, in[2].data<T>(), mean, inv_std, arrival.sums, 0, false, a, v,
               out[0].data<T>());

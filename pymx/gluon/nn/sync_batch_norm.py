@@ -5,10 +5,16 @@ Each device's call runs the operator `_contrib_SyncBatchNorm`, which completes o
 of the step has contributed its statistics, without blocking the caller or an engine worker
 (Note [Cross-device batch statistics] in engine/src/ops/nn_sync_batch_norm.cc), so the usual
 loop `for x in split_and_load(...): outs.append(net(x))` works, imperatively and hybridized.
+Until all num_devices devices of a step have run the layer, the outputs of those that did are
+pending: waiting on one of them (asnumpy, waitall) before the other devices' calls blocks.
+The gradients of gamma and beta on each device are that device's part; their sum over the
+devices, which the Trainer forms, is the gradient of the whole batch.
 
 Differences from MXNet 2.x:
 - Devices may hold batches of different sizes: statistics are weighted by each device's count
-  (MXNet averages the devices' means with equal weights).
+  (MXNet averages the devices' means and mean squares with equal weights).
+- Training with num_devices > 1 takes float32 or float64 data with parameters of the same dtype
+  (float16 data raises a TypeError naming its dtype); num_devices=1 is BatchNorm, float16 too.
 - A step that runs the layer on fewer devices than num_devices fails, naming num_devices and the
   devices, when a device runs it again (MXNet waits forever). Training with num_devices > 1
   needs the threaded engine (PYMX_ENGINE=naive raises an error naming num_devices).
