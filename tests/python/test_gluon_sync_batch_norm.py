@@ -453,3 +453,22 @@ def test_gpu_and_cpu_devices_of_one_step_equal_batch_norm(hybridize):
         assert_almost_equal(copies[0], ref, rtol=1e-4, atol=1e-5)
     infer = [layer(np.array(x[:2], dtype='float32', device=d)).asnumpy() for d in devices]
     assert_almost_equal(infer[0], infer[1], rtol=1e-5, atol=1e-6)
+
+
+def test_export_writes_mxnet_sync_batch_norm_and_imports_back(tmp_path):
+    devices = [cpu(0), cpu(1)]
+    net = nn.HybridSequential()
+    net.add(nn.Dense(4, in_units=3), nn.SyncBatchNorm(in_channels=4, num_devices=2))
+    net.initialize(device=devices)
+    net[1].running_mean.set_data(np.array([0.1, -0.2, 0.3, 0.0]))
+    net[1].running_var.set_data(np.array([1.5, 0.5, 2.0, 1.0]))
+    net.hybridize()
+    x = np.array(_rand(2, 3), dtype='float32')
+    expected = net(x).asnumpy()
+    net.export(str(tmp_path / 'net'))
+    nodes = json.loads((tmp_path / 'net-symbol.json').read_text())['nodes']
+    sync_nodes = [n for n in nodes if n['op'] == '_contrib_SyncBatchNorm']
+    assert len(sync_nodes) == 1 and sync_nodes[0]['attrs']['ndev'] == '2'
+    back = gluon.SymbolBlock.imports(str(tmp_path / 'net-symbol.json'), ['data'],
+                                     str(tmp_path / 'net-0000.params'))
+    assert_almost_equal(back(x), expected, rtol=1e-6, atol=1e-7)
