@@ -31,8 +31,12 @@
 // the engine's push order is kept: the consumers of each output wait on its var as usual. The
 // backward does the same with sum dy and sum dy * x_hat. The naive engine runs each op at push
 // and waits for it, so with ndev > 1 it would wait for a call that cannot come: the kernel
-// refuses it with an error instead. A round that sees a device twice before it is complete
-// fails every op in it, naming num_devices and the devices that came.
+// refuses it with an error instead. A device that comes twice in one step would wait for its own
+// earlier op (both write the moving statistics), which waits for devices that do not come, so
+// the check is made at push (OpDef::on_push), on the calling thread, imperative or in a graph
+// replay: the call raises, and the ops of the step fail, naming num_devices and the devices.
+// A step that stops short (fewer devices, then a wait on an output) is not detectable and
+// waits, as in MXNet.
 #include "ops/sync_batch_norm.h"
 
 #include <algorithm>
