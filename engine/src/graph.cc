@@ -12,6 +12,7 @@
 // addresses cannot be reused while the identity map refers to them.
 #include "pymx/graph.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -389,8 +390,13 @@ std::vector<NDArray> Graph::run(const std::vector<NDArray>& inputs) const {
   // See Note [Bulk execution] in invoke.h.
   std::unique_ptr<BulkInvoke> bulk;
   const bool recording = autograd::is_recording();
+  // A bulk replay runs its kernels back to back inside one engine op: a kernel that completes
+  // later (OpDef::completes_later) would have to be waited for there, blocking the worker.
+  const bool completes_later = std::any_of(nodes_.begin(), nodes_.end(), [](const GraphNode& n) {
+    return n.op != nullptr && n.op->completes_later;
+  });
   if (pool && (recording ? config().bulk_train : config().bulk_inference) && !is_tracing() &&
-      all_inferred_on(*pool, run_device))
+      !completes_later && all_inferred_on(*pool, run_device))
     bulk = std::make_unique<BulkInvoke>(run_device, pool->captured_graphs);
 
   // A bulk replay that may be a CUDA graph reads copies of the inputs in static buffers, so its

@@ -214,13 +214,15 @@ void address_operands(InvokeRecord* record, void* stream) {
   address(record->out_operands, record->out_blobs, stream);
 }
 
-// Calls the recorded kernel; its operands have their addresses.
-void call_kernel(InvokeRecord* record, RunContext run) {
+// Calls the recorded kernel; its operands have their addresses. `complete`: see
+// OpContext::complete (empty for the kernels that finish by returning).
+void call_kernel(InvokeRecord* record, RunContext run, OnComplete complete = OnComplete()) {
   OpContext ctx;
   ctx.run = run;
   ctx.attrs = &record->attrs;
   ctx.is_train = record->is_train;
   ctx.seed = record->seed;
+  ctx.complete = std::move(complete);
   (*record->compute)(ctx, record->in_blobs, record->out_blobs);
 }
 
@@ -340,6 +342,7 @@ void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
     }
   }
 
+  if (op.on_push) op.on_push(attrs, device);
   RecordRef record(RecyclingPool<InvokeRecord>::acquire());
   fill_record(record.get(), op, attrs, compute, inputs, num_inputs, *outputs);
 
@@ -356,10 +359,24 @@ void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
   const bool is_train = record->is_train;
   // Every engine behind Engine::get() is an EngineBase; push_sync_fn takes the var lists by
   // reference, so the scratch vectors are reused instead of moved away.
-  static_cast<EngineBase*>(Engine::get())
-      ->push_sync_fn(
-          [record = std::move(record)](RunContext run) { run_kernel(record.get(), run); },
-          device, s.reads, s.writes, FnProperty::kNormal, op.name.c_str());
+  if (op.completes_later) {
+    // The record lives in the engine's function object, which the engine destroys only after
+    // the op completed, so the kernel's blobs stay valid until it calls `complete`.
+    Engine::get()->push_async(
+        [record = std::move(record)](RunContext run, OnComplete complete) {
+          // The kernel may complete the op before it returns, and the engine then destroys this
+          // function object: the record must outlive the call on its own reference.
+          const RecordRef keep = record;
+          address_operands(keep.get(), run.stream);
+          call_kernel(keep.get(), run, std::move(complete));
+        },
+        device, s.reads, s.writes, FnProperty::kAsync, 0, op.name.c_str());
+  } else {
+    static_cast<EngineBase*>(Engine::get())
+        ->push_sync_fn(
+            [record = std::move(record)](RunContext run) { run_kernel(record.get(), run); },
+            device, s.reads, s.writes, FnProperty::kNormal, op.name.c_str());
+  }
 
   if (autograd::is_recording())
     autograd::record_op(op, attrs, inputs, num_inputs, outputs, is_train);

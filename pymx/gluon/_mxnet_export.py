@@ -70,6 +70,8 @@ _TRANSLATIONS = {
     'fully_connected': _copy('FullyConnected', 'num_hidden', 'no_bias', 'flatten'),
     'batch_norm': _copy('BatchNorm', 'eps', 'momentum', 'fix_gamma', 'use_global_stats', 'axis',
                         'cudnn_off'),
+    '_contrib_SyncBatchNorm': _copy('_contrib_SyncBatchNorm', 'eps', 'momentum', 'fix_gamma',
+                                    'use_global_stats', 'ndev', 'key'),
     'layer_norm': _copy('LayerNorm', 'axis', 'eps'),
     'embedding': _copy('Embedding', 'input_dim', 'output_dim'),
     'pooling': _copy('Pooling', 'kernel', 'pool_type', 'global_pool', 'pooling_convention',

@@ -58,6 +58,11 @@ struct OpContext {
   uint64_t seed = 0;      // per-invocation seed for ops with uses_rng
   // Scratch memory for this op's duration on its device (grown and cached per worker).
   void* workspace(size_t bytes) const;
+  // Set only for ops registered with set_completes_later: the kernel calls it exactly once, when
+  // its outputs are final, possibly after returning and from another thread (a non-null error
+  // fails the op). Until then its outputs and inputs stay reserved to it. Such a kernel must not
+  // use workspace() after returning: the worker reuses it.
+  OnComplete complete;
 };
 
 struct OpDef;
@@ -107,6 +112,13 @@ struct OpDef {
   // whether input i of a call with num_inputs inputs is written too. Adds to mutate_inputs.
   std::function<bool(int i, int num_inputs)> mutates_input;
   bool uses_rng = false;
+  // The kernel finishes through OpContext::complete instead of by returning (an op that waits
+  // for other devices' calls: Note [Cross-device batch statistics] in nn_sync_batch_norm.cc).
+  // Graph replays run such ops one by one, never in bulk.
+  bool completes_later = false;
+  // Runs in invoke on the calling thread, after inference and before the push, with the call's
+  // attributes and device; throws to refuse the call (nothing is pushed or recorded then).
+  std::function<void(const Attrs&, Device)> on_push;
   // For a uses_rng op whose calls draw random numbers only in some modes (dropout: in train mode
   // or with mode='always'): whether a call with these attributes and train flag draws. A call
   // that does not is deterministic, so a CUDA graph may replay it. Empty: every call draws.
@@ -140,6 +152,11 @@ struct OpDef {
         if (mutates_input(i, num_inputs)) f(i);
   }
   OpDef& set_uses_rng(bool v = true) { uses_rng = v; return *this; }
+  OpDef& set_completes_later(bool v = true) { completes_later = v; return *this; }
+  OpDef& set_on_push(std::function<void(const Attrs&, Device)> f) {
+    on_push = std::move(f);
+    return *this;
+  }
   OpDef& set_draws_random(std::function<bool(const Attrs&, bool)> f) {
     draws_random = std::move(f);
     return *this;
