@@ -12,6 +12,15 @@ projection, `{d}{i}_h2r_weight` (P, H), where d is 'l' (forward) or 'r' (backwar
 layer; gates in the order i, f, g, o (LSTM) and r, z, n (GRU, reset gate applied after the
 recurrent product as in cuDNN).
 
+Note [Recurrent bias in the projection]
+LSTM and Elman steps read a step's two projections only through their sum, so the recurrent
+bias h2h_bias is added to the input projection's bias once (one add of G*H values) and the
+per-step recurrent product has no bias: per layer and direction that saves T broadcasts of the
+bias into the step's (N, G*H) product, T reductions of its gradient over the batch and T - 1
+additions of those gradients (the bias was used at every step). Both biases still get the
+gradient of the sum. GRU's n gate scales the recurrent projection, bias included, by the reset
+gate, so there the bias stays in each step's product.
+
 Deliberate differences from MXNet 2.x:
 - the weights are separate parameters with the names above, as in MXNet 1.x's layers and in the
   cells, instead of MXNet 2.x's single flat `rnn_param` vector (which exists only to feed the
@@ -137,15 +146,19 @@ def _unroll_direction(x, weights, prefix, states, keep, reverse, mode, hidden_si
     one product, then each step runs the recurrent product and the gate arithmetic. Returns
     (outputs (T, N, size), final states)."""
     rows = GATES[mode] * hidden_size
-    i2h_steps = split_steps(npx.fully_connected(x, weights[prefix + 'i2h_weight'],
-                                                weights[prefix + 'i2h_bias'], num_hidden=rows,
-                                                flatten=False), 0)
     h2h_weight, h2h_bias = weights[prefix + 'h2h_weight'], weights[prefix + 'h2h_bias']
+    i2h_bias = weights[prefix + 'i2h_bias']
+    # See Note [Recurrent bias in the projection].
+    fold_bias = mode != 'gru'
+    i2h_steps = split_steps(npx.fully_connected(x, weights[prefix + 'i2h_weight'],
+                                                i2h_bias + h2h_bias if fold_bias else i2h_bias,
+                                                num_hidden=rows, flatten=False), 0)
     h2r_weight = weights[prefix + 'h2r_weight'] if projection_size else None
     length = x.shape[0]
     outputs = [None] * length
     for t in (reversed(range(length)) if reverse else range(length)):
-        h2h = npx.fully_connected(states[0], h2h_weight, h2h_bias, num_hidden=rows)
+        h2h = npx.fully_connected(states[0], h2h_weight, None if fold_bias else h2h_bias,
+                                  num_hidden=rows)
         next_states = _step(mode, i2h_steps[t], h2h, states, h2r_weight, projection_size, clip)
         states = next_states if keep is None else keep_valid(keep[t], next_states, states)
         outputs[t] = states[0]
