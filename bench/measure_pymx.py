@@ -129,7 +129,9 @@ def main():
     parser.add_argument("--ops", type=int, default=10000)
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--mode", choices=["train", "infer"], default="train")
-    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=None,
+                        help="default: the batch of the model's bench/run.py case (leafnet 64, "
+                             "lstm 32, resnet 8)")
     parser.add_argument("--hybridize", action="store_true")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--device", default="cpu")
@@ -139,6 +141,8 @@ def main():
                         help="lstm, resnet: print pymx.profiler's per-step operator table over "
                              "STEPS steps instead of measuring")
     args = parser.parse_args()
+    if args.batch is None:
+        args.batch = {"lstm": 32, "resnet": 8}.get(args.what, 64)
     device = pymx.gpu(0) if args.device in ("gpu", "cuda") else pymx.cpu(0)
     if args.what == "tiny_op":
         result = {"value": tiny_op(args.ops, device, args.record), "unit": "us/op"}
