@@ -9,15 +9,234 @@
 //
 // softmax(x)_i = exp((x_i - max x) / t) / sum_j exp((x_j - max x) / t) (max subtracted for
 // stability). Backward from the output y: softmax: dx = y * (dy - sum(dy * y)) / t;
-// log_softmax: dx = (dy - exp(y) * sum(dy)) / t. Float dtypes; sums accumulate in double.
+// log_softmax: dx = (dy - exp(y) * sum(dy)) / t. Float dtypes; float16 and bfloat16 compute in
+// float; sums accumulate in double. npx.softmax's lengths and npx.masked_softmax run through these
+// ops (pymx/numpy_extension/_softmax.py).
+//
+// Note [Softmax on vector spans]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// One scalar exp per element (glibc's, 10-20 ns) was nearly all of a softmax over a language
+// model's (32, 30000) logits or attention scores. A row (the elements along the axis at one
+// position of the others) is computed in passes: its maximum (compares the compiler
+// vectorises), exp((x - max) / t) for every element by libmvec (Note [Vector math through
+// libmvec]) over blocks of kVectorBlock written in place into the output, their sum in double,
+// then the scaling by 1 / sum (in double, rounded once) or, for log_softmax, the subtraction of
+// log(sum).
+//  - Rows along the last axis are contiguous and run one at a time, summed in kLanes double
+//    lanes (Note [Lane sums]). Rows along another axis (inner > 1) lie side by side in memory:
+//    they run kPanel at a time, each pass going across the panel (contiguous) for one position
+//    along the axis after another, and each row's sum is added in the axis's order.
+//  - Whole rows or panels are split over the intra-op threads; an element's value depends only
+//    on its row, so results are the same for any thread count.
+//  - Accuracy: float32 data computes its exponents (x - max) / t and their exp in float (libmvec's
+//    1-4 ulp), where the scalar loop used double: a few float ulp relative to the float64
+//    result, plus |z| 2^-24 for an element exp(z) far below the largest, whose absolute error
+//    stays below 2^-24 of the row's largest output. float64 stays in double throughout.
+//  - Without libmvec (Note [Vector math through libmvec]) the same passes call std::exp.
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
 
+#include "ops/activation_vector.h"
+#include "ops/float16_convert.h"
 #include "ops/nn_common.h"
+#include "ops/vector_math.h"
+#include "parallel.h"
 
 namespace pymx {
 namespace {
 
 using nn::AxisView;
+using nn::kLanes;
+using nn::kVectorBlock;
+
+// Neighbouring strided rows computed together (Note [Softmax on vector spans]): wide enough for
+// whole vectors per step, narrow enough that a (1000, 256) softmax along axis 0 still splits.
+constexpr int64_t kPanel = 64;
+
+// Elements per parallel chunk: ~64 KiB of float, enough to pay for handing a chunk to a thread.
+constexpr int64_t kGrain = 16384;
+
+// v[i] = exp(v[i]) for i < n.
+template <typename A>
+void exp_span(A* v, int64_t n) {
+  if (ops::has_vector_math<A>(ops::MathFn::kExp)) {
+    ops::vector_math(ops::MathFn::kExp, v, v, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) v[i] = std::exp(v[i]);
+  }
+}
+
+// The largest of x[0..n), -inf for n == 0. NaN elements are passed over (the row's sum turns
+// NaN through them anyway); `lane < v ? v : lane` vectorises to max instructions.
+template <typename A>
+A row_max(const A* x, int64_t n) {
+  A lane[kLanes];
+  std::fill(lane, lane + kLanes, -std::numeric_limits<A>::infinity());
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lane[j] = lane[j] < x[i + j] ? x[i + j] : lane[j];
+  for (; i < n; ++i) lane[0] = lane[0] < x[i] ? x[i] : lane[0];
+  A mx = lane[0];
+  for (int j = 1; j < kLanes; ++j) mx = mx < lane[j] ? lane[j] : mx;
+  return mx;
+}
+
+// sum(a[i] * b[i]) for i < n in double lanes (Note [Lane sums]).
+template <typename A>
+double lane_dot(const A* a, const A* b, int64_t n) {
+  double part[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j)
+      part[j] += static_cast<double>(a[i + j]) * static_cast<double>(b[i + j]);
+  double total = 0;
+  for (; i < n; ++i) total += static_cast<double>(a[i]) * static_cast<double>(b[i]);
+  for (int j = 0; j < kLanes; ++j) total += part[j];
+  return total;
+}
+
+// softmax / log_softmax of one contiguous row of n elements; y may be x.
+template <bool kLog, typename A>
+void forward_row(const A* x, A* y, int64_t n, A inv_t) {
+  const A mx = row_max(x, n);
+  double sum = 0;
+  A e[kVectorBlock];  // log_softmax keeps the exponents in y; their exp goes here
+  for (int64_t first = 0; first < n; first += kVectorBlock) {
+    const int64_t m = std::min(kVectorBlock, n - first);
+    A* z = y + first;
+    for (int64_t j = 0; j < m; ++j) z[j] = (x[first + j] - mx) * inv_t;
+    A* out = kLog ? e : z;
+    if (kLog) std::copy(z, z + m, e);
+    exp_span(out, m);
+    sum += nn::lane_sum<double>(out, m);
+  }
+  if constexpr (kLog) {
+    const double log_sum = std::log(sum);
+    for (int64_t j = 0; j < n; ++j) y[j] = static_cast<A>(static_cast<double>(y[j]) - log_sum);
+  } else {
+    const double inv_sum = 1.0 / sum;
+    for (int64_t j = 0; j < n; ++j) y[j] = static_cast<A>(static_cast<double>(y[j]) * inv_sum);
+  }
+}
+
+// softmax / log_softmax of w <= kPanel strided rows side by side: element k of row c at
+// x[k * x_stride + c] (and y[k * y_stride + c]); y may be x.
+template <bool kLog, typename A>
+void forward_panel(const A* x, int64_t x_stride, A* y, int64_t y_stride, int64_t n, int64_t w,
+                   A inv_t) {
+  A mx[kPanel], e[kPanel];
+  double sum[kPanel];
+  std::fill(mx, mx + w, -std::numeric_limits<A>::infinity());
+  std::fill(sum, sum + w, 0.0);
+  for (int64_t k = 0; k < n; ++k) {
+    const A* xk = x + k * x_stride;
+    for (int64_t c = 0; c < w; ++c) mx[c] = mx[c] < xk[c] ? xk[c] : mx[c];
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    const A* xk = x + k * x_stride;
+    A* z = y + k * y_stride;
+    for (int64_t c = 0; c < w; ++c) z[c] = (xk[c] - mx[c]) * inv_t;
+    A* out = kLog ? e : z;
+    if (kLog) std::copy(z, z + w, e);
+    exp_span(out, w);
+    for (int64_t c = 0; c < w; ++c) sum[c] += static_cast<double>(out[c]);
+  }
+  for (int64_t c = 0; c < w; ++c) sum[c] = kLog ? std::log(sum[c]) : 1.0 / sum[c];
+  for (int64_t k = 0; k < n; ++k) {
+    A* yk = y + k * y_stride;
+    for (int64_t c = 0; c < w; ++c)
+      yk[c] = static_cast<A>(kLog ? static_cast<double>(yk[c]) - sum[c]
+                                  : static_cast<double>(yk[c]) * sum[c]);
+  }
+}
+
+// dx from dy and y along one contiguous row of n elements; dx may be dy.
+template <bool kLog, typename A>
+void backward_row(const A* dy, const A* y, A* dx, int64_t n, double inv_t) {
+  if constexpr (kLog) {
+    const double sum = nn::lane_sum<double>(dy, n);
+    A e[kVectorBlock];
+    for (int64_t first = 0; first < n; first += kVectorBlock) {
+      const int64_t m = std::min(kVectorBlock, n - first);
+      std::copy(y + first, y + first + m, e);
+      exp_span(e, m);
+      for (int64_t j = 0; j < m; ++j) {
+        const double g = static_cast<double>(dy[first + j]);
+        dx[first + j] = static_cast<A>((g - static_cast<double>(e[j]) * sum) * inv_t);
+      }
+    }
+  } else {
+    const double sum = lane_dot(dy, y, n);
+    for (int64_t j = 0; j < n; ++j) {
+      const double g = static_cast<double>(dy[j]), v = static_cast<double>(y[j]);
+      dx[j] = static_cast<A>(v * (g - sum) * inv_t);
+    }
+  }
+}
+
+// dx from dy and y along w <= kPanel strided rows side by side (element k of row c at
+// [k * stride + c] in all three); dx may be dy.
+template <bool kLog, typename A>
+void backward_panel(const A* dy, const A* y, A* dx, int64_t stride, int64_t n, int64_t w,
+                    double inv_t) {
+  double sum[kPanel];
+  std::fill(sum, sum + w, 0.0);
+  for (int64_t k = 0; k < n; ++k) {
+    const A* g = dy + k * stride;
+    const A* v = y + k * stride;
+    for (int64_t c = 0; c < w; ++c)
+      sum[c] += kLog ? static_cast<double>(g[c])
+                     : static_cast<double>(g[c]) * static_cast<double>(v[c]);
+  }
+  A e[kPanel];
+  for (int64_t k = 0; k < n; ++k) {
+    const A* g = dy + k * stride;
+    const A* v = y + k * stride;
+    A* d = dx + k * stride;
+    if constexpr (kLog) {
+      std::copy(v, v + w, e);
+      exp_span(e, w);
+      for (int64_t c = 0; c < w; ++c)
+        d[c] = static_cast<A>((static_cast<double>(g[c]) - static_cast<double>(e[c]) * sum[c]) *
+                              inv_t);
+    } else {
+      for (int64_t c = 0; c < w; ++c)
+        d[c] = static_cast<A>(static_cast<double>(v[c]) * (static_cast<double>(g[c]) - sum[c]) *
+                              inv_t);
+    }
+  }
+}
+
+// Converts a unit's n rows of w elements from src (rows `src_stride` apart) to dst (rows
+// `dst_stride` apart): one span when both are contiguous.
+template <typename To, typename From>
+void convert_rows(const From* src, int64_t src_stride, To* dst, int64_t dst_stride, int64_t n,
+                  int64_t w) {
+  if (src_stride == w && dst_stride == w) {
+    convert_span(src, dst, n * w);
+    return;
+  }
+  for (int64_t k = 0; k < n; ++k) convert_span(src + k * src_stride, dst + k * dst_stride, w);
+}
+
+// The units of work a softmax over L splits into: whole rows when they are contiguous
+// (inner == 1), else panels of up to kPanel neighbouring rows; calls fn(o, c0, w) for each,
+// o the outer index and [c0, c0 + w) the inner positions, over the intra-op threads.
+template <typename Fn>
+void for_each_unit(const AxisView& L, Fn fn) {
+  const int64_t panels = L.inner == 1 ? 1 : (L.inner + kPanel - 1) / kPanel;
+  const int64_t width = L.inner == 1 ? 1 : std::min(kPanel, L.inner);
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, L.n * width));
+  parallel_for(0, L.outer * panels, grain, [=](int64_t lo, int64_t hi) {
+    for (int64_t u = lo; u < hi; ++u) {
+      const int64_t o = u / panels, c0 = u % panels * kPanel;
+      fn(o, c0, std::min(kPanel, L.inner - c0));
+    }
+  });
+}
 
 AxisView layout_of(const Attrs& attrs, const Shape& s, const char* op) {
   return nn::axis_view(s, attrs.get_int("axis", -1), op);
@@ -43,27 +262,32 @@ void softmax_forward(const OpContext& ctx, const std::vector<TBlob>& in,
                      const std::vector<TBlob>& out) {
   const char* op = kLog ? "log_softmax" : "softmax";
   const AxisView L = layout_of(*ctx.attrs, in[0].shape, op);
-  if (L.n == 0) return;  // an empty axis: the output is empty too
+  if (L.n == 0 || L.outer * L.inner == 0) return;  // nothing to compute
   const double inv_t = 1.0 / temperature(*ctx.attrs, op);
   PMX_FLOAT_SWITCH(in[0].dtype, T, {
     using A = nn::acc_t<T>;
     const T* x = in[0].data<T>();
     T* y = out[0].data<T>();
-    for (int64_t o = 0; o < L.outer; ++o) {
-      for (int64_t i = 0; i < L.inner; ++i) {
-        const int64_t base = o * L.n * L.inner + i;
-        A mx = static_cast<A>(x[base]);
-        for (int64_t k = 1; k < L.n; ++k) mx = std::max(mx, static_cast<A>(x[base + k * L.inner]));
-        double sum = 0;
-        for (int64_t k = 0; k < L.n; ++k)
-          sum += std::exp((static_cast<double>(x[base + k * L.inner]) - mx) * inv_t);
-        const double log_sum = std::log(sum);
-        for (int64_t k = 0; k < L.n; ++k) {
-          const double z = (static_cast<double>(x[base + k * L.inner]) - mx) * inv_t;
-          y[base + k * L.inner] = static_cast<T>(kLog ? z - log_sum : std::exp(z) / sum);
+    const A inv_t_a = static_cast<A>(inv_t);
+    for_each_unit(L, [=](int64_t o, int64_t c0, int64_t w) {
+      const int64_t base = o * L.n * L.inner + c0;
+      if constexpr (std::is_same_v<T, A>) {
+        if (L.inner == 1) {
+          forward_row<kLog>(x + base, y + base, L.n, inv_t_a);
+        } else {
+          forward_panel<kLog>(x + base, L.inner, y + base, L.inner, L.n, w, inv_t_a);
         }
+      } else {  // float16, bfloat16: the unit's rows through a float copy
+        std::vector<A> wide(static_cast<size_t>(L.n * w));
+        convert_rows(x + base, L.inner, wide.data(), w, L.n, w);
+        if (L.inner == 1) {
+          forward_row<kLog>(wide.data(), wide.data(), L.n, inv_t_a);
+        } else {
+          forward_panel<kLog>(wide.data(), w, wide.data(), w, L.n, w, inv_t_a);
+        }
+        convert_rows(wide.data(), w, y + base, L.inner, L.n, w);
       }
-    }
+    });
   });
 }
 
@@ -85,27 +309,33 @@ void softmax_backward(const OpContext& ctx, const std::vector<TBlob>& in,
                       const std::vector<TBlob>& out) {
   const char* op = kLog ? "log_softmax" : "softmax";
   const AxisView L = layout_of(*ctx.attrs, in[1].shape, op);
+  if (L.n == 0 || L.outer * L.inner == 0) return;
   const double inv_t = 1.0 / temperature(*ctx.attrs, op);
   PMX_FLOAT_SWITCH(in[0].dtype, T, {
+    using A = nn::acc_t<T>;
     const T* dy = in[0].data<T>();
     const T* y = in[1].data<T>();
     T* dx = out[0].data<T>();
-    for (int64_t o = 0; o < L.outer; ++o) {
-      for (int64_t i = 0; i < L.inner; ++i) {
-        const int64_t base = o * L.n * L.inner + i;
-        double sum = 0;
-        for (int64_t k = 0; k < L.n; ++k) {
-          const int64_t j = base + k * L.inner;
-          sum += kLog ? static_cast<double>(dy[j])
-                      : static_cast<double>(dy[j]) * static_cast<double>(y[j]);
+    for_each_unit(L, [=](int64_t o, int64_t c0, int64_t w) {
+      const int64_t base = o * L.n * L.inner + c0;
+      if constexpr (std::is_same_v<T, A>) {
+        if (L.inner == 1) {
+          backward_row<kLog>(dy + base, y + base, dx + base, L.n, inv_t);
+        } else {
+          backward_panel<kLog>(dy + base, y + base, dx + base, L.inner, L.n, w, inv_t);
         }
-        for (int64_t k = 0; k < L.n; ++k) {
-          const int64_t j = base + k * L.inner;
-          const double g = static_cast<double>(dy[j]), v = static_cast<double>(y[j]);
-          dx[j] = static_cast<T>((kLog ? g - std::exp(v) * sum : v * (g - sum)) * inv_t);
+      } else {  // float16, bfloat16: through float copies; dx is written over dy's
+        std::vector<A> g(static_cast<size_t>(L.n * w)), v(g.size());
+        convert_rows(dy + base, L.inner, g.data(), w, L.n, w);
+        convert_rows(y + base, L.inner, v.data(), w, L.n, w);
+        if (L.inner == 1) {
+          backward_row<kLog>(g.data(), v.data(), g.data(), L.n, inv_t);
+        } else {
+          backward_panel<kLog>(g.data(), v.data(), g.data(), w, L.n, w, inv_t);
         }
+        convert_rows(g.data(), w, dx + base, L.inner, L.n, w);
       }
-    }
+    });
   });
 }
 
