@@ -59,20 +59,20 @@ constexpr int64_t kPanel = 64;
 // Elements per parallel chunk: ~64 KiB of float, enough to pay for handing a chunk to a thread.
 constexpr int64_t kGrain = 16384;
 
-// v[i] = exp(v[i]) for i < n.
+// dst[i] = exp(src[i]) for i < n; dst may be src.
 template <typename A>
-void exp_span(A* v, int64_t n) {
+__attribute__((always_inline)) inline void exp_span(const A* src, A* dst, int64_t n) {
   if (ops::has_vector_math<A>(ops::MathFn::kExp)) {
-    ops::vector_math(ops::MathFn::kExp, v, v, n);
+    ops::vector_math(ops::MathFn::kExp, src, dst, n);
   } else {
-    for (int64_t i = 0; i < n; ++i) v[i] = std::exp(v[i]);
+    for (int64_t i = 0; i < n; ++i) dst[i] = std::exp(src[i]);
   }
 }
 
 // The largest of x[0..n), -inf for n == 0. NaN elements are passed over (the row's sum turns
 // NaN through them anyway); `lane < v ? v : lane` vectorises to max instructions.
 template <typename A>
-A row_max(const A* x, int64_t n) {
+__attribute__((always_inline)) inline A row_max(const A* x, int64_t n) {
   A lane[kLanes];
   std::fill(lane, lane + kLanes, -std::numeric_limits<A>::infinity());
   int64_t i = 0;
@@ -86,7 +86,7 @@ A row_max(const A* x, int64_t n) {
 
 // sum(a[i] * b[i]) for i < n in double lanes (Note [Lane sums]).
 template <typename A>
-double lane_dot(const A* a, const A* b, int64_t n) {
+__attribute__((always_inline)) inline double lane_dot(const A* a, const A* b, int64_t n) {
   double part[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
@@ -100,17 +100,20 @@ double lane_dot(const A* a, const A* b, int64_t n) {
 
 // softmax / log_softmax of one contiguous row of n elements; y may be x.
 template <bool kLog, typename A>
-void forward_row(const A* x, A* y, int64_t n, A inv_t) {
+__attribute__((always_inline)) inline void forward_row(const A* x, A* y, int64_t n, A inv_t) {
   const A mx = row_max(x, n);
   double sum = 0;
   A e[kVectorBlock];  // log_softmax keeps the exponents in y; their exp goes here
   for (int64_t first = 0; first < n; first += kVectorBlock) {
     const int64_t m = std::min(kVectorBlock, n - first);
     A* z = y + first;
-    for (int64_t j = 0; j < m; ++j) z[j] = (x[first + j] - mx) * inv_t;
+    for (int64_t j = 0; j < m; ++j) {
+      const A exponent = (x[first + j] - mx) * inv_t;
+      z[j] = exponent;
+      if constexpr (kLog) e[j] = exponent;
+    }
     A* out = kLog ? e : z;
-    if (kLog) std::copy(z, z + m, e);
-    exp_span(out, m);
+    exp_span(out, out, m);
     sum += nn::lane_sum<double>(out, m);
   }
   if constexpr (kLog) {
@@ -125,8 +128,9 @@ void forward_row(const A* x, A* y, int64_t n, A inv_t) {
 // softmax / log_softmax of w <= kPanel strided rows side by side: element k of row c at
 // x[k * x_stride + c] (and y[k * y_stride + c]); y may be x.
 template <bool kLog, typename A>
-void forward_panel(const A* x, int64_t x_stride, A* y, int64_t y_stride, int64_t n, int64_t w,
-                   A inv_t) {
+__attribute__((always_inline)) inline void forward_panel(const A* x, int64_t x_stride, A* y,
+                                                        int64_t y_stride, int64_t n, int64_t w,
+                                                        A inv_t) {
   A mx[kPanel], e[kPanel];
   double sum[kPanel];
   std::fill(mx, mx + w, -std::numeric_limits<A>::infinity());
@@ -138,31 +142,35 @@ void forward_panel(const A* x, int64_t x_stride, A* y, int64_t y_stride, int64_t
   for (int64_t k = 0; k < n; ++k) {
     const A* xk = x + k * x_stride;
     A* z = y + k * y_stride;
-    for (int64_t c = 0; c < w; ++c) z[c] = (xk[c] - mx[c]) * inv_t;
+    for (int64_t c = 0; c < w; ++c) {
+      const A exponent = (xk[c] - mx[c]) * inv_t;
+      z[c] = exponent;
+      if constexpr (kLog) e[c] = exponent;
+    }
     A* out = kLog ? e : z;
-    if (kLog) std::copy(z, z + w, e);
-    exp_span(out, w);
+    exp_span(out, out, w);
     for (int64_t c = 0; c < w; ++c) sum[c] += static_cast<double>(out[c]);
   }
-  for (int64_t c = 0; c < w; ++c) sum[c] = kLog ? std::log(sum[c]) : 1.0 / sum[c];
+  double finish[kPanel];  // log(sum) to subtract, or 1 / sum to multiply by
+  for (int64_t c = 0; c < w; ++c) finish[c] = kLog ? std::log(sum[c]) : 1.0 / sum[c];
   for (int64_t k = 0; k < n; ++k) {
     A* yk = y + k * y_stride;
     for (int64_t c = 0; c < w; ++c)
-      yk[c] = static_cast<A>(kLog ? static_cast<double>(yk[c]) - sum[c]
-                                  : static_cast<double>(yk[c]) * sum[c]);
+      yk[c] = static_cast<A>(kLog ? static_cast<double>(yk[c]) - finish[c]
+                                  : static_cast<double>(yk[c]) * finish[c]);
   }
 }
 
 // dx from dy and y along one contiguous row of n elements; dx may be dy.
 template <bool kLog, typename A>
-void backward_row(const A* dy, const A* y, A* dx, int64_t n, double inv_t) {
+__attribute__((always_inline)) inline void backward_row(const A* dy, const A* y, A* dx, int64_t n,
+                                                       double inv_t) {
   if constexpr (kLog) {
     const double sum = nn::lane_sum<double>(dy, n);
     A e[kVectorBlock];
     for (int64_t first = 0; first < n; first += kVectorBlock) {
       const int64_t m = std::min(kVectorBlock, n - first);
-      std::copy(y + first, y + first + m, e);
-      exp_span(e, m);
+      exp_span(y + first, e, m);
       for (int64_t j = 0; j < m; ++j) {
         const double g = static_cast<double>(dy[first + j]);
         dx[first + j] = static_cast<A>((g - static_cast<double>(e[j]) * sum) * inv_t);
@@ -180,8 +188,9 @@ void backward_row(const A* dy, const A* y, A* dx, int64_t n, double inv_t) {
 // dx from dy and y along w <= kPanel strided rows side by side (element k of row c at
 // [k * stride + c] in all three); dx may be dy.
 template <bool kLog, typename A>
-void backward_panel(const A* dy, const A* y, A* dx, int64_t stride, int64_t n, int64_t w,
-                    double inv_t) {
+__attribute__((always_inline)) inline void backward_panel(const A* dy, const A* y, A* dx,
+                                                         int64_t stride, int64_t n, int64_t w,
+                                                         double inv_t) {
   double sum[kPanel];
   std::fill(sum, sum + w, 0.0);
   for (int64_t k = 0; k < n; ++k) {
@@ -197,8 +206,7 @@ void backward_panel(const A* dy, const A* y, A* dx, int64_t stride, int64_t n, i
     const A* v = y + k * stride;
     A* d = dx + k * stride;
     if constexpr (kLog) {
-      std::copy(v, v + w, e);
-      exp_span(e, w);
+      exp_span(v, e, w);
       for (int64_t c = 0; c < w; ++c)
         d[c] = static_cast<A>((static_cast<double>(g[c]) - static_cast<double>(e[c]) * sum[c]) *
                               inv_t);
@@ -207,6 +215,95 @@ void backward_panel(const A* dy, const A* y, A* dx, int64_t stride, int64_t n, i
         d[c] = static_cast<A>(static_cast<double>(v[c]) * (static_cast<double>(g[c]) - sum[c]) *
                               inv_t);
     }
+  }
+}
+
+
+// Note [Softmax per instruction set]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Around libmvec's exp, the passes (maximum, exponents, double sums, scaling, conversions to and
+// from double) are plain loops that the baseline x86-64 build vectorises to SSE, 4 floats or 2
+// doubles an instruction; they took most of a softmax's time once exp was vectorised. They are
+// compiled three times, for the baseline, AVX2 with FMA and AVX-512, and the widest set the CPU
+// runs is chosen once per process, as vector_math chooses libmvec's routines. The FMA builds
+// contract a * b + c to one rounding (the dot products, log_softmax's backward), so the last bit
+// may differ between machines of different instruction sets, never between runs, thread counts
+// or engines on one machine.
+enum class Isa { kBase, kAvx2, kAvx512 };
+
+Isa cpu_isa() {
+  static const Isa isa = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return Isa::kAvx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+    return Isa::kBase;
+  }();
+  return isa;
+}
+
+// One unit of work (for_each_unit): a contiguous row of n elements (row), else a panel of w
+// strided rows, element k of row c at [k * stride + c] (x_stride for the inputs, y_stride for
+// the output; the backward's three arrays share x_stride). The passes below are inlined into
+// one copy per instruction set (Note [Softmax per instruction set]).
+struct Unit {
+  int64_t n, w, x_stride, y_stride;
+  bool row;
+};
+
+template <bool kLog, typename A>
+__attribute__((always_inline)) inline void forward_unit(const Unit& u, const A* x, A* y, A inv_t) {
+  if (u.row) {
+    forward_row<kLog>(x, y, u.n, inv_t);
+  } else {
+    forward_panel<kLog>(x, u.x_stride, y, u.y_stride, u.n, u.w, inv_t);
+  }
+}
+
+template <bool kLog, typename A>
+__attribute__((always_inline)) inline void backward_unit(const Unit& u, const A* dy, const A* y,
+                                                        A* dx, double inv_t) {
+  if (u.row) {
+    backward_row<kLog>(dy, y, dx, u.n, inv_t);
+  } else {
+    backward_panel<kLog>(dy, y, dx, u.x_stride, u.n, u.w, inv_t);
+  }
+}
+
+template <bool kLog, typename A>
+__attribute__((target("avx2,fma"))) void forward_avx2(const Unit& u, const A* x, A* y, A inv_t) {
+  forward_unit<kLog>(u, x, y, inv_t);
+}
+template <bool kLog, typename A>
+__attribute__((target("avx512f"))) void forward_avx512(const Unit& u, const A* x, A* y,
+                                                       A inv_t) {
+  forward_unit<kLog>(u, x, y, inv_t);
+}
+template <bool kLog, typename A>
+__attribute__((target("avx2,fma"))) void backward_avx2(const Unit& u, const A* dy, const A* y,
+                                                       A* dx, double inv_t) {
+  backward_unit<kLog>(u, dy, y, dx, inv_t);
+}
+template <bool kLog, typename A>
+__attribute__((target("avx512f"))) void backward_avx512(const Unit& u, const A* dy, const A* y,
+                                                        A* dx, double inv_t) {
+  backward_unit<kLog>(u, dy, y, dx, inv_t);
+}
+
+template <bool kLog, typename A>
+void forward_any(const Unit& u, const A* x, A* y, A inv_t) {
+  switch (cpu_isa()) {
+    case Isa::kAvx512: forward_avx512<kLog>(u, x, y, inv_t); break;
+    case Isa::kAvx2: forward_avx2<kLog>(u, x, y, inv_t); break;
+    default: forward_unit<kLog>(u, x, y, inv_t); break;
+  }
+}
+
+template <bool kLog, typename A>
+void backward_any(const Unit& u, const A* dy, const A* y, A* dx, double inv_t) {
+  switch (cpu_isa()) {
+    case Isa::kAvx512: backward_avx512<kLog>(u, dy, y, dx, inv_t); break;
+    case Isa::kAvx2: backward_avx2<kLog>(u, dy, y, dx, inv_t); break;
+    default: backward_unit<kLog>(u, dy, y, dx, inv_t); break;
   }
 }
 
@@ -272,19 +369,12 @@ void softmax_forward(const OpContext& ctx, const std::vector<TBlob>& in,
     for_each_unit(L, [=](int64_t o, int64_t c0, int64_t w) {
       const int64_t base = o * L.n * L.inner + c0;
       if constexpr (std::is_same_v<T, A>) {
-        if (L.inner == 1) {
-          forward_row<kLog>(x + base, y + base, L.n, inv_t_a);
-        } else {
-          forward_panel<kLog>(x + base, L.inner, y + base, L.inner, L.n, w, inv_t_a);
-        }
+        forward_any<kLog>(Unit{L.n, w, L.inner, L.inner, L.inner == 1}, x + base, y + base,
+                          inv_t_a);
       } else {  // float16, bfloat16: the unit's rows through a float copy
         std::vector<A> wide(static_cast<size_t>(L.n * w));
         convert_rows(x + base, L.inner, wide.data(), w, L.n, w);
-        if (L.inner == 1) {
-          forward_row<kLog>(wide.data(), wide.data(), L.n, inv_t_a);
-        } else {
-          forward_panel<kLog>(wide.data(), w, wide.data(), w, L.n, w, inv_t_a);
-        }
+        forward_any<kLog>(Unit{L.n, w, w, w, L.inner == 1}, wide.data(), wide.data(), inv_t_a);
         convert_rows(wide.data(), w, y + base, L.inner, L.n, w);
       }
     });
@@ -319,20 +409,13 @@ void softmax_backward(const OpContext& ctx, const std::vector<TBlob>& in,
     for_each_unit(L, [=](int64_t o, int64_t c0, int64_t w) {
       const int64_t base = o * L.n * L.inner + c0;
       if constexpr (std::is_same_v<T, A>) {
-        if (L.inner == 1) {
-          backward_row<kLog>(dy + base, y + base, dx + base, L.n, inv_t);
-        } else {
-          backward_panel<kLog>(dy + base, y + base, dx + base, L.inner, L.n, w, inv_t);
-        }
+        backward_any<kLog>(Unit{L.n, w, L.inner, L.inner, L.inner == 1}, dy + base, y + base,
+                           dx + base, inv_t);
       } else {  // float16, bfloat16: through float copies; dx is written over dy's
         std::vector<A> g(static_cast<size_t>(L.n * w)), v(g.size());
         convert_rows(dy + base, L.inner, g.data(), w, L.n, w);
         convert_rows(y + base, L.inner, v.data(), w, L.n, w);
-        if (L.inner == 1) {
-          backward_row<kLog>(g.data(), v.data(), g.data(), L.n, inv_t);
-        } else {
-          backward_panel<kLog>(g.data(), v.data(), g.data(), w, L.n, w, inv_t);
-        }
+        backward_any<kLog>(Unit{L.n, w, w, w, L.inner == 1}, g.data(), v.data(), g.data(), inv_t);
         convert_rows(g.data(), w, dx + base, L.inner, L.n, w);
       }
     });
