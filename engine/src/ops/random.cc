@@ -102,8 +102,36 @@ void math_span(ops::MathFn fn, double (*scalar)(double), double* v, int64_t n) {
   }
 }
 
+// radius[j] = 1 - u(2i) and angle[j] = 2 pi u(2i + 1) for i = first + j, j < m: the uniforms of
+// Box-Muller (1 - u keeps the log finite), each computed exactly as unit() does.
+__attribute__((always_inline)) inline void box_muller_uniforms(uint64_t seed, int64_t first,
+                                                               int64_t m, double* radius,
+                                                               double* angle) {
+  for (int64_t j = 0; j < m; ++j) {
+    const uint64_t i = static_cast<uint64_t>(first + j);
+    radius[j] = 1.0 - unit(seed, 2 * i);
+    angle[j] = 2.0 * M_PI * unit(seed, 2 * i + 1);
+  }
+}
+
+// The hashes' 64-bit multiplies vectorise only with AVX-512DQ (vpmullq): this copy took the
+// uniforms from ~60 % of a normal draw's time to ~20 % (Note [Normal draws in blocks]). Integer
+// arithmetic and exact conversions: the same values as the baseline copy.
+__attribute__((target("avx512f,avx512dq"))) void box_muller_uniforms_avx512(
+    uint64_t seed, int64_t first, int64_t m, double* radius, double* angle) {
+  box_muller_uniforms(seed, first, m, radius, angle);
+}
+
+bool has_avx512dq() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  }();
+  return has;
+}
+
 // out[i] = loc + scale * N_i for i < out.size(), N_i Box-Muller's normal from the uniforms 2i
-// and 2i + 1 of the stream `seed` (1 - u keeps the log finite).
+// and 2i + 1 of the stream `seed`.
 void generate_normal(const TBlob& out, uint64_t seed, double loc, double scale) {
   PMX_TYPE_SWITCH(out.dtype, T, {
     T* y = out.data<T>();
@@ -111,10 +139,10 @@ void generate_normal(const TBlob& out, uint64_t seed, double loc, double scale) 
       double radius[kNormalBlock], angle[kNormalBlock];
       for (int64_t first = lo; first < hi; first += kNormalBlock) {
         const int64_t m = std::min(kNormalBlock, hi - first);
-        for (int64_t j = 0; j < m; ++j) {
-          const uint64_t i = static_cast<uint64_t>(first + j);
-          radius[j] = 1.0 - unit(seed, 2 * i);
-          angle[j] = 2.0 * M_PI * unit(seed, 2 * i + 1);
+        if (has_avx512dq()) {
+          box_muller_uniforms_avx512(seed, first, m, radius, angle);
+        } else {
+          box_muller_uniforms(seed, first, m, radius, angle);
         }
         math_span(ops::MathFn::kLog, [](double v) { return std::log(v); }, radius, m);
         math_span(ops::MathFn::kCos, [](double v) { return std::cos(v); }, angle, m);
