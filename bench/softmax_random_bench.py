@@ -29,7 +29,8 @@ NORMAL_SIZES = [1_000_000, 10_000_000]
 
 
 def median_ms(fn, repeats):
-    fn()  # warm up: allocations, thread start
+    for _ in range(3):  # warm up: allocations, thread start
+        fn()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -67,6 +68,11 @@ def torch_cases(repeats, threads):
 
     torch.set_num_threads(threads)
     gen = torch.Generator().manual_seed(0)
+    # PyTorch's first large softmax in a process took ~10 ms more than the next ones (its thread
+    # pool starting): a few calls first, so that the first case is timed warm too.
+    warm = torch.randn(SOFTMAX_CASES[0][1], generator=gen)
+    for _ in range(20):
+        torch.softmax(warm, -1)
     results = {}
     for label, shape, axis in SOFTMAX_CASES:
         x = torch.randn(shape, generator=gen)

@@ -17,12 +17,11 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // One scalar exp per element (glibc's, 10-20 ns) was nearly all of a softmax over a language
 // model's (32, 30000) logits or attention scores. A row (the elements along the axis at one
-// position of the others) is computed in passes: its maximum (compares the compiler
-// vectorises), exp((x - max) / t) for every element by libmvec (Note [Vector math through
-// libmvec]) over blocks of kVectorBlock written in place into the output, their sum in double,
-// then the scaling by 1 / sum (in double, rounded once) or, for log_softmax, the subtraction of
-// log(sum).
-//  - Rows along the last axis are contiguous and run one at a time, summed in kLanes double
+// position of the others) is computed in passes: its maximum (vector compares),
+// exp((x - max) / t) for every element by libmvec (Note [Vector math through libmvec]) over
+// blocks of kVectorBlock written in place into the output, their sum in double, then the
+// scaling by 1 / sum (in double, rounded once) or, for log_softmax, the subtraction of log(sum).
+//  - Rows along the last axis are contiguous and run one at a time, summed in vectors of double
 //    lanes (Note [Lane sums]). Rows along another axis (inner > 1) lie side by side in memory:
 //    they run kPanel at a time, each pass going across the panel (contiguous) for one position
 //    along the axis after another, and each row's sum is added in the axis's order.
@@ -35,6 +34,7 @@
 //  - Without libmvec (Note [Vector math through libmvec]) the same passes call std::exp.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -49,7 +49,6 @@ namespace pymx {
 namespace {
 
 using nn::AxisView;
-using nn::kLanes;
 using nn::kVectorBlock;
 
 // Neighbouring strided rows computed together (Note [Softmax on vector spans]): wide enough for
@@ -69,39 +68,70 @@ __attribute__((always_inline)) inline void exp_span(const A* src, A* dst, int64_
   }
 }
 
+// GCC's vector of T filling kBytes. The row reductions below are written on these, kBytes the
+// register width of the copy they are compiled into (Note [Softmax per instruction set]): GCC
+// vectorised neither a max over floats written as a loop nor one over an array of lanes.
+template <typename T, int kBytes>
+struct VectorOf {
+  typedef T type __attribute__((vector_size(kBytes)));
+};
+
 // The largest of x[0..n), -inf for n == 0. NaN elements are passed over (the row's sum turns
-// NaN through them anyway); `lane < v ? v : lane` vectorises to max instructions.
-template <typename A>
+// NaN through them anyway).
+template <int kBytes, typename A>
 __attribute__((always_inline)) inline A row_max(const A* x, int64_t n) {
-  A lane[kLanes];
-  std::fill(lane, lane + kLanes, -std::numeric_limits<A>::infinity());
+  using V = typename VectorOf<A, kBytes>::type;
+  constexpr int64_t kWidth = kBytes / sizeof(A);
+  V lane;
+  for (int64_t j = 0; j < kWidth; ++j) lane[j] = -std::numeric_limits<A>::infinity();
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lane[j] = lane[j] < x[i + j] ? x[i + j] : lane[j];
-  for (; i < n; ++i) lane[0] = lane[0] < x[i] ? x[i] : lane[0];
-  A mx = lane[0];
-  for (int j = 1; j < kLanes; ++j) mx = mx < lane[j] ? lane[j] : mx;
+  for (; i + kWidth <= n; i += kWidth) {
+    V v;
+    std::memcpy(&v, x + i, sizeof v);
+    lane = lane < v ? v : lane;
+  }
+  A mx = -std::numeric_limits<A>::infinity();
+  for (; i < n; ++i) mx = mx < x[i] ? x[i] : mx;
+  for (int64_t j = 0; j < kWidth; ++j) mx = mx < lane[j] ? lane[j] : mx;
   return mx;
 }
 
-// sum(a[i] * b[i]) for i < n in double lanes (Note [Lane sums]).
-template <typename A>
-__attribute__((always_inline)) inline double lane_dot(const A* a, const A* b, int64_t n) {
-  double part[kLanes] = {};
+// sum(a[i] * b[i]) for i < n (sum(a[i]) without b) in double, in two vectors of double lanes
+// (Note [Lane sums]) added in a fixed order.
+template <int kBytes, typename A>
+__attribute__((always_inline)) inline double row_sum(const A* a, const A* b, int64_t n) {
+  using Doubles = typename VectorOf<double, kBytes>::type;
+  constexpr int64_t kWidth = kBytes / sizeof(double);
+  using Part = typename VectorOf<A, kWidth * sizeof(A)>::type;  // kWidth elements of A
+  Doubles sum0 = {}, sum1 = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j)
-      part[j] += static_cast<double>(a[i + j]) * static_cast<double>(b[i + j]);
+  for (; i + 2 * kWidth <= n; i += 2 * kWidth) {
+    Part a0, a1;
+    std::memcpy(&a0, a + i, sizeof a0);
+    std::memcpy(&a1, a + i + kWidth, sizeof a1);
+    Doubles term0 = __builtin_convertvector(a0, Doubles);
+    Doubles term1 = __builtin_convertvector(a1, Doubles);
+    if (b) {
+      Part b0, b1;
+      std::memcpy(&b0, b + i, sizeof b0);
+      std::memcpy(&b1, b + i + kWidth, sizeof b1);
+      term0 *= __builtin_convertvector(b0, Doubles);
+      term1 *= __builtin_convertvector(b1, Doubles);
+    }
+    sum0 += term0;
+    sum1 += term1;
+  }
   double total = 0;
-  for (; i < n; ++i) total += static_cast<double>(a[i]) * static_cast<double>(b[i]);
-  for (int j = 0; j < kLanes; ++j) total += part[j];
+  for (; i < n; ++i)
+    total += b ? static_cast<double>(a[i]) * static_cast<double>(b[i]) : static_cast<double>(a[i]);
+  for (int64_t j = 0; j < kWidth; ++j) total += sum0[j] + sum1[j];
   return total;
 }
 
 // softmax / log_softmax of one contiguous row of n elements; y may be x.
-template <bool kLog, typename A>
+template <int kBytes, bool kLog, typename A>
 __attribute__((always_inline)) inline void forward_row(const A* x, A* y, int64_t n, A inv_t) {
-  const A mx = row_max(x, n);
+  const A mx = row_max<kBytes>(x, n);
   double sum = 0;
   A e[kVectorBlock];  // log_softmax keeps the exponents in y; their exp goes here
   for (int64_t first = 0; first < n; first += kVectorBlock) {
@@ -114,7 +144,7 @@ __attribute__((always_inline)) inline void forward_row(const A* x, A* y, int64_t
     }
     A* out = kLog ? e : z;
     exp_span(out, out, m);
-    sum += nn::lane_sum<double>(out, m);
+    sum += row_sum<kBytes>(out, static_cast<const A*>(nullptr), m);
   }
   if constexpr (kLog) {
     const double log_sum = std::log(sum);
@@ -127,7 +157,7 @@ __attribute__((always_inline)) inline void forward_row(const A* x, A* y, int64_t
 
 // softmax / log_softmax of w <= kPanel strided rows side by side: element k of row c at
 // x[k * x_stride + c] (and y[k * y_stride + c]); y may be x.
-template <bool kLog, typename A>
+template <int kBytes, bool kLog, typename A>
 __attribute__((always_inline)) inline void forward_panel(const A* x, int64_t x_stride, A* y,
                                                         int64_t y_stride, int64_t n, int64_t w,
                                                         A inv_t) {
@@ -162,11 +192,11 @@ __attribute__((always_inline)) inline void forward_panel(const A* x, int64_t x_s
 }
 
 // dx from dy and y along one contiguous row of n elements; dx may be dy.
-template <bool kLog, typename A>
+template <int kBytes, bool kLog, typename A>
 __attribute__((always_inline)) inline void backward_row(const A* dy, const A* y, A* dx, int64_t n,
                                                        double inv_t) {
   if constexpr (kLog) {
-    const double sum = nn::lane_sum<double>(dy, n);
+    const double sum = row_sum<kBytes>(dy, static_cast<const A*>(nullptr), n);
     A e[kVectorBlock];
     for (int64_t first = 0; first < n; first += kVectorBlock) {
       const int64_t m = std::min(kVectorBlock, n - first);
@@ -177,7 +207,7 @@ __attribute__((always_inline)) inline void backward_row(const A* dy, const A* y,
       }
     }
   } else {
-    const double sum = lane_dot(dy, y, n);
+    const double sum = row_sum<kBytes>(dy, y, n);
     for (int64_t j = 0; j < n; ++j) {
       const double g = static_cast<double>(dy[j]), v = static_cast<double>(y[j]);
       dx[j] = static_cast<A>(v * (g - sum) * inv_t);
@@ -187,7 +217,7 @@ __attribute__((always_inline)) inline void backward_row(const A* dy, const A* y,
 
 // dx from dy and y along w <= kPanel strided rows side by side (element k of row c at
 // [k * stride + c] in all three); dx may be dy.
-template <bool kLog, typename A>
+template <int kBytes, bool kLog, typename A>
 __attribute__((always_inline)) inline void backward_panel(const A* dy, const A* y, A* dx,
                                                          int64_t stride, int64_t n, int64_t w,
                                                          double inv_t) {
@@ -226,9 +256,9 @@ __attribute__((always_inline)) inline void backward_panel(const A* dy, const A* 
 // doubles an instruction; they took most of a softmax's time once exp was vectorised. They are
 // compiled three times, for the baseline, AVX2 with FMA and AVX-512, and the widest set the CPU
 // runs is chosen once per process, as vector_math chooses libmvec's routines. The FMA builds
-// contract a * b + c to one rounding (the dot products, log_softmax's backward), so the last bit
-// may differ between machines of different instruction sets, never between runs, thread counts
-// or engines on one machine.
+// contract a * b + c to one rounding (the dot products, log_softmax's backward), and the row sums'
+// lanes are as wide as the registers, so the last bit may differ between machines of different
+// instruction sets, never between runs, thread counts or engines on one machine.
 enum class Isa { kBase, kAvx2, kAvx512 };
 
 Isa cpu_isa() {
@@ -250,43 +280,43 @@ struct Unit {
   bool row;
 };
 
-template <bool kLog, typename A>
+template <int kBytes, bool kLog, typename A>
 __attribute__((always_inline)) inline void forward_unit(const Unit& u, const A* x, A* y, A inv_t) {
   if (u.row) {
-    forward_row<kLog>(x, y, u.n, inv_t);
+    forward_row<kBytes, kLog>(x, y, u.n, inv_t);
   } else {
-    forward_panel<kLog>(x, u.x_stride, y, u.y_stride, u.n, u.w, inv_t);
+    forward_panel<kBytes, kLog>(x, u.x_stride, y, u.y_stride, u.n, u.w, inv_t);
   }
 }
 
-template <bool kLog, typename A>
+template <int kBytes, bool kLog, typename A>
 __attribute__((always_inline)) inline void backward_unit(const Unit& u, const A* dy, const A* y,
                                                         A* dx, double inv_t) {
   if (u.row) {
-    backward_row<kLog>(dy, y, dx, u.n, inv_t);
+    backward_row<kBytes, kLog>(dy, y, dx, u.n, inv_t);
   } else {
-    backward_panel<kLog>(dy, y, dx, u.x_stride, u.n, u.w, inv_t);
+    backward_panel<kBytes, kLog>(dy, y, dx, u.x_stride, u.n, u.w, inv_t);
   }
 }
 
 template <bool kLog, typename A>
 __attribute__((target("avx2,fma"))) void forward_avx2(const Unit& u, const A* x, A* y, A inv_t) {
-  forward_unit<kLog>(u, x, y, inv_t);
+  forward_unit<32, kLog>(u, x, y, inv_t);
 }
 template <bool kLog, typename A>
 __attribute__((target("avx512f"))) void forward_avx512(const Unit& u, const A* x, A* y,
                                                        A inv_t) {
-  forward_unit<kLog>(u, x, y, inv_t);
+  forward_unit<64, kLog>(u, x, y, inv_t);
 }
 template <bool kLog, typename A>
 __attribute__((target("avx2,fma"))) void backward_avx2(const Unit& u, const A* dy, const A* y,
                                                        A* dx, double inv_t) {
-  backward_unit<kLog>(u, dy, y, dx, inv_t);
+  backward_unit<32, kLog>(u, dy, y, dx, inv_t);
 }
 template <bool kLog, typename A>
 __attribute__((target("avx512f"))) void backward_avx512(const Unit& u, const A* dy, const A* y,
                                                         A* dx, double inv_t) {
-  backward_unit<kLog>(u, dy, y, dx, inv_t);
+  backward_unit<64, kLog>(u, dy, y, dx, inv_t);
 }
 
 template <bool kLog, typename A>
@@ -294,7 +324,7 @@ void forward_any(const Unit& u, const A* x, A* y, A inv_t) {
   switch (cpu_isa()) {
     case Isa::kAvx512: forward_avx512<kLog>(u, x, y, inv_t); break;
     case Isa::kAvx2: forward_avx2<kLog>(u, x, y, inv_t); break;
-    default: forward_unit<kLog>(u, x, y, inv_t); break;
+    default: forward_unit<16, kLog>(u, x, y, inv_t); break;
   }
 }
 
@@ -303,7 +333,7 @@ void backward_any(const Unit& u, const A* dy, const A* y, A* dx, double inv_t) {
   switch (cpu_isa()) {
     case Isa::kAvx512: backward_avx512<kLog>(u, dy, y, dx, inv_t); break;
     case Isa::kAvx2: backward_avx2<kLog>(u, dy, y, dx, inv_t); break;
-    default: backward_unit<kLog>(u, dy, y, dx, inv_t); break;
+    default: backward_unit<16, kLog>(u, dy, y, dx, inv_t); break;
   }
 }
 
