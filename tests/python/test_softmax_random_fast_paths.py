@@ -133,25 +133,27 @@ def backward_reference(dy, y, axis, temperature, log):
     return y * (dy - (dy * y).sum(axis=axis, keepdims=True)) / temperature
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", bfloat16],
+                         ids=["float32", "float64", "float16", "bfloat16"])
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 @pytest.mark.parametrize("shape,axis", [((5, 17), -1), ((7, 2500), -1), ((300, 70), 0),
                                         ((2, 33, 130), 1), ((3, 0), -1)])
 def test_backward_matches_float64_numpy(shape, axis, log, dtype):
-    x = logits(shape, dtype, 4)
-    dy = onp.random.default_rng(5).standard_normal(shape).astype(dtype)
     fn = npx.log_softmax if log else npx.softmax
-    data = np.array(x)
+    data = np.array(logits(shape, "float64", 4), dtype=dtype)
+    head = np.array(onp.random.default_rng(5).standard_normal(shape), dtype=dtype)
     data.attach_grad()
     with autograd.record():
         y = fn(data, axis=axis, temperature=1.7)
-    y.backward(np.array(dy))
-    got = data.grad.asnumpy()
-    assert got.dtype == onp.dtype(dtype)
-    want = backward_reference(dy, y.asnumpy(), axis, 1.7, log)
+    y.backward(head)
+    assert data.grad.dtype == data.dtype
+    got = data.grad.asnumpy().astype(onp.float64)
+    # From the values pymx holds: out_grad and the forward's output in the data's dtype.
+    want = backward_reference(head.asnumpy().astype(onp.float64),
+                              y.asnumpy().astype(onp.float64), axis, 1.7, log)
     scale = float(onp.abs(want).max()) if want.size else 1.0
-    rtol = {"float32": 1e-5, "float64": 1e-12, "float16": 2.0 ** -10}[dtype]
-    assert_almost_equal(got.astype(onp.float64), want, rtol=rtol, atol=rtol * 1e-2 * scale)
+    rtol = {"float32": 1e-5, "float64": 1e-12, "float16": 2.0 ** -10}.get(dtype, 2.0 ** -7)
+    assert_almost_equal(got, want, rtol=rtol, atol=rtol * 1e-2 * scale)
 
 
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
