@@ -248,7 +248,6 @@ __attribute__((always_inline)) inline void backward_panel(const A* dy, const A* 
   }
 }
 
-
 // Note [Softmax per instruction set]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Around libmvec's exp, the passes (maximum, exponents, double sums, scaling, conversions to and

@@ -116,7 +116,8 @@ __attribute__((always_inline)) inline void box_muller_uniforms(uint64_t seed, in
 
 // The hashes' 64-bit multiplies vectorise only with AVX-512DQ (vpmullq): this copy took the
 // uniforms from ~60 % of a normal draw's time to ~20 % (Note [Normal draws in blocks]). Integer
-// arithmetic and exact conversions: the same values as the baseline copy.
+// arithmetic and exact conversions give the same values as the baseline copy (1 - u, were it
+// fused, is exact either way: u is a multiple of 2^-53 below 1).
 __attribute__((target("avx512f,avx512dq"))) void box_muller_uniforms_avx512(
     uint64_t seed, int64_t first, int64_t m, double* radius, double* angle) {
   box_muller_uniforms(seed, first, m, radius, angle);
