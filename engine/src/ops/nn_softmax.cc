@@ -349,19 +349,28 @@ void convert_rows(const From* src, int64_t src_stride, To* dst, int64_t dst_stri
 }
 
 // The units of work a softmax over L splits into: whole rows when they are contiguous
-// (inner == 1), else panels of up to kPanel neighbouring rows; calls fn(o, c0, w) for each,
-// o the outer index and [c0, c0 + w) the inner positions, over the intra-op threads.
+// (inner == 1), else panels of up to kPanel neighbouring rows; calls fn(o, c0, w, scratch) for
+// each, o the outer index and [c0, c0 + w) the inner positions, over the intra-op threads.
+// scratch is a float buffer of the calling chunk for float16 and bfloat16 copies, reused by its
+// units (fn grows it as it needs).
 template <typename Fn>
 void for_each_unit(const AxisView& L, Fn fn) {
   const int64_t panels = L.inner == 1 ? 1 : (L.inner + kPanel - 1) / kPanel;
   const int64_t width = L.inner == 1 ? 1 : std::min(kPanel, L.inner);
   const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, L.n * width));
   parallel_for(0, L.outer * panels, grain, [=](int64_t lo, int64_t hi) {
+    std::vector<float> scratch;
     for (int64_t u = lo; u < hi; ++u) {
       const int64_t o = u / panels, c0 = u % panels * kPanel;
-      fn(o, c0, std::min(kPanel, L.inner - c0));
+      fn(o, c0, std::min(kPanel, L.inner - c0), scratch);
     }
   });
+}
+
+// At least n floats of scratch.
+float* scratch_of(std::vector<float>& scratch, int64_t n) {
+  if (static_cast<int64_t>(scratch.size()) < n) scratch.resize(static_cast<size_t>(n));
+  return scratch.data();
 }
 
 AxisView layout_of(const Attrs& attrs, const Shape& s, const char* op) {
@@ -395,16 +404,16 @@ void softmax_forward(const OpContext& ctx, const std::vector<TBlob>& in,
     const T* x = in[0].data<T>();
     T* y = out[0].data<T>();
     const A inv_t_a = static_cast<A>(inv_t);
-    for_each_unit(L, [=](int64_t o, int64_t c0, int64_t w) {
+    for_each_unit(L, [=](int64_t o, int64_t c0, int64_t w, std::vector<float>& scratch) {
       const int64_t base = o * L.n * L.inner + c0;
       if constexpr (std::is_same_v<T, A>) {
         forward_any<kLog>(Unit{L.n, w, L.inner, L.inner, L.inner == 1}, x + base, y + base,
                           inv_t_a);
       } else {  // float16, bfloat16: the unit's rows through a float copy
-        std::vector<A> wide(static_cast<size_t>(L.n * w));
-        convert_rows(x + base, L.inner, wide.data(), w, L.n, w);
-        forward_any<kLog>(Unit{L.n, w, w, w, L.inner == 1}, wide.data(), wide.data(), inv_t_a);
-        convert_rows(wide.data(), w, y + base, L.inner, L.n, w);
+        float* wide = scratch_of(scratch, L.n * w);
+        convert_rows(x + base, L.inner, wide, w, L.n, w);
+        forward_any<kLog>(Unit{L.n, w, w, w, L.inner == 1}, wide, wide, inv_t_a);
+        convert_rows(wide, w, y + base, L.inner, L.n, w);
       }
     });
   });
@@ -435,17 +444,18 @@ void softmax_backward(const OpContext& ctx, const std::vector<TBlob>& in,
     const T* dy = in[0].data<T>();
     const T* y = in[1].data<T>();
     T* dx = out[0].data<T>();
-    for_each_unit(L, [=](int64_t o, int64_t c0, int64_t w) {
+    for_each_unit(L, [=](int64_t o, int64_t c0, int64_t w, std::vector<float>& scratch) {
       const int64_t base = o * L.n * L.inner + c0;
       if constexpr (std::is_same_v<T, A>) {
         backward_any<kLog>(Unit{L.n, w, L.inner, L.inner, L.inner == 1}, dy + base, y + base,
                            dx + base, inv_t);
       } else {  // float16, bfloat16: through float copies; dx is written over dy's
-        std::vector<A> g(static_cast<size_t>(L.n * w)), v(g.size());
-        convert_rows(dy + base, L.inner, g.data(), w, L.n, w);
-        convert_rows(y + base, L.inner, v.data(), w, L.n, w);
-        backward_any<kLog>(Unit{L.n, w, w, w, L.inner == 1}, g.data(), v.data(), g.data(), inv_t);
-        convert_rows(g.data(), w, dx + base, L.inner, L.n, w);
+        float* g = scratch_of(scratch, 2 * L.n * w);
+        float* v = g + L.n * w;
+        convert_rows(dy + base, L.inner, g, w, L.n, w);
+        convert_rows(y + base, L.inner, v, w, L.n, w);
+        backward_any<kLog>(Unit{L.n, w, w, w, L.inner == 1}, g, v, g, inv_t);
+        convert_rows(g, w, dx + base, L.inner, L.n, w);
       }
     });
   });
