@@ -56,6 +56,7 @@
 #include <type_traits>
 
 #include "ops/conv_direct.h"
+#include "ops/conv_direct_data_grad.h"
 #include "ops/conv_direct_narrow.h"
 #include "ops/conv_geometry.h"
 #include "ops/conv_weight_grad.h"
@@ -567,10 +568,15 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
   ConvGeometry gt;  // Note [Data gradient as a direct convolution]
   const bool direct_dx = std::is_same_v<T, float> && want_dx && direct_data_grad_geometry(g, &gt);
   const int64_t direct_scratch_size = direct_dx ? nn::conv2d_direct_f32_scratch(gt) : 0;
+  // Note [Direct data gradient by phases]: the whole batch in one call, apart from the weight
+  // gradient, which chooses its own path (Note [Data and weight gradients apart]).
+  const bool phased_dx = std::is_same_v<T, float> && want_dx && !direct_dx &&
+                         nn::conv2d_data_grad_f32_handles(g);
+  const int64_t phased_scratch_size = phased_dx ? nn::conv2d_data_grad_f32_scratch(g) : 0;
   // Note [Direct weight gradient]
   const bool direct_dw = std::is_same_v<T, float> && nn::conv2d_weight_grad_f32_handles(g);
   const int64_t direct_dw_scratch_size = direct_dw ? nn::conv2d_weight_grad_f32_scratch(g) : 0;
-  const bool all_direct = direct_dw && (direct_dx || !want_dx);  // no GEMM left
+  const bool all_direct = direct_dw && (direct_dx || phased_dx || !want_dx);  // no GEMM left
   // Note [Fewer images than threads]: then one part holds every image.
   const int64_t batch_parts = parallel_parts(g.batch, 1);
   const bool split_images = all_direct && batch_parts < parallel_max_threads();
@@ -597,7 +603,8 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
                  Carver::align(parts * w_pad * sizeof(T)) +
                  Carver::align(std::max<int64_t>(parts, 1) * g.out_c * sizeof(T)) +
                  Carver::align(parts * direct_scratch_size * sizeof(float)) +
-                 Carver::align(dw_scratch_parts * direct_dw_scratch_size * sizeof(float));
+                 Carver::align(dw_scratch_parts * direct_dw_scratch_size * sizeof(float)) +
+                 Carver::align(phased_scratch_size * sizeof(float));
   if (g.channel_last) {
     bytes += Carver::align(x_size * sizeof(T)) * (want_dx ? 2 : 1) +
              Carver::align(y_size * sizeof(T)) + 2 * Carver::align(w_size * sizeof(T));
@@ -610,6 +617,7 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
   std::fill(db_parts, db_parts + std::max<int64_t>(parts, 1) * g.out_c, T(0));
   float* direct_scratch = ws.take<float>(parts * direct_scratch_size);
   float* direct_dw_scratch = ws.take<float>(dw_scratch_parts * direct_dw_scratch_size);
+  float* phased_scratch = ws.take<float>(phased_scratch_size);
   nn::DirectConvWeights direct_weights;
   if constexpr (std::is_same_v<T, float>) {
     if (direct_dx) direct_weights = data_grad_weights(g, gt, in[2].data<float>());
@@ -637,6 +645,7 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
     if (want_dx) dx = ws.take<T>(x_size);
     dw = ws.take<T>(w_size);
   }
+  T* dx_by_image = phased_dx ? nullptr : dx;  // the data gradient the image loops compute
   const int64_t K = g.col_rows();
   // Images run in parallel parts (or, split_images, in order in one part; or side by side in
   // blocks, Note [Images side by side], below). data_grad rows are disjoint per image; weight_grad
@@ -703,8 +712,8 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
           nn::gemm(false, true, K, g.out_cg(), g.out_sp, T(1), colg, g.out_sp, dyg, g.out_sp,
                    T(n == first ? 0 : 1), dwt_part + grp * g.out_cg() * K, g.out_cg());
         }
-        if (!dx) continue;
-        T* dxg = dx + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
+        if (!dx_by_image) continue;
+        T* dxg = dx_by_image + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
         if constexpr (std::is_same_v<T, float>) {
           if (direct_dx) {  // one group: dyg is the image's whole out_grad
             nn::conv2d_direct_f32(gt, dyg, direct_weights, false, dxg,
@@ -757,12 +766,12 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
       // weight_grad_g^T (K x Mg) (+)= col (K x columns) . dy_g^T, the blocks added in order.
       nn::gemm(false, true, K, g.out_cg(), columns, T(1), cols, ld, dyg, ld,
                T(first == 0 ? 0 : 1), dwt_parts + grp * g.out_cg() * K, g.out_cg());
-      if (!dx) continue;
+      if (!dx_by_image) continue;
       nn::gemm(true, false, K, columns, g.out_cg(), T(1), w + grp * g.out_cg() * K, K, dyg, ld,
                T(0), cols, ld);
       parallel_for(0, count, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i)
-          im2col<T, true>(g, g.in_cg(), dx + ((first + i) * g.in_c + channel0) * g.in_sp,
+          im2col<T, true>(g, g.in_cg(), dx_by_image + ((first + i) * g.in_c + channel0) * g.in_sp,
                           cols + i * g.out_sp, ld);
       });
     }
@@ -774,6 +783,11 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
     per_part(0, 0, g.batch);
   } else {
     parallel_for_parts(g.batch, 1, per_part);
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (phased_dx) {  // channel-first: dy, y and w are the op's own inputs
+      nn::conv2d_data_grad_f32(g, dy, mask_per_image ? y : nullptr, w, dx, phased_scratch);
+    }
   }
   sum_parts_transposed(dwt_parts, parts, w_pad, g.groups, g.out_cg(), K, dw);
   if (want_db) {
