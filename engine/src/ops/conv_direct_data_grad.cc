@@ -43,6 +43,9 @@ namespace {
 constexpr int64_t kMaxTaps = 4608;  // 512 filters x 3 x 3: a channel block's weight stays in L2
 constexpr int kVectorFloats = 16;
 constexpr int kAccumulators = 28;  // of AVX-512's 32 vector registers
+// Fewer input channels leave most of a block's lanes idle: the stem's 3 channels ran 4-8x slower
+// than the GEMM + col2im path.
+constexpr int64_t kMinChannels = 32;
 
 typedef float Floats16 __attribute__((vector_size(64)));
 
@@ -180,7 +183,8 @@ __attribute__((target("avx512f"))) void run_tasks(const Job& job, int64_t lo, in
 
 bool conv2d_data_grad_f32_handles(const ConvGeometry& g, FmaLevel level) {
   return level == FmaLevel::kAvx512 && g.nsp == 2 && !g.channel_last && g.groups == 1 &&
-         g.d[1] == 1 && g.d[2] == 1 && g.out_c * g.k_sp <= kMaxTaps && g.in[2] / g.s[2] >= 7;
+         g.d[1] == 1 && g.d[2] == 1 && g.k_sp > 1 && g.in_c >= kMinChannels &&
+         g.out_c * g.k_sp <= kMaxTaps && g.in[2] / g.s[2] >= 7;
 }
 
 int64_t conv2d_data_grad_f32_scratch(const ConvGeometry& g) {

@@ -13,8 +13,10 @@ namespace pymx {
 namespace nn {
 
 // Whether the kernel at `level` handles g: AVX-512, 2-D, channel-first, one group, dilation 1,
-// out_c * kh * kw <= 4608, and every column phase of the input (the columns of one remainder
-// modulo the stride across) at least 7 wide, i.e. in[2] / s[2] >= 7.
+// a kernel of more than one tap (a 1x1 kernel's data gradient is one GEMM, as fast or faster),
+// at least 32 input channels (a whole vector block), out_c * kh * kw <= 4608, and every column
+// phase of the input (the columns of one remainder modulo the stride across) at least 7 wide,
+// i.e. in[2] / s[2] >= 7.
 bool conv2d_data_grad_f32_handles(const ConvGeometry& g, FmaLevel level = fma_level());
 
 // Floats of scratch a call needs: the weight in the kernel's layout and the out_grad with zero
