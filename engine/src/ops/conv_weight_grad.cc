@@ -31,6 +31,14 @@
 // 15.3 / 12.4 ms against 13.3 / 22.2 / 16.4 with im2col + OpenBLAS's AVX2 kernels (11.9 / 15.0 /
 // 10.5 with its AVX-512 ones); LeafNetwork training, hybridized, batch 64 453 -> 508 samples/s,
 // batch 4 352 -> 390, imperative batch 64 424 -> 488.
+//
+// Note [Strided direct weight gradient]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With stride sh down, output row r reads input row r * sh + ky: only the step between the
+// input rows changes. With stride 2 across, output column ox reads padded column 2 * ox + kx, so
+// the image is copied with each padded row's even and odd columns apart, as in Note [Strided
+// direct convolution]: tap kx reads element ox + kx / 2 of phase kx % 2, and 16 consecutive
+// outputs read 16 consecutive floats again. The sums are the stride-1 ones in the same order.
 #include "ops/conv_weight_grad.h"
 
 #include <algorithm>
@@ -49,22 +57,43 @@ constexpr int64_t kVectorLanes = 16;
 constexpr int64_t kBandPositions = 1024;
 
 // The image's input, zero-padded: element (c, row, col) at
-// base[c * channel_stride + row * row_stride + col], rows and columns counted in the padded image.
+// base[c * channel_stride + row * row_stride + col], rows and columns counted in the padded image;
+// with stride 2 across, padded column col at base[... + (col % 2) * phase_stride + col / 2] (Note
+// [Strided direct weight gradient]).
 struct Input {
   const float* base;
-  int64_t channel_stride, row_stride;
+  int64_t channel_stride, row_stride, phase_stride;
 };
+
+// Floats of one phase of a padded row (stride 2 across).
+int64_t phase_length(const ConvGeometry& g) { return (g.in[2] + 2 * g.p[2] + 1) / 2; }
 
 Input padded_input(const ConvGeometry& g, const float* x, float* scratch) {
   const int64_t H = g.in[1], W = g.in[2], ph = g.p[1], pw = g.p[2];
-  if (ph == 0 && pw == 0) return {x, H * W, W};
-  const int64_t padded_h = H + 2 * ph, padded_w = W + 2 * pw;
+  if (ph == 0 && pw == 0 && g.s[2] == 1) return {x, H * W, W, 0};
+  const int64_t padded_h = H + 2 * ph;
+  if (g.s[2] == 2) {
+    const int64_t phase = phase_length(g), row_floats = 2 * phase;
+    std::fill(scratch, scratch + g.in_c * padded_h * row_floats, 0.0f);
+    for (int64_t c = 0; c < g.in_c; ++c) {
+      for (int64_t row = 0; row < H; ++row) {
+        float* dst = scratch + (c * padded_h + row + ph) * row_floats;
+        const float* src = x + (c * H + row) * W;
+        for (int64_t col = 0; col < W; ++col) {
+          const int64_t j = col + pw;
+          dst[(j & 1) * phase + (j >> 1)] = src[col];
+        }
+      }
+    }
+    return {scratch, padded_h * row_floats, row_floats, phase};
+  }
+  const int64_t padded_w = W + 2 * pw;
   std::fill(scratch, scratch + g.in_c * padded_h * padded_w, 0.0f);
   for (int64_t c = 0; c < g.in_c; ++c)
     for (int64_t row = 0; row < H; ++row)
       std::memcpy(scratch + (c * padded_h + row + ph) * padded_w + pw, x + (c * H + row) * W,
                   W * sizeof(float));
-  return {scratch, padded_h * padded_w, padded_w};
+  return {scratch, padded_h * padded_w, padded_w, 0};
 }
 
 // Sums of 16 vectors' lanes: lane 4q + s of the result is the sum of v[4s + q]. Four levels of
@@ -156,19 +185,21 @@ PMX_AVX512 void tile_sums(const float* dy, const int64_t* dy_offsets, const floa
 
 bool conv2d_weight_grad_f32_handles(const ConvGeometry& g, FmaLevel level) {
   return level == FmaLevel::kAvx512 && g.nsp == 2 && !g.channel_last && g.groups == 1 &&
-         g.s[1] == 1 && g.s[2] == 1 && g.d[1] == 1 && g.d[2] == 1 && g.out[2] >= kVectorLanes;
+         (g.s[2] == 1 || g.s[2] == 2) && g.d[1] == 1 && g.d[2] == 1 &&
+         g.out[2] >= kVectorLanes;
 }
 
 int64_t conv2d_weight_grad_f32_scratch(const ConvGeometry& g) {
-  if (g.p[1] == 0 && g.p[2] == 0) return 0;
-  return g.in_c * (g.in[1] + 2 * g.p[1]) * (g.in[2] + 2 * g.p[2]);
+  if (g.p[1] == 0 && g.p[2] == 0 && g.s[2] == 1) return 0;
+  const int64_t row_floats = g.s[2] == 2 ? 2 * phase_length(g) : g.in[2] + 2 * g.p[2];
+  return g.in_c * (g.in[1] + 2 * g.p[1]) * row_floats;
 }
 
 void conv2d_weight_grad_f32_image(const ConvGeometry& g, const float* x, const float* dy,
                                   float* dwt, float* scratch, int64_t first_tile,
                                   int64_t last_tile) {
   const Input input = padded_input(g, x, scratch);
-  const int64_t out_h = g.out[1], out_w = g.out[2], kw = g.k[2];
+  const int64_t out_h = g.out[1], out_w = g.out[2], kw = g.k[2], sh = g.s[1];
   const int64_t taps = g.in_c * g.k_sp, filters = g.out_c;
   const int64_t band_rows = std::max<int64_t>(1, kBandPositions / out_w);
   int64_t dy_offsets[kTileFilters], tap_offsets[kTileTaps];
@@ -183,9 +214,12 @@ void conv2d_weight_grad_f32_image(const ConvGeometry& g, const float* x, const f
         for (int t = 0; t < kTileTaps; ++t) {
           const int64_t tap = std::min(first_tap + t, taps - 1);
           const int64_t c = tap / g.k_sp, ky = tap % g.k_sp / kw, kx = tap % kw;
-          tap_offsets[t] = c * input.channel_stride + (first_row + ky) * input.row_stride + kx;
+          const int64_t column = g.s[2] == 2 ? kx % 2 * input.phase_stride + kx / 2 : kx;
+          tap_offsets[t] =
+              c * input.channel_stride + (first_row * sh + ky) * input.row_stride + column;
         }
-        tile_sums(dy, dy_offsets, input.base, tap_offsets, rows, out_w, input.row_stride, sums);
+        tile_sums(dy, dy_offsets, input.base, tap_offsets, rows, out_w, sh * input.row_stride,
+                  sums);
         const int64_t tile_filters = std::min<int64_t>(kTileFilters, filters - first_filter);
         const int64_t tile_taps = std::min<int64_t>(kTileTaps, taps - first_tap);
         for (int64_t t = 0; t < tile_taps; ++t)
