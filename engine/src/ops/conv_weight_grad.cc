@@ -39,6 +39,16 @@
 // the image is copied with each padded row's even and odd columns apart, as in Note [Strided
 // direct convolution]: tap kx reads element ox + kx / 2 of phase kx % 2, and 16 consecutive
 // outputs read 16 consecutive floats again. The sums are the stride-1 ones in the same order.
+// A band holds kBandPositions / (sh * sw) output positions, so that its input rows are about as
+// many floats as with stride 1 (a whole 28-row band of the 3x3/2 64->128 layer at 56 read
+// 850 KB of input per filter tile, and ran at half the GEMM's speed). Batch 8, 2 threads, weight
+// gradient alone, ms, im2col + GEMM -> this (the fastest of 12 calls, medians of 4-6
+// interleaved runs, load 4-6 on the 2 cores): resnet's stem 7x7/2 3->64 at 224 (147 taps)
+// 17.7 -> 9.0, 14.4 -> 10.2, 23.4 -> 19.6; but the 3x3/2 64->128 layer at 56 (576 taps)
+// 3.3 -> 4.4 and the 1x1/2 64->128 downsample 0.41 -> 0.75: with many taps per output the
+// GEMM's packed operands are reused better, and a 1x1 kernel's im2col is only a subsampling.
+// So stride 2 across takes this kernel only for kernels of several taps, at most
+// kMaxStridedTaps of them (first layers on few channels).
 #include "ops/conv_weight_grad.h"
 
 #include <algorithm>
@@ -55,6 +65,9 @@ constexpr int kTileTaps = 4;
 constexpr int kTileSums = kTileFilters * kTileTaps;
 constexpr int64_t kVectorLanes = 16;
 constexpr int64_t kBandPositions = 1024;
+// Stride 2 across only for kernels of several taps, up to this many (Note [Strided direct
+// weight gradient]).
+constexpr int64_t kMaxStridedTaps = 256;
 
 // The image's input, zero-padded: element (c, row, col) at
 // base[c * channel_stride + row * row_stride + col], rows and columns counted in the padded image;
@@ -79,9 +92,10 @@ Input padded_input(const ConvGeometry& g, const float* x, float* scratch) {
       for (int64_t row = 0; row < H; ++row) {
         float* dst = scratch + (c * padded_h + row + ph) * row_floats;
         const float* src = x + (c * H + row) * W;
-        for (int64_t col = 0; col < W; ++col) {
-          const int64_t j = col + pw;
-          dst[(j & 1) * phase + (j >> 1)] = src[col];
+        // Phase q, place i holds column 2 * i + q - pw: a stride-2 read that vectorises.
+        for (int64_t q = 0; q < 2; ++q) {
+          const int64_t first = (pw - q + 1) / 2, last = (W - 1 + pw - q) / 2 + 1;
+          for (int64_t i = first; i < last; ++i) dst[q * phase + i] = src[2 * i + q - pw];
         }
       }
     }
@@ -185,8 +199,8 @@ PMX_AVX512 void tile_sums(const float* dy, const int64_t* dy_offsets, const floa
 
 bool conv2d_weight_grad_f32_handles(const ConvGeometry& g, FmaLevel level) {
   return level == FmaLevel::kAvx512 && g.nsp == 2 && !g.channel_last && g.groups == 1 &&
-         (g.s[2] == 1 || g.s[2] == 2) && g.d[1] == 1 && g.d[2] == 1 &&
-         g.out[2] >= kVectorLanes;
+         (g.s[2] == 1 || (g.s[2] == 2 && g.k_sp > 1 && g.in_c * g.k_sp <= kMaxStridedTaps)) && g.d[1] == 1 &&
+         g.d[2] == 1 && g.out[2] >= kVectorLanes;
 }
 
 int64_t conv2d_weight_grad_f32_scratch(const ConvGeometry& g) {
@@ -201,7 +215,8 @@ void conv2d_weight_grad_f32_image(const ConvGeometry& g, const float* x, const f
   const Input input = padded_input(g, x, scratch);
   const int64_t out_h = g.out[1], out_w = g.out[2], kw = g.k[2], sh = g.s[1];
   const int64_t taps = g.in_c * g.k_sp, filters = g.out_c;
-  const int64_t band_rows = std::max<int64_t>(1, kBandPositions / out_w);
+  // About as many input floats per band as with stride 1 (Note [Strided direct weight gradient]).
+  const int64_t band_rows = std::max<int64_t>(1, kBandPositions / (out_w * sh * g.s[2]));
   int64_t dy_offsets[kTileFilters], tap_offsets[kTileTaps];
   float sums[kTileFilters][kTileTaps];
   for (int64_t first_row = 0; first_row < out_h; first_row += band_rows) {

@@ -12,8 +12,8 @@ namespace pymx {
 namespace nn {
 
 // Whether the direct weight gradient at `level` handles g: AVX-512, 2-D, channel-first, one
-// group, stride 1 or 2 across (any down), dilation 1, and at least a vector's width (16) of
-// outputs per row.
+// group, stride 1 across (any down) or stride 2 across with a kernel of 2 to 256 taps
+// (in_c * kh * kw), dilation 1, and at least a vector's width (16) of outputs per row.
 bool conv2d_weight_grad_f32_handles(const ConvGeometry& g, FmaLevel level = fma_level());
 
 // Floats of scratch one conv2d_weight_grad_f32_image call needs (the zero-padded image, split
