@@ -1,7 +1,8 @@
 // Convolution, 1-D/2-D/3-D, by im2col + GEMM (OpenBLAS for float32/float64); the forward of a
 // 2-D float32 convolution of stride 1 or 2 across runs the direct kernel of conv_direct.h
 // instead (or, with AVX-512 and output rows 7 to 15 wide, the one of conv_direct_narrow.h), as
-// does the data gradient of a stride-1 one, and its weight gradient, with AVX-512, the one of
+// does the data gradient of a stride-1 one; with AVX-512 the data gradient of the others (stride
+// 2, narrow rows) runs the one of conv_direct_data_grad.h, and the weight gradient the one of
 // conv_weight_grad.h.
 //
 // | op                    | inputs                        | outputs                             | attrs |
@@ -470,6 +471,20 @@ A relu_mask_sum(const T* grad, const T* out, T* __restrict masked, int64_t n) {
 // alone, dispatch included): 0.57 -> 0.41 / 0.57 -> 0.45 ms; LeafNetwork training, hybridized,
 // 4 interleaved pairs of runs: +6 to +22 %, median +10 %.
 
+// Note [Data and weight gradients apart]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Layers whose data gradient the stride-1 direct kernel cannot take (stride 2, or rows under 16
+// wide: resnet's 3x3/2 layers and its 14x14 and 7x7 layers) have it computed by the phased
+// kernel of Note [Direct data gradient by phases], over the whole batch in one call after the
+// weight gradient's loop, which then computes no data gradient. So the weight gradient keeps its
+// own choice (side by side for outputs under kSideBySideMaxOutputs, parts of GEMMs, or direct),
+// and the side-by-side GEMMs for the narrow layers stay. Batch 8, 2 threads, data gradient
+// alone (backward with and without it), ms, GEMM + col2im -> phased, medians of 3 interleaved
+// runs (load 3.6-3.9 on the 2 cores; a second series at load 3.5-4.3 in brackets): 3x3/2 64->128
+// at 56 6.0 -> 4.3 (5.6 -> 5.3), 3x3/2 128->256 at 28 5.2 -> 2.9 (5.9 -> 4.9), 3x3/2 256->512
+// at 14 9.9 -> 3.8 (9.2 -> 6.9), 3x3 256->256 at 14 16.7 -> 10.2 (25.6 -> 12.5), 3x3 512->512
+// at 7 17.1 -> 10.1 (27.6 -> 11.2).
+
 // The geometry of that convolution for one image; false when the direct kernel does not take it.
 bool direct_data_grad_geometry(const ConvGeometry& g, ConvGeometry* gt) {
   if (g.channel_last || g.groups != 1) return false;
@@ -568,8 +583,8 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
   ConvGeometry gt;  // Note [Data gradient as a direct convolution]
   const bool direct_dx = std::is_same_v<T, float> && want_dx && direct_data_grad_geometry(g, &gt);
   const int64_t direct_scratch_size = direct_dx ? nn::conv2d_direct_f32_scratch(gt) : 0;
-  // Note [Direct data gradient by phases]: the whole batch in one call, apart from the weight
-  // gradient, which chooses its own path (Note [Data and weight gradients apart]).
+  // Note [Data and weight gradients apart]: the whole batch in one call (Note [Direct data
+  // gradient by phases]); the weight gradient chooses its own path.
   const bool phased_dx = std::is_same_v<T, float> && want_dx && !direct_dx &&
                          nn::conv2d_data_grad_f32_handles(g);
   const int64_t phased_scratch_size = phased_dx ? nn::conv2d_data_grad_f32_scratch(g) : 0;
