@@ -4,7 +4,7 @@ AVX-512 and at least 32 input channels: stride 2 and narrow stride-1 layers), wi
 gradient on its own path beside it (side by side, per part or direct): against float64 NumPy
 references and finite differences for stride 2 with odd and even sizes, phases 7 to 28 columns
 wide (one tile, overlapping tiles, two tiles), the direct weight gradient of stride-2 layers
-with outputs at least 16 wide and few taps, padding 0 / 1 / 3, 2x3, 3x3 and 7x7 kernels,
+with outputs at least 16 wide and few taps (with and without a data gradient), padding 0 / 1 / 3, 2x3, 3x3 and 7x7 kernels,
 channel counts that are not multiples of the kernel's 32 / 64-channel blocks, the layers left to
 GEMM + col2im (1x1, 3 channels, phases under 7), batches of 0, 1 and several images, fused relu,
 every float dtype; hybridized equal to imperative, the serial engine bitwise equal to the
@@ -80,6 +80,25 @@ def test_gradients_against_float64_reference(case, dtype):
     tol = 1e-4 if dtype == "float32" else 1e-10
     for name, g, r in zip(("data", "weight", "bias"), got, want):
         assert_almost_equal(g, r, rtol=tol, atol=tol, names=(name, "reference"))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[3][1] == 2 and c[2] != (1, 1)],
+                         ids=lambda c: "x{}-k{}-s{}".format("x".join(map(str, c[0])),
+                                                          *("".join(map(str, t)) for t in c[2:4])))
+def test_weight_gradient_alone(case):
+    """Without a data gradient (a first layer in training) the strided layers with outputs at
+    least 16 wide and up to 256 taps take the direct weight gradient (Note [Strided direct weight
+    gradient])."""
+    shape, num_filter, kernel, stride, pad = case
+    x, w, dy = random_case(*case)
+    wa = from_numpy(w, dtype="float32")
+    wa.attach_grad()
+    with autograd.record():
+        y = npx.convolution(from_numpy(x, dtype="float32"), wa, kernel=kernel, stride=stride,
+                            pad=pad, num_filter=num_filter, no_bias=True)
+    y.backward(from_numpy(dy, dtype="float32"))
+    want = ref_conv_grads(x, w, dy, stride, pad, (1, 1), 1)[1]
+    assert_almost_equal(wa.grad, want, rtol=1e-4, atol=1e-4, names=("weight", "reference"))
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

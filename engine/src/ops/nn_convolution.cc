@@ -588,8 +588,10 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
   const bool phased_dx = std::is_same_v<T, float> && want_dx && !direct_dx &&
                          nn::conv2d_data_grad_f32_handles(g);
   const int64_t phased_scratch_size = phased_dx ? nn::conv2d_data_grad_f32_scratch(g) : 0;
-  // Note [Direct weight gradient]
-  const bool direct_dw = std::is_same_v<T, float> && nn::conv2d_weight_grad_f32_handles(g);
+  // Note [Direct weight gradient]; with stride 2 across, only where no GEMM data gradient is
+  // left (Note [Strided direct weight gradient]).
+  const bool direct_dw = std::is_same_v<T, float> && nn::conv2d_weight_grad_f32_handles(g) &&
+                         (g.s[2] == 1 || !want_dx || direct_dx || phased_dx);
   const int64_t direct_dw_scratch_size = direct_dw ? nn::conv2d_weight_grad_f32_scratch(g) : 0;
   const bool all_direct = direct_dw && (direct_dx || phased_dx || !want_dx);  // no GEMM left
   // Note [Fewer images than threads]: then one part holds every image.
