@@ -26,8 +26,10 @@
 // with relu), so the inner loop never tests bounds; rows outside dy are skipped with their taps.
 // Tasks are one input row of one image for one channel block, claimed in that order by the
 // intra-op threads; every dx element is one task's sum over (f, ky, kx) in that order, from zero,
-// so results do not depend on scheduling. Results differ from the GEMM + col2im path only in
-// summation order.
+// so results do not depend on scheduling. Results differ from the GEMM + col2im path in
+// summation order, and with a non-finite weight: the zero columns are multiplied by the weights,
+// so an infinite or NaN weight makes NaN of the border pixels whose taps fall outside dy, which
+// col2im leaves out (as the forward's zero padding makes NaN of y's border on every path).
 #include "ops/conv_direct_data_grad.h"
 
 #include <algorithm>
