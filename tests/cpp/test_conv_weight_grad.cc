@@ -2,9 +2,9 @@
 // tap counts and filter counts that are and are not multiples of the 4 x 6 tile, output widths
 // that are and are not multiples of the 16-lane vector (the masked last vector), padding, rows
 // split into several bands, 1x1 and 3x3 kernels, stride 2 across (the input split into column
-// phases) with odd and even widths and stride 2 down; and non-finite values: an infinity in the input
-// or in dy must give each sum exactly the infinity or NaN the float64 sum has, and no other sum
-// may change.
+// phases) with odd and even widths and stride 2 down; and non-finite values: an infinity in the
+// input or in dy must give each sum exactly the infinity or NaN the float64 sum has, and no other
+// sum may change.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

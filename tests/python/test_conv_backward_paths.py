@@ -1,14 +1,14 @@
 """The data gradient of npx.convolution through the direct kernel that takes the input columns by
 stride phase (Note [Direct data gradient by phases], conv_direct_data_grad.cc; float32 with
 AVX-512 and at least 32 input channels: stride 2 and narrow stride-1 layers), with the weight
-gradient on its own path beside it (side by side, per part or direct): against float64 NumPy
-references and finite differences for stride 2 with odd and even sizes, phases 7 to 28 columns
-wide (one tile, overlapping tiles, two tiles), the direct weight gradient of stride-2 layers
-with outputs at least 16 wide and few taps (with and without a data gradient), padding 0 / 1 / 3, 2x3, 3x3 and 7x7 kernels,
-channel counts that are not multiples of the kernel's 32 / 64-channel blocks, the layers left to
-GEMM + col2im (1x1, 3 channels, phases under 7), batches of 0, 1 and several images, fused relu,
-every float dtype; hybridized equal to imperative, the serial engine bitwise equal to the
-threaded one, GPU against CPU."""
+gradient on its own path beside it (side by side, per part or direct), and the direct weight
+gradient of stride-2 layers with outputs at least 16 wide and few taps (Note [Strided direct
+weight gradient]): against float64 NumPy references and finite differences for stride 2 with odd
+and even sizes, phases 7 to 28 columns wide (one tile, overlapping tiles, two tiles), padding
+0 / 1 / 3, 2x2, 2x3, 3x3 and 7x7 kernels, channel counts that are not multiples of the kernel's
+32 / 64-channel blocks, the layers left to GEMM + col2im (1x1, 3 channels, phases under 7),
+batches of 0, 1 and several images, fused relu, every float dtype; hybridized equal to
+imperative, the serial engine bitwise equal to the threaded one, GPU against CPU."""
 import numpy as onp
 import pytest
 

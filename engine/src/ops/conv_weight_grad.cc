@@ -202,8 +202,8 @@ PMX_AVX512 void tile_sums(const float* dy, const int64_t* dy_offsets, const floa
 
 bool conv2d_weight_grad_f32_handles(const ConvGeometry& g, FmaLevel level) {
   return level == FmaLevel::kAvx512 && g.nsp == 2 && !g.channel_last && g.groups == 1 &&
-         (g.s[2] == 1 || (g.s[2] == 2 && g.k_sp > 1 && g.in_c * g.k_sp <= kMaxStridedTaps)) && g.d[1] == 1 &&
-         g.d[2] == 1 && g.out[2] >= kVectorLanes;
+         (g.s[2] == 1 || (g.s[2] == 2 && g.k_sp > 1 && g.in_c * g.k_sp <= kMaxStridedTaps)) &&
+         g.d[1] == 1 && g.d[2] == 1 && g.out[2] >= kVectorLanes;
 }
 
 int64_t conv2d_weight_grad_f32_scratch(const ConvGeometry& g) {
