@@ -1,9 +1,10 @@
 // The direct weight gradient of engine/src/ops/conv_weight_grad.h against a float64 reference:
 // tap counts and filter counts that are and are not multiples of the 4 x 6 tile, output widths
 // that are and are not multiples of the 16-lane vector (the masked last vector), padding, rows
-// split into several bands, 1x1 and 3x3 kernels; and non-finite values: an infinity in the input
-// or in dy must give each sum exactly the infinity or NaN the float64 sum has, and no other sum
-// may change.
+// split into several bands, 1x1 and 3x3 kernels, stride 2 across (the input split into column
+// phases) with odd and even widths and stride 2 down; and non-finite values: an infinity in the
+// input or in dy must give each sum exactly the infinity or NaN the float64 sum has, and no other
+// sum may change.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -26,6 +27,7 @@ namespace {
 struct Case {
   Shape data, weight;  // (N, C, H, W), (F, C, kh, kw)
   std::string pad;
+  std::string stride = "(1, 1)";
 };
 
 // dw[f][tap] = sum over images and output positions of dy * x, in float64, for K = C * kh * kw
@@ -43,7 +45,7 @@ std::vector<double> reference(const ConvGeometry& g, const std::vector<float>& x
             double sum = 0.0;
             for (int64_t oy = 0; oy < OH; ++oy)
               for (int64_t ox = 0; ox < OW; ++ox) {
-                const int64_t iy = oy + ky - g.p[1], ix = ox + kx - g.p[2];
+                const int64_t iy = oy * g.s[1] + ky - g.p[1], ix = ox * g.s[2] + kx - g.p[2];
                 const bool inside = iy >= 0 && iy < H && ix >= 0 && ix < W;
                 sum += double(dy[((n * g.out_c + f) * OH + oy) * OW + ox]) *
                        (inside ? x[((n * g.in_c + c) * H + iy) * W + ix] : 0.0f);
@@ -72,12 +74,12 @@ std::vector<float> direct(const ConvGeometry& g, const std::vector<float>& x,
 }
 
 ConvGeometry geometry(const Case& c) {
-  return pymx::test::conv2d_geometry(c.data, c.weight, c.pad);
+  return pymx::test::conv2d_geometry(c.data, c.weight, c.pad, c.stride);
 }
 
 std::string describe(const Case& c) {
   return pymx::str_cat("data ", pymx::shape_str(c.data), " weight ", pymx::shape_str(c.weight),
-                       " pad ", c.pad);
+                       " pad ", c.pad, " stride ", c.stride);
 }
 
 // Every sum within float32 rounding of the float64 one; non-finite sums must match exactly in
@@ -131,14 +133,21 @@ void check_non_finite(const Case& c, std::mt19937* rng) {
 
 int main() {
   const ConvGeometry narrow = geometry({{1, 2, 9, 16}, {3, 2, 2, 2}, "(0, 0)"});  // 15 wide
-  const ConvGeometry strided = [] {
-    const pymx::Attrs attrs{{"kernel", "(2, 2)"}, {"stride", "(2, 2)"}, {"num_filter", "4"}};
-    return pymx::nn::conv_geometry(attrs, {1, 3, 40, 40}, {4, 3, 2, 2});
-  }();
+  const ConvGeometry strided = geometry({{1, 3, 40, 40}, {4, 3, 2, 2}, "(0, 0)", "(2, 2)"});
+  const ConvGeometry many_taps =
+      geometry({{1, 64, 40, 40}, {4, 64, 3, 3}, "(1, 1)", "(2, 2)"});  // 576 taps
+  const ConvGeometry pointwise = geometry({{1, 8, 40, 40}, {4, 8, 1, 1}, "(0, 0)", "(2, 2)"});
+  const ConvGeometry stride3 = geometry({{1, 3, 60, 60}, {4, 3, 2, 2}, "(0, 0)", "(3, 3)"});
   EXPECT(!pymx::nn::conv2d_weight_grad_f32_handles(narrow, FmaLevel::kAvx512),
          "outputs narrower than a vector go to the GEMM");
-  EXPECT(!pymx::nn::conv2d_weight_grad_f32_handles(strided, FmaLevel::kAvx512),
-         "strides other than 1 go to the GEMM");
+  EXPECT(pymx::nn::conv2d_weight_grad_f32_handles(strided, FmaLevel::kAvx512),
+         "stride 2 across with 12 taps");
+  EXPECT(!pymx::nn::conv2d_weight_grad_f32_handles(many_taps, FmaLevel::kAvx512),
+         "stride 2 across with more than 256 taps goes to the GEMM");
+  EXPECT(!pymx::nn::conv2d_weight_grad_f32_handles(pointwise, FmaLevel::kAvx512),
+         "a 1x1 kernel of stride 2 goes to the GEMM");
+  EXPECT(!pymx::nn::conv2d_weight_grad_f32_handles(stride3, FmaLevel::kAvx512),
+         "stride 3 across goes to the GEMM");
   const ConvGeometry wide = geometry({{1, 3, 40, 40}, {4, 3, 2, 2}, "(0, 0)"});
   EXPECT(pymx::nn::conv2d_weight_grad_f32_handles(wide, FmaLevel::kAvx512), "a 39-wide output");
   EXPECT(!pymx::nn::conv2d_weight_grad_f32_handles(wide, FmaLevel::kAvx2),
@@ -155,10 +164,18 @@ int main() {
       {{1, 5, 9, 17}, {7, 5, 1, 1}, "(0, 0)"},      // 1x1: K = 5, 17 wide
       {{2, 1, 18, 20}, {5, 1, 5, 5}, "(2, 1)"},     // 5x5, uneven padding: 18 wide
       {{1, 2, 70, 32}, {6, 2, 2, 3}, "(0, 1)"},     // 32 wide (no masked vector), 3 bands
+      // stride 2: the stem's 7x7/2 (odd padded width, 17 wide), an even padded width (18
+      // wide: phases of equal length), a 2x2 kernel without padding, 2 down only, 2 across
+      // only in several bands
+      {{2, 3, 21, 33}, {8, 3, 7, 7}, "(3, 3)", "(2, 2)"},
+      {{1, 7, 9, 36}, {9, 7, 3, 3}, "(1, 1)", "(2, 2)"},
+      {{1, 4, 8, 32}, {5, 4, 2, 2}, "(0, 0)", "(2, 2)"},
+      {{2, 3, 19, 20}, {6, 3, 3, 3}, "(1, 1)", "(2, 1)"},
+      {{1, 2, 200, 64}, {4, 2, 3, 3}, "(1, 1)", "(1, 2)"},
   };
   std::mt19937 rng(2024);
   for (const Case& c : cases) check(c, &rng);
-  for (const Case& c : {cases[2], cases[3]}) check_non_finite(c, &rng);
-  std::printf("test_conv_weight_grad: ok (%zu cases, 2 with infinities)\n", cases.size());
+  for (const Case& c : {cases[2], cases[3], cases[8]}) check_non_finite(c, &rng);
+  std::printf("test_conv_weight_grad: ok (%zu cases, 3 with infinities)\n", cases.size());
   return 0;
 }

@@ -31,6 +31,27 @@
 // 15.3 / 12.4 ms against 13.3 / 22.2 / 16.4 with im2col + OpenBLAS's AVX2 kernels (11.9 / 15.0 /
 // 10.5 with its AVX-512 ones); LeafNetwork training, hybridized, batch 64 453 -> 508 samples/s,
 // batch 4 352 -> 390, imperative batch 64 424 -> 488.
+//
+// Note [Strided direct weight gradient]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With stride sh down, output row r reads input row r * sh + ky: only the step between the
+// input rows changes. With stride 2 across, output column ox reads padded column 2 * ox + kx, so
+// the image is copied with each padded row's even and odd columns apart, as in Note [Strided
+// direct convolution]: tap kx reads element ox + kx / 2 of phase kx % 2, and 16 consecutive
+// outputs read 16 consecutive floats again. The sums are the stride-1 ones in the same order.
+// A band holds kBandPositions / (sh * sw) output positions, so that its input rows are about as
+// many floats as with stride 1 (a whole 28-row band of the 3x3/2 64->128 layer at 56 read
+// 850 KB of input per filter tile, and ran at half the GEMM's speed). Batch 8, 2 threads, weight
+// gradient alone, ms, im2col + GEMM -> this (the fastest of 12 calls, medians of 4-6
+// interleaved runs, load 4-6 on the 2 cores): resnet's stem 7x7/2 3->64 at 224 (147 taps)
+// 17.7 -> 9.0, 14.4 -> 10.2, 23.4 -> 19.6; but the 3x3/2 64->128 layer at 56 (576 taps)
+// 3.3 -> 4.4 and the 1x1/2 64->128 downsample 0.41 -> 0.75: with many taps per output the
+// GEMM's packed operands are reused better, and a 1x1 kernel's im2col is only a subsampling.
+// So stride 2 across takes this kernel only for kernels of several taps, at most
+// kMaxStridedTaps of them (first layers on few channels), and the backward uses it only when
+// it computes no data gradient through GEMM + col2im (a first layer's, in training): with one,
+// the stem's backward was slower (dx + dw 31.5 -> 32.1, 33.2 -> 35.7 ms), as that GEMM then
+// writes the 7 MB col matrix per image cold, where im2col had left it in cache.
 #include "ops/conv_weight_grad.h"
 
 #include <algorithm>
@@ -47,24 +68,49 @@ constexpr int kTileTaps = 4;
 constexpr int kTileSums = kTileFilters * kTileTaps;
 constexpr int64_t kVectorLanes = 16;
 constexpr int64_t kBandPositions = 1024;
+// Stride 2 across only for kernels of several taps, up to this many (Note [Strided direct
+// weight gradient]).
+constexpr int64_t kMaxStridedTaps = 256;
 
 // The image's input, zero-padded: element (c, row, col) at
-// base[c * channel_stride + row * row_stride + col], rows and columns counted in the padded image.
+// base[c * channel_stride + row * row_stride + col], rows and columns counted in the padded image;
+// with stride 2 across, padded column col at base[... + (col % 2) * phase_stride + col / 2] (Note
+// [Strided direct weight gradient]).
 struct Input {
   const float* base;
-  int64_t channel_stride, row_stride;
+  int64_t channel_stride, row_stride, phase_stride;
 };
+
+// Floats of one phase of a padded row (stride 2 across).
+int64_t phase_length(const ConvGeometry& g) { return (g.in[2] + 2 * g.p[2] + 1) / 2; }
 
 Input padded_input(const ConvGeometry& g, const float* x, float* scratch) {
   const int64_t H = g.in[1], W = g.in[2], ph = g.p[1], pw = g.p[2];
-  if (ph == 0 && pw == 0) return {x, H * W, W};
-  const int64_t padded_h = H + 2 * ph, padded_w = W + 2 * pw;
+  if (ph == 0 && pw == 0 && g.s[2] == 1) return {x, H * W, W, 0};
+  const int64_t padded_h = H + 2 * ph;
+  if (g.s[2] == 2) {
+    const int64_t phase = phase_length(g), row_floats = 2 * phase;
+    std::fill(scratch, scratch + g.in_c * padded_h * row_floats, 0.0f);
+    for (int64_t c = 0; c < g.in_c; ++c) {
+      for (int64_t row = 0; row < H; ++row) {
+        float* dst = scratch + (c * padded_h + row + ph) * row_floats;
+        const float* src = x + (c * H + row) * W;
+        // Phase q, place i holds column 2 * i + q - pw: a stride-2 read that vectorises.
+        for (int64_t q = 0; q < 2; ++q) {
+          const int64_t first = (pw - q + 1) / 2, last = (W - 1 + pw - q) / 2 + 1;
+          for (int64_t i = first; i < last; ++i) dst[q * phase + i] = src[2 * i + q - pw];
+        }
+      }
+    }
+    return {scratch, padded_h * row_floats, row_floats, phase};
+  }
+  const int64_t padded_w = W + 2 * pw;
   std::fill(scratch, scratch + g.in_c * padded_h * padded_w, 0.0f);
   for (int64_t c = 0; c < g.in_c; ++c)
     for (int64_t row = 0; row < H; ++row)
       std::memcpy(scratch + (c * padded_h + row + ph) * padded_w + pw, x + (c * H + row) * W,
                   W * sizeof(float));
-  return {scratch, padded_h * padded_w, padded_w};
+  return {scratch, padded_h * padded_w, padded_w, 0};
 }
 
 // Sums of 16 vectors' lanes: lane 4q + s of the result is the sum of v[4s + q]. Four levels of
@@ -156,21 +202,24 @@ PMX_AVX512 void tile_sums(const float* dy, const int64_t* dy_offsets, const floa
 
 bool conv2d_weight_grad_f32_handles(const ConvGeometry& g, FmaLevel level) {
   return level == FmaLevel::kAvx512 && g.nsp == 2 && !g.channel_last && g.groups == 1 &&
-         g.s[1] == 1 && g.s[2] == 1 && g.d[1] == 1 && g.d[2] == 1 && g.out[2] >= kVectorLanes;
+         (g.s[2] == 1 || (g.s[2] == 2 && g.k_sp > 1 && g.in_c * g.k_sp <= kMaxStridedTaps)) &&
+         g.d[1] == 1 && g.d[2] == 1 && g.out[2] >= kVectorLanes;
 }
 
 int64_t conv2d_weight_grad_f32_scratch(const ConvGeometry& g) {
-  if (g.p[1] == 0 && g.p[2] == 0) return 0;
-  return g.in_c * (g.in[1] + 2 * g.p[1]) * (g.in[2] + 2 * g.p[2]);
+  if (g.p[1] == 0 && g.p[2] == 0 && g.s[2] == 1) return 0;
+  const int64_t row_floats = g.s[2] == 2 ? 2 * phase_length(g) : g.in[2] + 2 * g.p[2];
+  return g.in_c * (g.in[1] + 2 * g.p[1]) * row_floats;
 }
 
 void conv2d_weight_grad_f32_image(const ConvGeometry& g, const float* x, const float* dy,
                                   float* dwt, float* scratch, int64_t first_tile,
                                   int64_t last_tile) {
   const Input input = padded_input(g, x, scratch);
-  const int64_t out_h = g.out[1], out_w = g.out[2], kw = g.k[2];
+  const int64_t out_h = g.out[1], out_w = g.out[2], kw = g.k[2], sh = g.s[1];
   const int64_t taps = g.in_c * g.k_sp, filters = g.out_c;
-  const int64_t band_rows = std::max<int64_t>(1, kBandPositions / out_w);
+  // About as many input floats per band as with stride 1 (Note [Strided direct weight gradient]).
+  const int64_t band_rows = std::max<int64_t>(1, kBandPositions / (out_w * sh * g.s[2]));
   int64_t dy_offsets[kTileFilters], tap_offsets[kTileTaps];
   float sums[kTileFilters][kTileTaps];
   for (int64_t first_row = 0; first_row < out_h; first_row += band_rows) {
@@ -183,9 +232,12 @@ void conv2d_weight_grad_f32_image(const ConvGeometry& g, const float* x, const f
         for (int t = 0; t < kTileTaps; ++t) {
           const int64_t tap = std::min(first_tap + t, taps - 1);
           const int64_t c = tap / g.k_sp, ky = tap % g.k_sp / kw, kx = tap % kw;
-          tap_offsets[t] = c * input.channel_stride + (first_row + ky) * input.row_stride + kx;
+          const int64_t column = g.s[2] == 2 ? kx % 2 * input.phase_stride + kx / 2 : kx;
+          tap_offsets[t] =
+              c * input.channel_stride + (first_row * sh + ky) * input.row_stride + column;
         }
-        tile_sums(dy, dy_offsets, input.base, tap_offsets, rows, out_w, input.row_stride, sums);
+        tile_sums(dy, dy_offsets, input.base, tap_offsets, rows, out_w, sh * input.row_stride,
+                  sums);
         const int64_t tile_filters = std::min<int64_t>(kTileFilters, filters - first_filter);
         const int64_t tile_taps = std::min<int64_t>(kTileTaps, taps - first_tap);
         for (int64_t t = 0; t < tile_taps; ++t)

@@ -1,4 +1,4 @@
-// Direct weight gradient of a 2-D float32 convolution with stride 1, for the convolution's
+// Direct weight gradient of a 2-D float32 convolution (stride 1 or 2 across), for the convolution's
 // backward (nn_convolution.cc), which uses im2col + GEMM otherwise. AVX-512 only: on other CPUs
 // handles() is false. See Note [Direct weight gradient] in conv_weight_grad.cc.
 #pragma once
@@ -12,11 +12,12 @@ namespace pymx {
 namespace nn {
 
 // Whether the direct weight gradient at `level` handles g: AVX-512, 2-D, channel-first, one
-// group, stride 1, dilation 1, and at least a vector's width (16) of outputs per row.
+// group, stride 1 across (any down) or stride 2 across with a kernel of 2 to 256 taps
+// (in_c * kh * kw), dilation 1, and at least a vector's width (16) of outputs per row.
 bool conv2d_weight_grad_f32_handles(const ConvGeometry& g, FmaLevel level = fma_level());
 
-// Floats of scratch one conv2d_weight_grad_f32_image call needs (the zero-padded image; 0
-// without padding).
+// Floats of scratch one conv2d_weight_grad_f32_image call needs (the zero-padded image, split
+// into column phases with stride 2 across; 0 without padding and stride 2).
 int64_t conv2d_weight_grad_f32_scratch(const ConvGeometry& g);
 
 // Filters are computed in tiles of this many; a tile's sums do not depend on the other tiles.

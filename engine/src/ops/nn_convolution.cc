@@ -1,7 +1,8 @@
 // Convolution, 1-D/2-D/3-D, by im2col + GEMM (OpenBLAS for float32/float64); the forward of a
 // 2-D float32 convolution of stride 1 or 2 across runs the direct kernel of conv_direct.h
 // instead (or, with AVX-512 and output rows 7 to 15 wide, the one of conv_direct_narrow.h), as
-// does the data gradient of a stride-1 one, and its weight gradient, with AVX-512, the one of
+// does the data gradient of a stride-1 one; with AVX-512 the data gradient of the others (stride
+// 2, narrow rows) runs the one of conv_direct_data_grad.h, and the weight gradient the one of
 // conv_weight_grad.h.
 //
 // | op                    | inputs                        | outputs                             | attrs |
@@ -56,6 +57,7 @@
 #include <type_traits>
 
 #include "ops/conv_direct.h"
+#include "ops/conv_direct_data_grad.h"
 #include "ops/conv_direct_narrow.h"
 #include "ops/conv_geometry.h"
 #include "ops/conv_weight_grad.h"
@@ -469,6 +471,20 @@ A relu_mask_sum(const T* grad, const T* out, T* __restrict masked, int64_t n) {
 // alone, dispatch included): 0.57 -> 0.41 / 0.57 -> 0.45 ms; LeafNetwork training, hybridized,
 // 4 interleaved pairs of runs: +6 to +22 %, median +10 %.
 
+// Note [Data and weight gradients apart]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Layers whose data gradient the stride-1 direct kernel cannot take (stride 2, or rows under 16
+// wide: resnet's 3x3/2 layers and its 14x14 and 7x7 layers) have it computed by the phased
+// kernel of Note [Direct data gradient by phases], over the whole batch in one call after the
+// weight gradient's loop, which then computes no data gradient. So the weight gradient keeps its
+// own choice (side by side for outputs under kSideBySideMaxOutputs, parts of GEMMs, or direct),
+// and the side-by-side GEMMs for the narrow layers stay. Batch 8, 2 threads, data gradient
+// alone (backward with and without it), ms, GEMM + col2im -> phased, medians of 3 interleaved
+// runs (load 3.6-3.9 on the 2 cores; a second series at load 3.5-4.3 in brackets): 3x3/2 64->128
+// at 56 6.0 -> 4.3 (5.6 -> 5.3), 3x3/2 128->256 at 28 5.2 -> 2.9 (5.9 -> 4.9), 3x3/2 256->512
+// at 14 9.9 -> 3.8 (9.2 -> 6.9), 3x3 256->256 at 14 16.7 -> 10.2 (25.6 -> 12.5), 3x3 512->512
+// at 7 17.1 -> 10.1 (27.6 -> 11.2).
+
 // The geometry of that convolution for one image; false when the direct kernel does not take it.
 bool direct_data_grad_geometry(const ConvGeometry& g, ConvGeometry* gt) {
   if (g.channel_last || g.groups != 1) return false;
@@ -567,10 +583,17 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
   ConvGeometry gt;  // Note [Data gradient as a direct convolution]
   const bool direct_dx = std::is_same_v<T, float> && want_dx && direct_data_grad_geometry(g, &gt);
   const int64_t direct_scratch_size = direct_dx ? nn::conv2d_direct_f32_scratch(gt) : 0;
-  // Note [Direct weight gradient]
-  const bool direct_dw = std::is_same_v<T, float> && nn::conv2d_weight_grad_f32_handles(g);
+  // Note [Data and weight gradients apart]: the whole batch in one call (Note [Direct data
+  // gradient by phases]); the weight gradient chooses its own path.
+  const bool phased_dx = std::is_same_v<T, float> && want_dx && !direct_dx &&
+                         nn::conv2d_data_grad_f32_handles(g);
+  const int64_t phased_scratch_size = phased_dx ? nn::conv2d_data_grad_f32_scratch(g) : 0;
+  // Note [Direct weight gradient]; with stride 2 across, only where no GEMM data gradient is
+  // left (Note [Strided direct weight gradient]).
+  const bool direct_dw = std::is_same_v<T, float> && nn::conv2d_weight_grad_f32_handles(g) &&
+                         (g.s[2] == 1 || !want_dx || direct_dx || phased_dx);
   const int64_t direct_dw_scratch_size = direct_dw ? nn::conv2d_weight_grad_f32_scratch(g) : 0;
-  const bool all_direct = direct_dw && (direct_dx || !want_dx);  // no GEMM left
+  const bool all_direct = direct_dw && (direct_dx || phased_dx || !want_dx);  // no GEMM left
   // Note [Fewer images than threads]: then one part holds every image.
   const int64_t batch_parts = parallel_parts(g.batch, 1);
   const bool split_images = all_direct && batch_parts < parallel_max_threads();
@@ -597,7 +620,8 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
                  Carver::align(parts * w_pad * sizeof(T)) +
                  Carver::align(std::max<int64_t>(parts, 1) * g.out_c * sizeof(T)) +
                  Carver::align(parts * direct_scratch_size * sizeof(float)) +
-                 Carver::align(dw_scratch_parts * direct_dw_scratch_size * sizeof(float));
+                 Carver::align(dw_scratch_parts * direct_dw_scratch_size * sizeof(float)) +
+                 Carver::align(phased_scratch_size * sizeof(float));
   if (g.channel_last) {
     bytes += Carver::align(x_size * sizeof(T)) * (want_dx ? 2 : 1) +
              Carver::align(y_size * sizeof(T)) + 2 * Carver::align(w_size * sizeof(T));
@@ -610,6 +634,7 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
   std::fill(db_parts, db_parts + std::max<int64_t>(parts, 1) * g.out_c, T(0));
   float* direct_scratch = ws.take<float>(parts * direct_scratch_size);
   float* direct_dw_scratch = ws.take<float>(dw_scratch_parts * direct_dw_scratch_size);
+  float* phased_scratch = ws.take<float>(phased_scratch_size);
   nn::DirectConvWeights direct_weights;
   if constexpr (std::is_same_v<T, float>) {
     if (direct_dx) direct_weights = data_grad_weights(g, gt, in[2].data<float>());
@@ -637,6 +662,7 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
     if (want_dx) dx = ws.take<T>(x_size);
     dw = ws.take<T>(w_size);
   }
+  T* dx_by_image = phased_dx ? nullptr : dx;  // the data gradient the image loops compute
   const int64_t K = g.col_rows();
   // Images run in parallel parts (or, split_images, in order in one part; or side by side in
   // blocks, Note [Images side by side], below). data_grad rows are disjoint per image; weight_grad
@@ -703,8 +729,8 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
           nn::gemm(false, true, K, g.out_cg(), g.out_sp, T(1), colg, g.out_sp, dyg, g.out_sp,
                    T(n == first ? 0 : 1), dwt_part + grp * g.out_cg() * K, g.out_cg());
         }
-        if (!dx) continue;
-        T* dxg = dx + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
+        if (!dx_by_image) continue;
+        T* dxg = dx_by_image + (n * g.in_c + grp * g.in_cg()) * g.in_sp;
         if constexpr (std::is_same_v<T, float>) {
           if (direct_dx) {  // one group: dyg is the image's whole out_grad
             nn::conv2d_direct_f32(gt, dyg, direct_weights, false, dxg,
@@ -757,12 +783,12 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
       // weight_grad_g^T (K x Mg) (+)= col (K x columns) . dy_g^T, the blocks added in order.
       nn::gemm(false, true, K, g.out_cg(), columns, T(1), cols, ld, dyg, ld,
                T(first == 0 ? 0 : 1), dwt_parts + grp * g.out_cg() * K, g.out_cg());
-      if (!dx) continue;
+      if (!dx_by_image) continue;
       nn::gemm(true, false, K, columns, g.out_cg(), T(1), w + grp * g.out_cg() * K, K, dyg, ld,
                T(0), cols, ld);
       parallel_for(0, count, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i)
-          im2col<T, true>(g, g.in_cg(), dx + ((first + i) * g.in_c + channel0) * g.in_sp,
+          im2col<T, true>(g, g.in_cg(), dx_by_image + ((first + i) * g.in_c + channel0) * g.in_sp,
                           cols + i * g.out_sp, ld);
       });
     }
@@ -774,6 +800,11 @@ void conv_backward_typed(const OpContext& ctx, const ConvGeometry& g, const std:
     per_part(0, 0, g.batch);
   } else {
     parallel_for_parts(g.batch, 1, per_part);
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (phased_dx) {  // channel-first: dy, y and w are the op's own inputs
+      nn::conv2d_data_grad_f32(g, dy, mask_per_image ? y : nullptr, w, dx, phased_scratch);
+    }
   }
   sum_parts_transposed(dwt_parts, parts, w_pad, g.groups, g.out_cg(), K, dw);
   if (want_db) {
