@@ -171,6 +171,17 @@ StorageHandle stats_buffer(const OpContext& ctx, int64_t channels) {
   return storage::alloc(2 * channels * sizeof(double), ctx.run.device, ctx.run.stream);
 }
 
+// How an arrival fails its op when the rendezvous refuses the step or its finish throws: the
+// stats buffer is freed and the op completed with the error, with this GPU current (the engine
+// records this GPU's event).
+OnComplete failing(const StorageHandle& buffer, const OnComplete& complete) {
+  return OnComplete([complete, buffer](std::exception_ptr error) {
+    CurrentDevice current(buffer.device.id);
+    storage::free(buffer);
+    complete(error);
+  });
+}
+
 // Copies the local sums to the host (the rendezvous reads them there). Blocks this worker until
 // the reduction is done: a few kernels' time, not another device's.
 std::vector<double> to_host(const double* device_sums, int64_t channels, cudaStream_t s) {
@@ -233,11 +244,7 @@ void forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
     arrival.sums.assign(2 * v.channels, 0.0);
   }
   const OnComplete complete = ctx.complete;
-  arrival.complete = OnComplete([complete, buffer](std::exception_ptr error) {
-    CurrentDevice current(buffer.device.id);  // the engine records this GPU's event
-    storage::free(buffer);
-    complete(error);
-  });
+  arrival.complete = failing(buffer, complete);
   arrival.finish = [in, out, a, v, size, buffer, complete](const std::vector<double>& total,
                                                           int64_t n) {
     CurrentDevice current(buffer.device.id);
@@ -301,11 +308,7 @@ void backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   arrival.count = v.count();
   arrival.sums = to_host(sums, v.channels, s);
   const OnComplete complete = ctx.complete;
-  arrival.complete = OnComplete([complete, buffer](std::exception_ptr error) {
-    CurrentDevice current(buffer.device.id);  // the engine records this GPU's event
-    storage::free(buffer);
-    complete(error);
-  });
+  arrival.complete = failing(buffer, complete);
   arrival.finish = [in, out, a, v, size, buffer, complete](const std::vector<double>& total,
                                                           int64_t n) {
     CurrentDevice current(buffer.device.id);
