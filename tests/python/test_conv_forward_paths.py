@@ -18,7 +18,7 @@ import pymx
 from pymx import npx
 from pymx._op import invoke
 from pymx.ndarray import from_numpy
-from conftest import assert_engines_agree, requires_gpu
+from conftest import assert_engines_agree, requires_gpu, run_python
 
 RNG = onp.random.default_rng(7)
 
@@ -135,6 +135,58 @@ def test_narrow_direct_convolution_without_bias(case):
     check(*case, use_bias=False)
 
 
+# The narrow kernel with many input channels (not a multiple of 8, 16 or 32), at batch 1 and
+# more: 7 and 14 rows, 15 rows, stride 2, a 5x5 kernel with overlapping tiles.
+WIDE_INPUT_NARROW_CASES = [
+    ((1, 33, 7, 7), 70, (3, 3), (1, 1), (1, 1)),      # 7x7, 64-channel blocks
+    ((2, 61, 14, 14), 40, (3, 3), (1, 1), (1, 1)),    # 14x14, 32-channel blocks
+    ((1, 45, 28, 28), 33, (3, 3), (2, 2), (1, 1)),    # 3x3/2 from 28 to 14
+    ((1, 30, 15, 15), 20, (3, 3), (1, 1), (1, 1)),    # 15 rows and columns
+    ((3, 12, 9, 11), 65, (5, 5), (1, 1), (2, 2)),     # 5x5, 9 outputs in 2 tiles
+]
+
+
+@pytest.mark.parametrize("case", WIDE_INPUT_NARROW_CASES)
+@pytest.mark.parametrize("act_type", [None, "relu"])
+def test_narrow_convolution_many_input_channels_matches_numpy(case, act_type):
+    check(*case, act_type=act_type)
+
+
+WIDE_INPUT_NARROW_SCRIPT = """
+import numpy as onp
+from pymx import npx
+from pymx.ndarray import from_numpy
+rng = onp.random.default_rng(5)
+results = {}
+for name, shape, filters, stride in [("7x7", (1, 33, 7, 7), 70, 1),
+                                     ("14x14", (1, 61, 14, 14), 40, 1),
+                                     ("strided", (2, 45, 28, 28), 33, 2)]:
+    x = from_numpy(rng.standard_normal(shape), dtype="float32")
+    w = from_numpy(rng.standard_normal((filters, shape[1], 3, 3)), dtype="float32")
+    b = from_numpy(rng.standard_normal(filters), dtype="float32")
+    results[name] = npx.convolution(x, w, b, kernel=(3, 3), stride=(stride, stride),
+                                    pad=(1, 1), num_filter=filters).asnumpy()
+onp.savez(OUT, **results)
+"""
+
+
+def test_narrow_convolution_many_input_channels_independent_of_thread_count(tmp_path):
+    outputs = []
+    for cpus in ("{0}", "set(list(os.sched_getaffinity(0))[:2])"):
+        path = str(tmp_path / f"{len(outputs)}.npz")
+        done = run_python(f"import os\nos.sched_setaffinity(0, {cpus})\nOUT = {path!r}\n"
+                          + WIDE_INPUT_NARROW_SCRIPT)
+        assert done.returncode == 0, done.stderr
+        outputs.append(onp.load(path))
+    one, two = outputs
+    for key in one.files:
+        onp.testing.assert_array_equal(two[key], one[key], err_msg=key)
+
+
+def test_narrow_convolution_many_input_channels_naive_engine_equals_threaded(tmp_path):
+    assert_engines_agree(WIDE_INPUT_NARROW_SCRIPT, tmp_path)
+
+
 @pytest.mark.parametrize("shape, stride", [((2, 3, 14, 14), 1), ((1, 3, 9, 9), 1),
                                            ((2, 3, 30, 30), 2), ((1, 3, 33, 40), 2)])
 def test_relu_keeps_nan(shape, stride):
@@ -230,7 +282,8 @@ onp.savez(OUT, **results)
 
 @requires_gpu
 @pytest.mark.parametrize("case", [STRIDED_CASES[0], STRIDED_CASES[4], NARROW_CASES[1],
-                                  NARROW_CASES[3], SIDE_BY_SIDE_CASES[2], SIDE_BY_SIDE_CASES[7]])
+                                  NARROW_CASES[3], WIDE_INPUT_NARROW_CASES[0],
+                                  SIDE_BY_SIDE_CASES[2], SIDE_BY_SIDE_CASES[7]])
 def test_gpu_matches_cpu(case):
     x_shape, filters, kernel, stride, pad = case[:5]
     dilate, groups = case[5:] if len(case) > 5 else ((1, 1), 1)
