@@ -9,9 +9,11 @@ import sys
 import warnings
 
 import numpy as onp
-import onnx
-import onnxruntime
 import pytest
+
+# The test extra installs both; a machine with only pymx's runtime (the GPU machine) skips.
+onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install 'pymx[onnx]')")
+onnxruntime = pytest.importorskip("onnxruntime", reason="onnxruntime not installed")
 
 import pymx
 import pymx.onnx
