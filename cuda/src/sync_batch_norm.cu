@@ -296,10 +296,12 @@ void forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   arrival.complete = OnComplete([pending](std::exception_ptr error) {
     pending->release(std::move(error));
   });
-  arrival.finish = [in, out, a, v, size, pending](const std::vector<double>& total, int64_t n) {
+  // The op's own stream (the engine records its completion there), not the buffer's: an empty
+  // buffer has none.
+  arrival.finish = [in, out, a, v, size, s, pending](const std::vector<double>& total,
+                                                     int64_t n) {
     const StorageHandle& buffer = pending->buffer();
     CurrentDevice current(buffer.device.id);
-    cudaStream_t s = static_cast<cudaStream_t>(buffer.stream);
     double* stats = static_cast<double*>(buffer.dptr);
     to_device(total, buffer, s);
     if (v.channels > 0) {
@@ -363,10 +365,12 @@ void backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   arrival.complete = OnComplete([pending](std::exception_ptr error) {
     pending->release(std::move(error));
   });
-  arrival.finish = [in, out, a, v, size, pending](const std::vector<double>& total, int64_t n) {
+  // The op's own stream (the engine records its completion there), not the buffer's: an empty
+  // buffer has none.
+  arrival.finish = [in, out, a, v, size, s, pending](const std::vector<double>& total,
+                                                     int64_t n) {
     const StorageHandle& buffer = pending->buffer();
     CurrentDevice current(buffer.device.id);
-    cudaStream_t s = static_cast<cudaStream_t>(buffer.stream);
     to_device(total, buffer, s);
     if (size > 0) {
       data_grad_kernel<T><<<grid_for(size), kBlock, 0, s>>>(
