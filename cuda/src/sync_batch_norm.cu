@@ -8,7 +8,10 @@
 // completed the round: it makes this GPU current (restoring the thread's own afterwards), copies
 // the combined statistics back into the buffer, and enqueues the elementwise pass on this
 // device's stream; the engine then records this op's completion event on that stream.
+#include <atomic>
 #include <exception>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "kernel_util.cuh"
@@ -24,13 +27,15 @@ using nn::SyncBnArrival;
 using nn::SyncBnAttrs;
 using nn::SyncBnView;
 
-// Makes `device` the calling thread's current GPU for the scope (a finish may run on another
-// GPU's worker, whose current device must survive it).
+// Makes gpu(`device`)'s physical GPU the calling thread's current one for the scope (a finish
+// may run on another GPU's worker, whose current device must survive it). gpu(i) is a logical
+// device (Note [Logical GPUs] in device.cc): CUDA knows it as physical_device(i), not i.
 class CurrentDevice {
  public:
   explicit CurrentDevice(int device) {
+    const int physical = physical_device(device);
     PMX_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) PMX_CUDA_CHECK(cudaSetDevice(device));
+    if (previous_ != physical) PMX_CUDA_CHECK(cudaSetDevice(physical));
   }
   ~CurrentDevice() { PMX_CUDA_IGNORE(cudaSetDevice(previous_)); }
   CurrentDevice(const CurrentDevice&) = delete;
@@ -171,16 +176,58 @@ StorageHandle stats_buffer(const OpContext& ctx, int64_t channels) {
   return storage::alloc(2 * channels * sizeof(double), ctx.run.device, ctx.run.stream);
 }
 
-// How an arrival fails its op when the rendezvous refuses the step or its finish throws: the
-// stats buffer is freed and the op completed with the error, with this GPU current (the engine
-// records this GPU's event).
-OnComplete failing(const StorageHandle& buffer, const OnComplete& complete) {
-  return OnComplete([complete, buffer](std::exception_ptr error) {
-    CurrentDevice current(buffer.device.id);
-    storage::free(buffer);
-    complete(error);
-  });
-}
+// One device's op between its kernel and its completion: the stats buffer and the op's
+// OnComplete, released exactly once by whichever comes first of the finish, the round failing,
+// or the finish throwing midway (the rendezvous then calls `complete` too). The op is completed
+// even when freeing fails, or the other devices' ops and every reader of its outputs would wait
+// forever.
+class PendingOp {
+ public:
+  PendingOp(StorageHandle buffer, OnComplete complete)
+      : buffer_(buffer), complete_(std::move(complete)) {}
+
+  const StorageHandle& buffer() const { return buffer_; }
+
+  // Frees the buffer after the work queued on its stream and completes the op, with this GPU
+  // current: the engine records the completion event, and may create it (which selects the
+  // event's GPU and leaves it current), from a thread that may be another device's worker.
+  void release(std::exception_ptr error) {
+    if (released_.exchange(true)) return;
+    std::exception_ptr failure = std::move(error);
+    std::unique_ptr<CurrentDevice> current;
+    try {
+      current = std::make_unique<CurrentDevice>(buffer_.device.id);
+      storage::free(buffer_);
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+    complete_(failure);
+  }
+
+ private:
+  const StorageHandle buffer_;
+  const OnComplete complete_;
+  std::atomic<bool> released_{false};
+};
+
+// Frees `buffer` unless the scope hands it over (an error before the op reaches the rendezvous).
+class BufferGuard {
+ public:
+  explicit BufferGuard(const StorageHandle& buffer) : buffer_(&buffer) {}
+  ~BufferGuard() {
+    if (buffer_ == nullptr) return;
+    try {
+      storage::free(*buffer_);
+    } catch (...) {  // the error that unwinds this scope is the one to report
+    }
+  }
+  void hand_over() { buffer_ = nullptr; }
+  BufferGuard(const BufferGuard&) = delete;
+  BufferGuard& operator=(const BufferGuard&) = delete;
+
+ private:
+  const StorageHandle* buffer_;
+};
 
 // Copies the local sums to the host (the rendezvous reads them there). Blocks this worker until
 // the reduction is done: a few kernels' time, not another device's.
@@ -211,8 +258,8 @@ void forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   const bool batch_stats = ctx.is_train && !a.use_global_stats;
   if (batch_stats) nn::sync_bn_check_engine(a);
   cudaStream_t s = stream_of(ctx);
-  StorageHandle buffer = stats_buffer(ctx, v.channels);
-  buffer.stream = ctx.run.stream;
+  const StorageHandle buffer = stats_buffer(ctx, v.channels);
+  BufferGuard guard(buffer);
   double* stats = static_cast<double*>(buffer.dptr);
   if (!batch_stats) {
     if (v.channels > 0) {
@@ -227,6 +274,7 @@ void forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
                                                         size, v, a.fix_gamma);
       PMX_KERNEL_LAUNCH_CHECK();
     }
+    guard.hand_over();
     storage::free(buffer);
     ctx.complete();
     return;
@@ -243,12 +291,17 @@ void forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   } else {
     arrival.sums.assign(2 * v.channels, 0.0);
   }
-  const OnComplete complete = ctx.complete;
-  arrival.complete = failing(buffer, complete);
-  arrival.finish = [in, out, a, v, size, buffer, complete](const std::vector<double>& total,
-                                                          int64_t n) {
+  guard.hand_over();
+  const auto pending = std::make_shared<PendingOp>(buffer, ctx.complete);
+  arrival.complete = OnComplete([pending](std::exception_ptr error) {
+    pending->release(std::move(error));
+  });
+  // The op's own stream (the engine records its completion there), not the buffer's: an empty
+  // buffer has none.
+  arrival.finish = [in, out, a, v, size, s, pending](const std::vector<double>& total,
+                                                     int64_t n) {
+    const StorageHandle& buffer = pending->buffer();
     CurrentDevice current(buffer.device.id);
-    cudaStream_t s = static_cast<cudaStream_t>(buffer.stream);
     double* stats = static_cast<double*>(buffer.dptr);
     to_device(total, buffer, s);
     if (v.channels > 0) {
@@ -263,8 +316,7 @@ void forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
                                                         size, v, a.fix_gamma);
       PMX_KERNEL_LAUNCH_CHECK();
     }
-    storage::free(buffer);
-    complete();
+    pending->release(nullptr);
   };
   nn::sync_bn_arrive(a.key + "/forward", a.ndev, std::move(arrival));
 }
@@ -277,8 +329,8 @@ void backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   const int64_t size = v.count() * v.channels;
   if (!a.use_global_stats) nn::sync_bn_check_engine(a);
   cudaStream_t s = stream_of(ctx);
-  StorageHandle buffer = stats_buffer(ctx, v.channels);
-  buffer.stream = ctx.run.stream;
+  const StorageHandle buffer = stats_buffer(ctx, v.channels);
+  BufferGuard guard(buffer);
   double* sums = static_cast<double*>(buffer.dptr);
   if (v.channels > 0) {
     if (v.count() > 0) {
@@ -299,6 +351,7 @@ void backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
           nullptr, 0, out[0].data<T>(), size, v, a.eps, a.fix_gamma);
       PMX_KERNEL_LAUNCH_CHECK();
     }
+    guard.hand_over();
     storage::free(buffer);
     ctx.complete();
     return;
@@ -307,12 +360,17 @@ void backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   arrival.device = ctx.run.device;
   arrival.count = v.count();
   arrival.sums = to_host(sums, v.channels, s);
-  const OnComplete complete = ctx.complete;
-  arrival.complete = failing(buffer, complete);
-  arrival.finish = [in, out, a, v, size, buffer, complete](const std::vector<double>& total,
-                                                          int64_t n) {
+  guard.hand_over();
+  const auto pending = std::make_shared<PendingOp>(buffer, ctx.complete);
+  arrival.complete = OnComplete([pending](std::exception_ptr error) {
+    pending->release(std::move(error));
+  });
+  // The op's own stream (the engine records its completion there), not the buffer's: an empty
+  // buffer has none.
+  arrival.finish = [in, out, a, v, size, s, pending](const std::vector<double>& total,
+                                                     int64_t n) {
+    const StorageHandle& buffer = pending->buffer();
     CurrentDevice current(buffer.device.id);
-    cudaStream_t s = static_cast<cudaStream_t>(buffer.stream);
     to_device(total, buffer, s);
     if (size > 0) {
       data_grad_kernel<T><<<grid_for(size), kBlock, 0, s>>>(
@@ -321,8 +379,7 @@ void backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
           a.fix_gamma);
       PMX_KERNEL_LAUNCH_CHECK();
     }
-    storage::free(buffer);
-    complete();
+    pending->release(nullptr);
   };
   nn::sync_bn_arrive(a.key + "/backward", a.ndev, std::move(arrival));
 }

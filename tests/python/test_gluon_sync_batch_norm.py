@@ -5,6 +5,8 @@ one-device BatchNorm training; one device, inference and use_global_stats equal 
 hybridize == imperative; checkpoints shared with BatchNorm; MXNet's `_contrib_SyncBatchNorm`
 symbol files; and the errors."""
 import json
+import os
+import textwrap
 
 import numpy as onp
 import pytest
@@ -453,6 +455,82 @@ def test_gpu_and_cpu_devices_of_one_step_equal_batch_norm(hybridize):
         assert_almost_equal(copies[0], ref, rtol=1e-4, atol=1e-5)
     infer = [layer(np.array(x[:2], dtype='float32', device=d)).asnumpy() for d in devices]
     assert_almost_equal(infer[0], infer[1], rtol=1e-5, atol=1e-6)
+
+
+@requires_gpu
+def test_gpu_step_that_fails_completes_its_ops_and_the_next_step_runs():
+    """A refused step on gpu(0)+cpu(0): the GPU op already in the rendezvous fails (its stats
+    buffer freed, its op completed from the calling thread), and the devices stay usable."""
+    devices = [gpu(0), cpu(0)]
+    layer = nn.SyncBatchNorm(in_channels=3, num_devices=2)
+    layer.initialize(device=devices)
+    message = (r"has num_devices=2 but only 1 device\(s\) \[gpu\(0\)\] ran it before gpu\(0\) "
+               r"came again")
+    with autograd.record():
+        first = layer(np.array(_rand(2, 3), dtype='float32', device=gpu(0)))
+        with pytest.raises(ValueError, match=message):
+            layer(np.array(_rand(2, 3), dtype='float32', device=gpu(0)))
+    with pytest.raises(ValueError, match=message):
+        first.asnumpy()
+    npx.waitall()
+    parts = [_rand(2, 3), _rand(3, 3, seed=1)]
+    outs, _ = _sync_step(layer, parts, [_rand(2, 3, seed=2), _rand(3, 3, seed=3)], devices)
+    both = onp.concatenate(parts)
+    assert_almost_equal(onp.concatenate(outs), _reference(both, onp.ones(3), onp.zeros(3),
+                                                          both.mean(0), both.var(0)),
+                        rtol=1e-4, atol=1e-5)
+
+
+@requires_gpu
+def test_logical_gpus_of_one_physical_gpu_equal_batch_norm():
+    """With PYMX_LOGICAL_GPUS_PER_GPU=2, gpu(1) is CUDA device 0 (or 1 past the first physical
+    GPU): a round's last arrival finishes the other logical GPU's op from its own worker, so the
+    finish must select the physical device. Several steps, so that either device finishes the
+    round; afterwards each device's worker still runs its own kernels."""
+    script = textwrap.dedent(f"""
+        import numpy as onp
+        from pymx import autograd, np, npx
+        from pymx.device import gpu, num_gpus
+        from pymx.gluon import nn
+        devices = [gpu(k) for k in range(min(num_gpus(), 4))]
+        assert len(devices) >= 2, num_gpus()
+        rng = onp.random.default_rng(0)
+        layer = nn.SyncBatchNorm(in_channels=3, num_devices=len(devices), momentum=0.5)
+        layer.initialize(device=devices)
+        eps = {EPS!r}
+        for step in range(3):
+            parts = [rng.standard_normal((k + 2, 3, 5)) * 2 + 1 for k in range(len(devices))]
+            dys = [rng.standard_normal(p.shape) for p in parts]
+            datas = [np.array(p, dtype='float32', device=d) for p, d in zip(parts, devices)]
+            for data in datas:
+                data.attach_grad()
+            with autograd.record():
+                outs = [layer(data) for data in datas]
+            autograd.backward(outs, [np.array(g, dtype='float32', device=d)
+                                     for g, d in zip(dys, devices)])
+            x, dy = onp.concatenate(parts), onp.concatenate(dys)
+            mean, var = x.mean(axis=(0, 2)), x.var(axis=(0, 2))
+            x_hat = (x - mean[:, None]) / onp.sqrt(var[:, None] + eps)
+            n = x.size // 3
+            dx = (n * dy - dy.sum(axis=(0, 2))[:, None]
+                  - x_hat * (dy * x_hat).sum(axis=(0, 2))[:, None]) / (n * onp.sqrt(var[:, None] + eps))
+            got = onp.concatenate([o.asnumpy() for o in outs])
+            onp.testing.assert_allclose(got, x_hat, rtol=1e-4, atol=1e-4)
+            got_dx = onp.concatenate([d.grad.asnumpy() for d in datas])
+            onp.testing.assert_allclose(got_dx, dx, rtol=1e-4, atol=1e-4)
+            means = [layer.running_mean.data(d).asnumpy() for d in devices]
+            for m in means[1:]:
+                onp.testing.assert_array_equal(m, means[0])
+        for d in devices:  # each worker's current device survived finishing others' ops
+            a = np.array(onp.arange(6.0).reshape(2, 3), dtype='float32', device=d)
+            onp.testing.assert_array_equal((a * 2 + 1).asnumpy(), onp.arange(6.0).reshape(2, 3) * 2 + 1)
+        npx.waitall()
+        print("ok")
+    """)
+    env = {**os.environ, "PYMX_LOGICAL_GPUS_PER_GPU": "2"}
+    done = run_python(script, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.split()[-1] == "ok"
 
 
 def test_export_writes_mxnet_sync_batch_norm_and_imports_back(tmp_path):
