@@ -180,6 +180,25 @@ def test_softmax_backward_where_out_grad_nearly_cancels_its_mean(shape, dtype):
         assert not got.asnumpy().any()
 
 
+@pytest.mark.parametrize("shape", [(3, 1), (4, 7), (5, 16), (3, 33), (2, 130), (2, 3001)])
+def test_log_softmax_backward_where_out_grad_nearly_cancels(shape):
+    # out_grad = 1000 * softmax + small noise: sum(dy) is about 1000 and exp(y) * sum(dy) about
+    # dy, their difference only the noise's part. float64 only: in float32, exp(y) of the float
+    # output (libmvec's few ulp, times 1000) already errs by a fraction of that difference,
+    # before any rounding of the combination.
+    dtype = "float64"
+    rng = onp.random.default_rng(10)
+    x = np.array(logits(shape, dtype, 11))
+    y = npx.log_softmax(x, axis=-1)
+    p = npx.softmax(x, axis=-1).asnumpy().astype(onp.float64)
+    dy = (1000 * p + rng.standard_normal(shape) * 1e-3).astype(dtype)
+    got = invoke("log_softmax_backward", [np.array(dy), y], {"axis": -1, "temperature": 0.7})[0]
+    assert got.dtype == onp.dtype(dtype)
+    want = backward_reference(dy, y.asnumpy(), -1, 0.7, log=True)
+    # the double sum's and exp's own rounding, n + 4 ulp of 1000, in both
+    assert_almost_equal(got.asnumpy(), want, rtol=1e-12, atol=1000 * (shape[-1] + 4) * 2.0 ** -52)
+
+
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 @pytest.mark.parametrize("shape,axis", [((3, 17), -1), ((17, 3), 0), ((2, 5, 3), 1)])
 def test_gradient_by_finite_differences(shape, axis, log):

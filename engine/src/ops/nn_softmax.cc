@@ -197,13 +197,21 @@ __attribute__((always_inline)) inline void backward_row(const A* dy, const A* y,
                                                        double inv_t) {
   if constexpr (kLog) {
     const double sum = row_sum<kBytes>(dy, static_cast<const A*>(nullptr), n);
+    const A sum_hi = static_cast<A>(sum);
+    const A sum_lo = static_cast<A>(sum - static_cast<double>(sum_hi));
+    const A inv_t_a = static_cast<A>(inv_t);
     A e[kVectorBlock];
     for (int64_t first = 0; first < n; first += kVectorBlock) {
       const int64_t m = std::min(kVectorBlock, n - first);
       exp_span(y + first, e, m);
-      for (int64_t j = 0; j < m; ++j) {
-        const double g = static_cast<double>(dy[first + j]);
-        dx[first + j] = static_cast<A>((g - static_cast<double>(e[j]) * sum) * inv_t);
+      if constexpr (kBytes >= 32) {  // the FMA builds (Note [Softmax backward in float])
+        for (int64_t j = 0; j < m; ++j)
+          dx[first + j] = (std::fma(-e[j], sum_hi, dy[first + j]) - e[j] * sum_lo) * inv_t_a;
+      } else {
+        for (int64_t j = 0; j < m; ++j) {
+          const double g = static_cast<double>(dy[first + j]);
+          dx[first + j] = static_cast<A>((g - static_cast<double>(e[j]) * sum) * inv_t);
+        }
       }
     }
   } else {
@@ -263,6 +271,10 @@ __attribute__((always_inline)) inline void backward_panel(const A* dy, const A* 
 // precision) the difference is that of the double sum to a float rounding or two, as before; the
 // products with y and 1 / t add one rounding each (dx within ~3 float ulp of the float64 formula
 // on the values held, against one before). float64 rows compute as before (lo is 0).
+// log_softmax's, dx = (dy - exp(y) * sum(dy)) / t, takes the same split in the FMA builds (Note
+// [Softmax per instruction set]): dy - exp(y) * hi rounds once (fma), so a near cancellation
+// keeps its accuracy there too; the baseline build, whose product would round before the
+// subtraction, keeps double.
 
 // Note [Softmax per instruction set]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
