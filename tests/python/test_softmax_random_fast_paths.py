@@ -15,6 +15,7 @@ import pytest
 
 import pymx
 from pymx import autograd, gluon, np, npx
+from pymx._op import invoke
 from pymx.test_utils import assert_almost_equal, bfloat16, check_numeric_gradient
 
 from conftest import assert_engines_agree, requires_gpu, run_python
@@ -154,6 +155,48 @@ def test_backward_matches_float64_numpy(shape, axis, log, dtype):
     scale = float(onp.abs(want).max()) if want.size else 1.0
     rtol = {"float32": 1e-5, "float64": 1e-12, "float16": 2.0 ** -10}.get(dtype, 2.0 ** -7)
     assert_almost_equal(got, want, rtol=rtol, atol=rtol * 1e-2 * scale)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(3, 1), (4, 7), (5, 16), (3, 33), (2, 130), (2, 3001)])
+def test_softmax_backward_where_out_grad_nearly_cancels_its_mean(shape, dtype):
+    # out_grad = 1000 + small noise: dy - sum(dy * y) keeps only the noise's part, about 1e-3, so
+    # a sum rounded once to float32 (3e-5 off at 1000) would be 3% off; the split sum keeps the
+    # double sum's accuracy (Note [Softmax backward in float]). Row lengths around and between
+    # the vector widths and the four chains of lanes; a row of one gives exactly 0.
+    rng = onp.random.default_rng(8)
+    y = npx.softmax(np.array(logits(shape, dtype, 9)), axis=-1)
+    dy = (1000 + rng.standard_normal(shape) * 1e-3).astype(dtype)
+    got = invoke("softmax_backward", [np.array(dy), y], {"axis": -1, "temperature": 1.3})[0]
+    assert got.dtype == onp.dtype(dtype)
+    want = backward_reference(dy, y.asnumpy(), -1, 1.3, log=False)
+    scale = float(onp.abs(want).max())
+    if dtype == "float64":  # the double sum's own rounding, n ulp of 1000, in both
+        rtol, atol = 1e-12, 1000 * shape[-1] * 2.0 ** -52
+    else:
+        rtol, atol = 1e-5, 1e-7 * scale
+    assert_almost_equal(got.asnumpy(), want, rtol=rtol, atol=atol)
+    if shape[-1] == 1:
+        assert not got.asnumpy().any()
+
+
+@pytest.mark.parametrize("shape", [(3, 1), (4, 7), (5, 16), (3, 33), (2, 130), (2, 3001)])
+def test_log_softmax_backward_where_out_grad_nearly_cancels(shape):
+    # out_grad = 1000 * softmax + small noise: sum(dy) is about 1000 and exp(y) * sum(dy) about
+    # dy, their difference only the noise's part. float64 only: in float32, exp(y) of the float
+    # output (libmvec's few ulp, times 1000) already errs by a fraction of that difference,
+    # before any rounding of the combination.
+    dtype = "float64"
+    rng = onp.random.default_rng(10)
+    x = np.array(logits(shape, dtype, 11))
+    y = npx.log_softmax(x, axis=-1)
+    p = npx.softmax(x, axis=-1).asnumpy().astype(onp.float64)
+    dy = (1000 * p + rng.standard_normal(shape) * 1e-3).astype(dtype)
+    got = invoke("log_softmax_backward", [np.array(dy), y], {"axis": -1, "temperature": 0.7})[0]
+    assert got.dtype == onp.dtype(dtype)
+    want = backward_reference(dy, y.asnumpy(), -1, 0.7, log=True)
+    # the double sum's and exp's own rounding, n + 4 ulp of 1000, in both
+    assert_almost_equal(got.asnumpy(), want, rtol=1e-12, atol=1000 * (shape[-1] + 4) * 2.0 ** -52)
 
 
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])

@@ -96,35 +96,35 @@ __attribute__((always_inline)) inline A row_max(const A* x, int64_t n) {
   return mx;
 }
 
-// sum(a[i] * b[i]) for i < n (sum(a[i]) without b) in double, in two vectors of double lanes
-// (Note [Lane sums]) added in a fixed order.
+// sum(a[i] * b[i]) for i < n (sum(a[i]) without b) in double, in four vectors of double lanes
+// (Note [Lane sums]) added in a fixed order. Four chains of additions, not one or two: each
+// addition waits for the one before it in its lanes, and a row of 128 to 30000 floats was bound
+// by that wait rather than by loading and converting its elements.
 template <int kBytes, typename A>
 __attribute__((always_inline)) inline double row_sum(const A* a, const A* b, int64_t n) {
   using Doubles = typename VectorOf<double, kBytes>::type;
   constexpr int64_t kWidth = kBytes / sizeof(double);
+  constexpr int kChains = 4;
   using Part = typename VectorOf<A, kWidth * sizeof(A)>::type;  // kWidth elements of A
-  Doubles sum0 = {}, sum1 = {};
+  Doubles sums[kChains] = {};
   int64_t i = 0;
-  for (; i + 2 * kWidth <= n; i += 2 * kWidth) {
-    Part a0, a1;
-    std::memcpy(&a0, a + i, sizeof a0);
-    std::memcpy(&a1, a + i + kWidth, sizeof a1);
-    Doubles term0 = __builtin_convertvector(a0, Doubles);
-    Doubles term1 = __builtin_convertvector(a1, Doubles);
-    if (b) {
-      Part b0, b1;
-      std::memcpy(&b0, b + i, sizeof b0);
-      std::memcpy(&b1, b + i + kWidth, sizeof b1);
-      term0 *= __builtin_convertvector(b0, Doubles);
-      term1 *= __builtin_convertvector(b1, Doubles);
+  for (; i + kChains * kWidth <= n; i += kChains * kWidth) {
+    for (int c = 0; c < kChains; ++c) {
+      Part part;
+      std::memcpy(&part, a + i + c * kWidth, sizeof part);
+      Doubles term = __builtin_convertvector(part, Doubles);
+      if (b) {
+        std::memcpy(&part, b + i + c * kWidth, sizeof part);
+        term *= __builtin_convertvector(part, Doubles);
+      }
+      sums[c] += term;
     }
-    sum0 += term0;
-    sum1 += term1;
   }
   double total = 0;
   for (; i < n; ++i)
     total += b ? static_cast<double>(a[i]) * static_cast<double>(b[i]) : static_cast<double>(a[i]);
-  for (int64_t j = 0; j < kWidth; ++j) total += sum0[j] + sum1[j];
+  const Doubles lanes = (sums[0] + sums[1]) + (sums[2] + sums[3]);
+  for (int64_t j = 0; j < kWidth; ++j) total += lanes[j];
   return total;
 }
 
@@ -197,21 +197,33 @@ __attribute__((always_inline)) inline void backward_row(const A* dy, const A* y,
                                                        double inv_t) {
   if constexpr (kLog) {
     const double sum = row_sum<kBytes>(dy, static_cast<const A*>(nullptr), n);
+    const A sum_hi = static_cast<A>(sum);
+    const A sum_lo = static_cast<A>(sum - static_cast<double>(sum_hi));
+    const A inv_t_a = static_cast<A>(inv_t);
     A e[kVectorBlock];
     for (int64_t first = 0; first < n; first += kVectorBlock) {
       const int64_t m = std::min(kVectorBlock, n - first);
       exp_span(y + first, e, m);
-      for (int64_t j = 0; j < m; ++j) {
-        const double g = static_cast<double>(dy[first + j]);
-        dx[first + j] = static_cast<A>((g - static_cast<double>(e[j]) * sum) * inv_t);
+      if constexpr (kBytes >= 32) {  // the FMA builds (Note [Softmax backward in float])
+        for (int64_t j = 0; j < m; ++j)
+          dx[first + j] = (std::fma(-e[j], sum_hi, dy[first + j]) - e[j] * sum_lo) * inv_t_a;
+      } else {
+        for (int64_t j = 0; j < m; ++j) {
+          const double g = static_cast<double>(dy[first + j]);
+          dx[first + j] = static_cast<A>((g - static_cast<double>(e[j]) * sum) * inv_t);
+        }
       }
     }
   } else {
+    // In A, the double sum split into a leading part and the rest (zero for double) that
+    // dy - sum takes in two steps: for float32 that difference keeps the double sum's accuracy
+    // where dy and sum nearly cancel, at twice the vector width of arithmetic in double
+    // (Note [Softmax backward in float]).
     const double sum = row_sum<kBytes>(dy, y, n);
-    for (int64_t j = 0; j < n; ++j) {
-      const double g = static_cast<double>(dy[j]), v = static_cast<double>(y[j]);
-      dx[j] = static_cast<A>(v * (g - sum) * inv_t);
-    }
+    const A sum_hi = static_cast<A>(sum);
+    const A sum_lo = static_cast<A>(sum - static_cast<double>(sum_hi));
+    const A inv_t_a = static_cast<A>(inv_t);
+    for (int64_t j = 0; j < n; ++j) dx[j] = y[j] * ((dy[j] - sum_hi) - sum_lo) * inv_t_a;
   }
 }
 
@@ -247,6 +259,22 @@ __attribute__((always_inline)) inline void backward_panel(const A* dy, const A* 
     }
   }
 }
+
+// Note [Softmax backward in float]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// softmax's backward along contiguous rows, dx = y * (dy - sum(dy * y)) / t, has no
+// transcendental: converting every element to double and back, and arithmetic at half the vector
+// width, were most of its time after the row's sum. The sum stays in double (four chains of
+// lanes, row_sum); the element pass runs in float32 for float32, float16 and bfloat16 with the
+// sum split into float hi + lo, dy - hi - lo in two steps. hi is within half a float ulp of the
+// sum, so wherever dy and the sum nearly cancel (dy = hi exactly when they agree to float
+// precision) the difference is that of the double sum to a float rounding or two, as before; the
+// products with y and 1 / t add one rounding each (dx within ~3 float ulp of the float64 formula
+// on the values held, against one before). float64 rows compute as before (lo is 0).
+// log_softmax's, dx = (dy - exp(y) * sum(dy)) / t, takes the same split in the FMA builds (Note
+// [Softmax per instruction set]): dy - exp(y) * hi rounds once (fma), so a near cancellation
+// keeps its accuracy there too; the baseline build, whose product would round before the
+// subtraction, keeps double.
 
 // Note [Softmax per instruction set]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
