@@ -3,6 +3,7 @@
 // This is on the hot path of every `x + 1` from Python: keep it lean (no maps, no extra copies).
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 
 #include "captured_graphs.h"
@@ -38,6 +39,32 @@ uint64_t splitmix64(uint64_t x) {
 uint64_t next_seed() {
   return splitmix64(g_rng_base.load(std::memory_order_relaxed) ^
                     splitmix64(g_rng_counter.fetch_add(1, std::memory_order_relaxed)));
+}
+
+// Note [Captures and ops that complete later]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An op that completes later (OpDef::completes_later: SyncBatchNorm) returns to its worker before
+// its last kernels are launched; another thread launches them on the op's stream when the other
+// devices' calls arrive, and completes the op there (which records the engine's event on that
+// stream too). Meanwhile the worker goes on with other ops, and were one of them a bulk replay
+// being captured as a CUDA graph on the same stream, that other thread's launches would be taken
+// into the capture instead of running. So a worker does not capture while an op it started on
+// its stream is still to complete: the count below is raised by the worker itself before the
+// kernel runs and lowered only after the op has completed, so it cannot rise during a capture
+// that found it at zero.
+std::mutex g_later_mu;
+std::unordered_map<void*, int> g_completing_later;  // stream -> ops to complete; guarded
+
+void count_completing_later(void* stream, int delta) {
+  std::lock_guard<std::mutex> lock(g_later_mu);
+  int& count = g_completing_later[stream];
+  count += delta;
+  if (count == 0) g_completing_later.erase(stream);  // STATE CHANGE
+}
+
+bool completes_later_on(void* stream) {
+  std::lock_guard<std::mutex> lock(g_later_mu);
+  return g_completing_later.count(stream) != 0;
 }
 
 // Per-worker scratch memory. A worker runs one op at a time, so one buffer per thread and device
@@ -368,7 +395,26 @@ void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
           // function object: the record must outlive the call on its own reference.
           const RecordRef keep = record;
           address_operands(keep.get(), run.stream);
-          call_kernel(keep.get(), run, std::move(complete));
+          if (run.stream == nullptr) {
+            call_kernel(keep.get(), run, std::move(complete));
+            return;
+          }
+          // Note [Captures and ops that complete later]. The count is lowered once: after the
+          // op completed, or when the kernel throws instead (the engine then completes it).
+          count_completing_later(run.stream, 1);
+          const auto lowered = std::make_shared<std::atomic<bool>>(false);
+          const auto lower = [lowered, stream = run.stream] {
+            if (!lowered->exchange(true)) count_completing_later(stream, -1);
+          };
+          try {
+            call_kernel(keep.get(), run, OnComplete([complete, lower](std::exception_ptr error) {
+                          complete(std::move(error));
+                          lower();
+                        }));
+          } catch (...) {
+            lower();
+            throw;
+          }
         },
         device, s.reads, s.writes, FnProperty::kAsync, 0, op.name.c_str());
   } else {
@@ -518,7 +564,8 @@ void BulkInvoke::push(const char* name) {
   static_cast<EngineBase*>(Engine::get())
       ->push_sync_fn(
           [records, first_captured, graphs](RunContext run) {
-            if (graphs != nullptr && run.stream != nullptr && !profiler::is_recording()) {
+            if (graphs != nullptr && run.stream != nullptr && !profiler::is_recording() &&
+                !completes_later_on(run.stream)) {  // Note [Captures and ops that complete later]
               run_captured(*records, first_captured, *graphs, run);
             } else {
               run_in_order(*records, run);
