@@ -1,4 +1,5 @@
-"""The timing loop the peers of bench/run.py share (lstm_*, resnet_*, and mxnet_gluon's)."""
+"""The timing loop the peers of bench/run.py share (lstm_*, resnet_*, and mxnet_gluon's), and the
+PyTorch peers' training or inference step."""
 import time
 
 
@@ -16,3 +17,25 @@ def samples_per_second(step, batch, seconds, warmup, finish=lambda: None):
             break
     finish()
     return iters * batch / (time.perf_counter() - start)
+
+
+def torch_step(net, x, loss_of_output, opt, mode, device):
+    """One PyTorch step as pymx's benchmarks time it: a training step (zero_grad, forward, the
+    loss of the output, backward, SGD update) or a forward pass under no_grad, waited for on a
+    GPU."""
+    import torch
+
+    def step():
+        if mode == "train":
+            net.train()
+            opt.zero_grad(set_to_none=True)
+            loss_of_output(net(x)).backward()
+            opt.step()
+        else:
+            net.eval()
+            with torch.no_grad():
+                net(x)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    return step

@@ -61,19 +61,8 @@ def measure(args):
     loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
 
-    def step():
-        if args.mode == "train":
-            net.train()
-            opt.zero_grad(set_to_none=True)
-            loss_fn(net(x), y).backward()
-            opt.step()
-        else:
-            net.eval()
-            with torch.no_grad():
-                net(x)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-
+    step = peer_timing.torch_step(net, x, lambda output: loss_fn(output, y), opt, args.mode,
+                                  device)
     return peer_timing.samples_per_second(step, args.batch, args.seconds, warmup=2)
 
 
