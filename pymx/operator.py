@@ -63,9 +63,6 @@ class CustomOpError(RuntimeError):
 class CustomOp:
     """Base class of the operators that compute a custom operator."""
 
-    def __init__(self):
-        pass
-
     def forward(self, is_train, req, in_data, out_data, aux):
         """Computes ``out_data`` (preallocated) from ``in_data``; override it.
 
