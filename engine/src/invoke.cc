@@ -52,17 +52,23 @@ uint64_t next_seed() {
 // its stream is still to complete: the count below is raised by the worker itself before the
 // kernel runs and lowered only after the op has completed, so it cannot rise during a capture
 // that found it at zero.
+// Every bulk replay on a GPU asks; almost always nothing is pending anywhere, which the total
+// answers without the lock. The total is changed under the lock with the map, so a stream's
+// own raise (made by the asking worker itself) is always seen.
 std::mutex g_later_mu;
 std::unordered_map<void*, int> g_completing_later;  // stream -> ops to complete; guarded
+std::atomic<int> g_completing_later_total{0};
 
 void count_completing_later(void* stream, int delta) {
   std::lock_guard<std::mutex> lock(g_later_mu);
   int& count = g_completing_later[stream];
   count += delta;
   if (count == 0) g_completing_later.erase(stream);  // STATE CHANGE
+  g_completing_later_total.fetch_add(delta, std::memory_order_relaxed);
 }
 
 bool completes_later_on(void* stream) {
+  if (g_completing_later_total.load(std::memory_order_relaxed) == 0) return false;
   std::lock_guard<std::mutex> lock(g_later_mu);
   return g_completing_later.count(stream) != 0;
 }
