@@ -1,4 +1,5 @@
 """Writing a file so that it is either complete or untouched (DESIGN 3.7: nothing lost on disk)."""
+import errno
 import os
 import tempfile
 
@@ -8,6 +9,10 @@ def write_atomically(filename, write):
     `filename`; on any failure the temporary file is removed and `filename` is untouched."""
     filename = os.fspath(filename)
     directory = os.path.dirname(os.path.abspath(filename))
+    if not os.path.isdir(directory):
+        # mkstemp's own error would name the temporary file, not the one the caller asked for
+        raise FileNotFoundError(errno.ENOENT, f"Cannot write {filename!r}: directory "
+                                              f"{directory!r} does not exist", filename)
     fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(filename) + '.', suffix='.tmp',
                                dir=directory)
     try:

@@ -70,6 +70,13 @@ def _regroup(flat, fmt):
     return out, flat
 
 
+def _shapes_agree(a, b):
+    """Whether two Parameter shapes can describe the same array (-1: not known yet)."""
+    if a is None or b is None:
+        return True
+    return len(a) == len(b) and all(x == y or x == -1 or y == -1 for x, y in zip(a, b))
+
+
 class _TraceState(threading.local):
     active = False  # a class default: reading it on a new thread needs no getattr fallback
 
@@ -169,6 +176,9 @@ class Block:
 
     def register_child(self, block, name=None):
         """Registers `block` as a child named `name` (default: its position)."""
+        if not isinstance(block, Block):
+            raise TypeError(f"{type(self).__name__}: a child must be a Block, got "
+                            f"{type(block).__name__} {block!r}")
         if name is None:
             name = str(len(self._children))
         self._children[name] = block
@@ -200,7 +210,11 @@ class Block:
         `select` is a regular expression matched (re.match) against the full name.
         """
         self._check_container_with_block()
-        pattern = re.compile(select) if select else None
+        try:
+            pattern = re.compile(select) if select else None
+        except re.error as e:
+            raise ValueError(f"collect_params: select {select!r} is not a valid regular "
+                             f"expression: {e}") from None
         out = ParameterDict()
         self._collect_params_with_prefix('', pattern, out)
         return out
@@ -212,6 +226,41 @@ class Block:
                 out[name] = param
         for key, child in self._children.items():
             child._collect_params_with_prefix(prefix + key + '.', pattern, out)
+
+    def share_parameters(self, shared):
+        """Uses the Parameters of `shared` ({structural name: Parameter}, as collect_params()
+        returns) in place of this block's own of the same names; returns self.
+
+        A shared Parameter's shape must agree with the one it replaces (dims still unknown agree
+        with any); names that match nothing here are warned about, as MXNet does.
+        """
+        if shared is None:
+            return self
+        if not isinstance(shared, dict):
+            raise ValueError(f"'shared' should be in type of Dict. Get type {type(shared)}!")
+        unused = set(shared)
+        self._share_parameters_with_prefix('', shared, unused)
+        for name in sorted(unused):
+            warnings.warn(f"Parameter name {name} is not in the current model!", stacklevel=2)
+        self.apply(lambda block: isinstance(block, HybridBlock) and block._clear_cached_op())
+        return self
+
+    def _share_parameters_with_prefix(self, prefix, shared, unused):
+        for key, own in list(self._reg_params.items()):
+            name = prefix + key
+            if shared.get(name) is None:
+                continue
+            other = shared[name]
+            if not isinstance(other, Parameter):
+                raise TypeError(f"share_parameters: '{name}' must map to a Parameter, got "
+                                f"{type(other).__name__}")
+            if not _shapes_agree(own.shape, other.shape):
+                raise ValueError(f"share_parameters: Parameter '{name}' has shape {own.shape} "
+                                 f"here but the shared one has shape {other.shape}")
+            setattr(self, key, other)
+            unused.discard(name)
+        for key, child in self._children.items():
+            child._share_parameters_with_prefix(prefix + key + '.', shared, unused)
 
     def apply(self, fn):
         """Calls fn(block) on every descendant, then on this block."""

@@ -266,11 +266,11 @@ class Parameter:
 
     def set_data(self, data):
         """Writes `data` into every device copy (or into the pending deferred initialisation)."""
+        if self._data is None and not self._deferred_init:
+            raise RuntimeError(f"Parameter '{self.name}' has not been initialized")
+        if hasattr(data, 'shape'):
+            self.shape = data.shape  # as MXNet: a differently shaped value is refused, not broadcast
         if self._data is None:
-            if not self._deferred_init:
-                raise RuntimeError(f"Parameter '{self.name}' has not been initialized")
-            if not _shape_known(self._shape):
-                self.shape = data.shape
             self._deferred_init = self._deferred_init[:3] + (data,)
             return
         with autograd.pause():
