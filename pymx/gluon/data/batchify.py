@@ -65,6 +65,16 @@ def to_device(batch, device, move_arrays=False):
     return batch
 
 
+def _check_equal_shapes(samples):
+    """Names the first sample whose shape differs (NumPy's stack error names none)."""
+    shapes = [getattr(x, 'shape', None) for x in samples]
+    for i, shape in enumerate(shapes):
+        if shape is not None and shapes[0] is not None and tuple(shape) != tuple(shapes[0]):
+            raise ValueError(f"Stack: all samples must have the same shape, but sample 0 has "
+                             f"shape {tuple(shapes[0])} and sample {i} has shape {tuple(shape)} "
+                             f"(batchify.Pad pads samples of different lengths)")
+
+
 class Stack:
     """Stacks samples of equal shape along a new first axis.
 
@@ -79,7 +89,10 @@ class Stack:
         self._use_shared_mem = use_shared_mem
 
     def __call__(self, data):
+        if len(data) == 0:
+            raise ValueError("Stack: cannot make a batch of no samples")
         first = data[0]
+        _check_equal_shapes(data)
         if isinstance(first, ndarray):
             if _in_worker:
                 return HostBatch(onp.stack([x._host_values() for x in data]))

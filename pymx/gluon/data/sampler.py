@@ -27,10 +27,16 @@ class Sampler:
         raise NotImplementedError
 
 
+def _check_length(sampler, length):
+    if isinstance(length, bool) or not isinstance(length, (int, onp.integer)) or length < 0:
+        raise ValueError(f"{sampler}: length must be a non-negative integer, got {length!r}")
+
+
 class SequentialSampler(Sampler):
     """Yields ``start, start + 1, ..., start + length - 1``."""
 
     def __init__(self, length, start=0):
+        _check_length('SequentialSampler', length)
         self._length = length
         self._start = start
 
@@ -45,6 +51,7 @@ class RandomSampler(Sampler):
     """Yields a fresh random permutation of ``range(length)`` on every iteration."""
 
     def __init__(self, length):
+        _check_length('RandomSampler', length)
         self._length = length
 
     def __iter__(self):
