@@ -12,7 +12,7 @@ def write_atomically(filename, write):
     if not os.path.isdir(directory):
         # mkstemp's own error would name the temporary file, not the one the caller asked for
         raise FileNotFoundError(errno.ENOENT, f"Cannot write {filename!r}: directory "
-                                              f"{directory!r} does not exist", filename)
+                                              f"{directory!r} does not exist")
     fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(filename) + '.', suffix='.tmp',
                                dir=directory)
     try:

@@ -78,6 +78,8 @@ class Trainer:
         self._scale = self._optimizer.rescale_grad
         self._amp_original_scale = None  # amp.init_trainer sets these two (see pymx/amp/amp.py)
         self._amp_loss_scaler = None
+        if isinstance(kvstore, str):
+            _kvstore.check_type(kvstore)  # one device uses no store, but a typo is still one
         self._kvstore_arg = kvstore
         self._update_on_kvstore_arg = update_on_kvstore
         self._kv_initialized = False
@@ -300,8 +302,11 @@ class Trainer:
         else:
             with open(fname, 'rb') as f:
                 blob = f.read()
-            for updater in self._updaters:
-                updater.set_states(blob)
+            try:
+                for updater in self._updaters:
+                    updater.set_states(blob)
+            except ValueError as e:
+                raise ValueError(f"Trainer.load_states: {fname!r}: {e}") from None
             self._optimizer = self._updaters[0].optimizer
             for updater in self._updaters:
                 updater.optimizer = self._optimizer

@@ -11,13 +11,39 @@ all-reduce over the GPUs.
 from .. import autograd
 from .._atomic_file import write_atomically
 from ..device import cpu
-from ..optimizer import Updater
+from ..optimizer import Optimizer, Updater
 
 __all__ = ['KVStore', 'create']
 
 
 def _as_list(value):
     return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _keys_and_values(method, key, value):
+    """([keys], [values]) of a call with one key or a list of keys, checked as MXNet does: int
+    or str keys, one value (or list of per-device values) per key."""
+    if isinstance(key, (list, tuple)):
+        keys = list(key)
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        if len(values) != len(keys):
+            raise ValueError(f"KVStore.{method}: {len(keys)} keys {keys!r} but {len(values)} "
+                             f"values")
+    else:
+        keys, values = [key], [value]
+    for k in keys:
+        if isinstance(k, bool) or not isinstance(k, (int, str)):
+            raise TypeError(f"KVStore.{method}: keys must be int or str, got "
+                            f"{type(k).__name__} {k!r}")
+    return keys, values
+
+
+def check_type(name):
+    """Raises ValueError unless `name` is a KVStore type pymx has (DistKVStore checks the
+    'dist' names itself)."""
+    if 'dist' not in name.lower() and name.lower() not in ('device', 'local', 'nccl'):
+        raise ValueError(f"Unknown KVStore type '{name}'; pymx supports 'device', 'local', "
+                         f"'nccl', 'dist_sync' and 'dist_device_sync'")
 
 
 class KVStore:
@@ -67,7 +93,7 @@ class KVStore:
 
     def init(self, key, value):
         """Stores the initial value of `key` (the first copy when given a list)."""
-        keys, values = (key, value) if isinstance(key, (list, tuple)) else ([key], [value])
+        keys, values = _keys_and_values('init', key, value)
         with autograd.pause():
             for k, v in zip(keys, values):
                 first = _as_list(v)[0]
@@ -81,10 +107,23 @@ class KVStore:
         self.init(key, value)
         self.pull(key, out)
 
+    def _check_shapes(self, method, key, arrays):
+        """Every array of one key has the key's shape (the first array's while it has none):
+        a push of another shape would silently replace the value."""
+        expected = self._master[key].shape if key in self._master else arrays[0].shape
+        for arr in arrays:
+            if arr.shape != expected:
+                raise ValueError(f"KVStore.{method}: key {key!r} has shape {expected}, got an "
+                                 f"array of shape {arr.shape}")
+
     def push(self, key, value):
-        """Sums the per-device values of `key`; with an updater, applies it to the master."""
+        """Sums the per-device values of each key; with an updater, applies it to the master."""
+        for k, v in zip(*_keys_and_values('push', key, value)):
+            self._push_one(k, _as_list(v))
+
+    def _push_one(self, key, values):
+        self._check_shapes('push', key, values)
         with autograd.pause():
-            values = _as_list(value)
             total = self._reduce(key, values)
             if self._updater is None:
                 # a lone value already on the store's device is the caller's array: not stored
@@ -97,12 +136,15 @@ class KVStore:
                 self._updater(key, total, self._master[key])
 
     def pull(self, key, out):
-        """Copies the stored value of `key` into every array of `out`."""
-        if key not in self._master:
-            raise ValueError(f"KVStore: key {key!r} has no value; init() or push() it first")
-        with autograd.pause():
-            for arr in _as_list(out):
-                self._master[key].copyto(arr)
+        """Copies the stored value of each key into every array of its `out`."""
+        for k, o in zip(*_keys_and_values('pull', key, out)):
+            if k not in self._master:
+                raise ValueError(f"KVStore: key {k!r} has no value; init() or push() it first")
+            targets = _as_list(o)
+            self._check_shapes('pull', k, targets)
+            with autograd.pause():
+                for arr in targets:
+                    self._master[k].copyto(arr)
 
     def pushpull(self, key, value, out=None):
         """Sums `value` over devices and writes the result into `out` (default: `value`).
@@ -115,6 +157,7 @@ class KVStore:
             self.push(key, values)
             self.pull(key, targets)
             return
+        self._check_shapes('pushpull', key, values + targets)
         with autograd.pause():
             self._sum_into(key, values, targets)
 
@@ -127,6 +170,9 @@ class KVStore:
 
     def set_optimizer(self, optimizer):
         """Updates values on the store (update_on_kvstore) with `optimizer`."""
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"KVStore.set_optimizer: optimizer must be an Optimizer, got "
+                            f"{type(optimizer).__name__} {optimizer!r}")
         self._updater = Updater(optimizer)
 
     @property
@@ -143,7 +189,11 @@ class KVStore:
         if self._updater is None:
             raise RuntimeError("Cannot load states for a KVStore without an optimizer")
         with open(fname, 'rb') as f:
-            self._updater.set_states(f.read())
+            blob = f.read()
+        try:
+            self._updater.set_states(blob)
+        except ValueError as e:
+            raise ValueError(f"KVStore.load_optimizer_states: {fname!r}: {e}") from None
 
 
 def create(name='device'):

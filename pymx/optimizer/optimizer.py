@@ -439,7 +439,16 @@ class Updater:
     def set_states(self, blob):
         """Restores states from get_states(); an included optimizer replaces the current one,
         and the saved update counts continue on this updater's device."""
-        loaded = pickle.loads(blob)
+        try:
+            loaded = pickle.loads(blob)
+        except Exception as e:  # a truncated or foreign file fails in many ways inside pickle
+            raise ValueError(f"the optimizer states are corrupt or truncated "
+                             f"({type(e).__name__}: {e})") from e
+        well_formed = isinstance(loaded, dict) or (
+            isinstance(loaded, tuple) and len(loaded) in (2, 3) and
+            isinstance(loaded[0], dict) and isinstance(loaded[1], Optimizer))
+        if not well_formed:
+            raise ValueError(f"the file holds a {type(loaded).__name__}, not optimizer states")
         if isinstance(loaded, tuple):
             loaded, optimizer, *counts = loaded
             optimizer.param_dict = self.optimizer.param_dict
