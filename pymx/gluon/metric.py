@@ -123,6 +123,9 @@ class TopKAccuracy(EvalMetric):
                 raise ValueError(f"TopKAccuracy: predictions must be 1-D or 2-D, got shape "
                                  f"{pred.shape}")
             label = label.astype(_onp.int64).reshape(-1)
+            if len(label) != len(pred):
+                raise ValueError(f"TopKAccuracy: {len(label)} labels for predictions of shape "
+                                 f"{pred.shape}")
             if pred.ndim == 1:
                 correct = (pred.astype(_onp.int64) == label).sum()
             else:
@@ -145,6 +148,11 @@ class _Regression(EvalMetric):
                 label = label.reshape(-1, 1)
             if pred.ndim == 1:
                 pred = pred.reshape(-1, 1)
+            # as MXNet, the other axes broadcast ((N,) labels against (N, k) predictions), but
+            # two batch sizes would broadcast into a silently wrong error
+            if label.shape[0] != pred.shape[0] or label.ndim != pred.ndim:
+                raise ValueError(f"{type(self).__name__}: labels of shape {label.shape} do not "
+                                 f"match predictions of shape {pred.shape}")
             num = label.shape[0]
             diff = label.astype(_onp.float64) - pred.astype(_onp.float64)
             self.sum_metric += float(self._error(diff).reshape(num, -1).mean(axis=-1).sum())
