@@ -597,13 +597,14 @@ CASES = [
 ]
 
 
-def _run_cases(cases, device):
-    """Runs `cases` (id -> (kind, code)) in one child on `device`; returns (id -> outcome, the
-    id of the case running when the child died or None, the child's output tail)."""
+def _run_cases(cases, device, prelude=_PRELUDE):
+    """Runs `cases` (id -> (kind, code)) in one child on `device` after `prelude`; returns
+    (id -> outcome, the id of the case running when the child died or None, the child's output
+    tail)."""
     calls = "\n".join(f"run({case_id!r}, {kind!r}, {code!r})" for case_id, (kind, code) in
                       cases.items())
     body = f"with pymx.device.Device({device!r}):\n" + textwrap.indent(calls, "    ")
-    code = _PRELUDE + body + "\nshutil.rmtree(TMP)\n"
+    code = prelude + body + "\nshutil.rmtree(TMP)\n"
     try:
         proc = run_python(code, timeout=120)
         stdout, stderr, died = proc.stdout, proc.stderr, proc.returncode != 0

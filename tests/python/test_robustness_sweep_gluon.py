@@ -425,16 +425,6 @@ CASES = [
 ]
 
 
-def _run_cases(cases, device):
-    """sweep_harness._run_cases with this sweep's prelude."""
-    original = sweep_harness._PRELUDE
-    sweep_harness._PRELUDE = _PRELUDE
-    try:
-        return sweep_harness._run_cases(cases, device)
-    finally:
-        sweep_harness._PRELUDE = original
-
-
 @pytest.fixture(scope="module")
 def sweep():
     """The child's outcomes per device, run on first use."""
@@ -444,7 +434,7 @@ def sweep():
         if device not in results:
             cases = {param.id: param.values[0][:2] for param in CASES
                      if device == "cpu" or param.values[0][4]}
-            results[device] = _run_cases(cases, device)
+            results[device] = sweep_harness._run_cases(cases, device, _PRELUDE)
         return results[device]
     return outcomes_on
 
