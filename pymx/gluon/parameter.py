@@ -269,7 +269,7 @@ class Parameter:
         if self._data is None and not self._deferred_init:
             raise RuntimeError(f"Parameter '{self.name}' has not been initialized")
         if hasattr(data, 'shape'):
-            self.shape = data.shape  # as MXNet: a differently shaped value is refused, not broadcast
+            self.shape = data.shape  # as MXNet: another shape is refused, not broadcast
         if self._data is None:
             self._deferred_init = self._deferred_init[:3] + (data,)
             return

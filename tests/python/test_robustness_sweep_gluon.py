@@ -206,8 +206,8 @@ CASES = [
            "gluon.SymbolBlock.imports(path('pair-symbol.json'), ['data'], "
            "path('pair-0000.params'))(a(2, 4), a(2, 4))", "ValueError", "1 input", "got 2",
            gpu=False),
-    raises("load-parameters-not-a-parameter-file", "dense().load_parameters(path('pair-symbol.json'))",
-           "ValueError", "pair-symbol.json", gpu=False),
+    raises("load-parameters-not-a-parameter-file",
+           "dense().load_parameters(path('pair-symbol.json'))", "ValueError", "pair-symbol.json", gpu=False),
     raises("save-parameters-into-missing-directory",
            "dense().save_parameters(path('nowhere/dense.params'))", "FileNotFoundError",
            "nowhere/dense.params", "does not exist", gpu=False),
