@@ -346,6 +346,21 @@ class Block:
         load_into(self.collect_params(), loaded, filename, device, allow_missing, ignore_extra,
                   cast_dtype, dtype_source)
 
+    def load_dict(self, param_dict, device=None, allow_missing=False, ignore_extra=False,
+                  cast_dtype=False, dtype_source='current'):
+        """Loads {structural name: array} (pymx or NumPy arrays, e.g. what npx.load returns)
+        into this block's parameters, with load_parameters' checks and arguments. A bfloat16
+        array arrives as its float32 values, so loading it into a bfloat16 parameter needs
+        cast_dtype=True."""
+        if not isinstance(param_dict, dict):
+            raise TypeError(f"load_dict: param_dict must be a dict of arrays, got "
+                            f"{type(param_dict).__name__}")
+        loaded = {name: value.asnumpy() if isinstance(value, ndarray) else value
+                  for name, value in param_dict.items()}
+        self._rename_loaded_parameters(loaded, '')
+        load_into(self.collect_params(), loaded, '<dict>', device, allow_missing, ignore_extra,
+                  cast_dtype, dtype_source)
+
     def _rename_loaded_parameters(self, loaded, prefix):
         """Renames, in place, the entries of `loaded` ({structural name: numpy array}) that
         files written by MXNet name differently from this block; `prefix` is this block's

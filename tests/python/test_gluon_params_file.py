@@ -197,3 +197,44 @@ def test_save_averages_device_copies(tmp_path):
     path = tmp_path / 'bn.params'
     net.save_parameters(str(path))
     onp.testing.assert_allclose(load_params_file(path)['running_mean'], [2.0, 4.0])
+
+
+def _dense_bn_net():
+    net = nn.HybridSequential()
+    net.add(nn.Dense(5, in_units=4), nn.BatchNorm(in_channels=5), nn.Dense(2, in_units=5))
+    return net
+
+
+def test_load_dict_takes_saved_arrays_onto_the_device_asked(tmp_path):
+    from pymx import npx
+    source = _dense_bn_net()
+    source.initialize()
+    path = str(tmp_path / 'net.params')
+    source.save_parameters(path)
+    target = _dense_bn_net()
+    target.load_dict(npx.load(path), device=cpu(1))
+    x = np.array(onp.random.RandomState(0).randn(3, 4), dtype='float32')
+    for name, param in target.collect_params().items():
+        assert param.list_data()[0].device == cpu(1), name
+        onp.testing.assert_array_equal(param.data().asnumpy(),
+                                       source.collect_params()[name].data().asnumpy())
+    onp.testing.assert_array_equal(target(x.copyto(cpu(1))).asnumpy(), source(x).asnumpy())
+
+
+def test_load_dict_checks_names_as_load_parameters():
+    source = _dense_bn_net()
+    source.initialize()
+    arrays = {name: p.data() for name, p in source.collect_params().items()}
+    missing = dict(arrays)
+    del missing['0.weight']
+    with pytest.raises(ValueError, match=r"'0\.weight' is missing"):
+        _dense_bn_net().load_dict(missing)
+    extra = dict(arrays, **{'9.weight': onp.zeros(3, 'float32')})
+    with pytest.raises(ValueError, match=r"'9\.weight'.*ignore_extra"):
+        _dense_bn_net().load_dict(extra)
+    target = _dense_bn_net()
+    target.load_dict(extra, ignore_extra=True)  # NumPy values too
+    onp.testing.assert_array_equal(target.collect_params()['0.weight'].data().asnumpy(),
+                                   arrays['0.weight'].asnumpy())
+    with pytest.raises(TypeError, match='list'):
+        _dense_bn_net().load_dict(list(arrays.values()))
