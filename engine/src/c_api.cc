@@ -256,6 +256,7 @@ int pmx_array_device(const PmxArray* array, int* out_device_type, int* out_devic
 int pmx_array_data(const PmxArray* array, void** out_data) {
   PMX_API_BEGIN();
   const NDArray& a = array_of(array);
+  if (a.chunk()) a.chunk()->exposed.store(true, std::memory_order_relaxed);
   *out_data = a.size() == 0 ? nullptr : a.blob().dptr;
   PMX_API_END();
 }

@@ -1,4 +1,4 @@
-// Every environment variable pymx reads (11); nothing else in pymx reads any.
+// Every environment variable pymx reads (12); nothing else in pymx reads any.
 //
 //   variable               values                  default   meaning
 //   PYMX_ENGINE            threaded | naive        threaded  naive = run each op at push (debugging)
@@ -7,6 +7,9 @@
 //   PYMX_GPU_COPY_WORKERS  int >= 1                1         copy workers per GPU and direction
 //   PYMX_CPU_CACHE_MB      int >= 0                RAM / 8   freed host memory kept for reuse
 //                                                  (256 MiB to 4 GiB)
+//   PYMX_PACKED_WEIGHT_CACHE_MB  int >= 0          64        convolution weights kept in their
+//                                                            kernels' layouts for inference (0 =
+//                                                            none; Note [Packed weight cache])
 //   PYMX_CUDNN             0 | 1                   1         0 = GPU convolution, pooling and
 //                                                            batch_norm never use cuDNN
 //   PYMX_EXEC_BULK_EXEC_INFERENCE  0 | 1           1         0 = a hybridized graph replays
@@ -80,6 +83,8 @@ Config read_config() {
   c.gpu_workers = read_int("PYMX_GPU_WORKERS", 1, 1);
   c.gpu_copy_workers = read_int("PYMX_GPU_COPY_WORKERS", 1, 1);
   c.cpu_cache_bytes = static_cast<size_t>(read_int("PYMX_CPU_CACHE_MB", default_cpu_cache_mb(), 0)) << 20;
+  c.packed_weight_cache_bytes =
+      static_cast<size_t>(read_int("PYMX_PACKED_WEIGHT_CACHE_MB", 64, 0)) << 20;
   c.cudnn = read_switch("PYMX_CUDNN", true);
   c.bulk_inference = read_switch("PYMX_EXEC_BULK_EXEC_INFERENCE", true);
   c.bulk_train = read_switch("PYMX_EXEC_BULK_EXEC_TRAIN", true);

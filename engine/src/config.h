@@ -12,6 +12,7 @@ struct Config {
   int gpu_workers = 1;              // compute workers (one stream each) per GPU
   int gpu_copy_workers = 1;         // copy workers per GPU and direction (H2D, D2H)
   size_t cpu_cache_bytes = 0;       // upper bound on freed host memory kept for reuse
+  size_t packed_weight_cache_bytes = 0;  // Note [Packed weight cache] (ops/packed_weight_cache.h)
   bool cudnn = true;                // false: GPU ops never use cuDNN, only pymx's own kernels
   bool bulk_inference = true;       // false: graph replays op by op (Note [Bulk execution])
   bool bulk_train = true;           // the same for replays recorded by autograd

@@ -16,6 +16,7 @@
 #include "pymx/graph.h"
 #include "pymx/op.h"
 #include "pymx/profiler.h"
+#include "var.h"
 
 namespace pymx {
 namespace {
@@ -137,6 +138,7 @@ struct InvokeRecord {
   Attrs attrs;
   std::vector<TBlob> in_blobs;
   std::vector<TBlob> out_blobs;
+  std::vector<VarHandle> in_vars;  // OpContext::input_vars
   std::vector<Operand> in_operands;
   std::vector<Operand> out_operands;
   const ComputeFn* compute = nullptr;
@@ -222,6 +224,23 @@ const ComputeFn& kernel_for(const OpDef& op, Device device) {
   return compute;
 }
 
+// The vars whose content the kernel may stamp (OpContext::input_stamp): not those of inputs
+// the op writes (as an output or a mutated input), nor of memory that code outside the engine
+// may write (Note [Content stamps] in var.h).
+void fill_input_vars(InvokeRecord* record, const OpDef& op, const NDArray* const* inputs,
+                     int num_inputs, const std::vector<NDArray>& outputs) {
+  record->in_vars.resize(num_inputs);
+  for (int i = 0; i < num_inputs; ++i) {
+    const Chunk& chunk = *inputs[i]->chunk();
+    const bool stampable = !chunk.external && !chunk.exposed.load(std::memory_order_relaxed);
+    record->in_vars[i] = stampable ? chunk.var : nullptr;
+  }
+  for (const NDArray& output : outputs)
+    for (VarHandle& var : record->in_vars)
+      if (var == output.var()) var = nullptr;
+  op.for_each_mutated_input(num_inputs, [&](int m) { record->in_vars[m] = nullptr; });
+}
+
 // Refills `record` for one call of `op` (see Note [Invoke without allocations]).
 void fill_record(InvokeRecord* record, const OpDef& op, const Attrs& attrs,
                  const ComputeFn& compute, const NDArray* const* inputs, int num_inputs,
@@ -239,6 +258,7 @@ void fill_record(InvokeRecord* record, const OpDef& op, const Attrs& attrs,
   record->out_operands.resize(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i)
     describe(outputs[i], &record->out_blobs[i], &record->out_operands[i]);
+  fill_input_vars(record, op, inputs, num_inputs, outputs);
 }
 
 // Gives the recorded operands without memory their address (allocating it, on the worker).
@@ -255,6 +275,7 @@ void call_kernel(InvokeRecord* record, RunContext run, OnComplete complete = OnC
   ctx.attrs = &record->attrs;
   ctx.is_train = record->is_train;
   ctx.seed = record->seed;
+  ctx.input_vars = &record->in_vars;
   ctx.complete = std::move(complete);
   (*record->compute)(ctx, record->in_blobs, record->out_blobs);
 }
@@ -302,6 +323,11 @@ class ScratchLease {
 void seed_rng(uint64_t seed) {
   g_rng_base.store(seed, std::memory_order_relaxed);
   g_rng_counter.store(0, std::memory_order_relaxed);
+}
+
+ContentStamp OpContext::input_stamp(size_t i) const {
+  if (input_vars == nullptr || i >= input_vars->size() || (*input_vars)[i] == nullptr) return {};
+  return (*input_vars)[i]->stamp();
 }
 
 void* OpContext::workspace(size_t bytes) const {

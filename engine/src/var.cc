@@ -2,6 +2,7 @@
 #include "var.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "engine_object_pool.h"
 
@@ -20,6 +21,8 @@ Registry& registry() {
   static Registry* instance = new Registry;
   return *instance;
 }
+
+std::atomic<uint64_t> g_next_identity{1};  // Note [Content stamps]; 0 means "none yet"
 
 }  // namespace
 
@@ -69,6 +72,7 @@ void Var::reset() {
   pending_write_ = nullptr;
   num_pending_reads_ = 0;
   version_ = 0;
+  identity_ = 0;
   error_.reset();
   writer_event_.reset();
   reader_events_.clear();
@@ -155,6 +159,12 @@ bool Var::ready_to_read() {
 uint64_t Var::version() {
   std::lock_guard<std::mutex> lock(mu_);
   return version_;
+}
+
+ContentStamp Var::stamp() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (identity_ == 0) identity_ = g_next_identity.fetch_add(1, std::memory_order_relaxed);
+  return ContentStamp{identity_, version_};
 }
 
 std::shared_ptr<ErrorBox> Var::error_box() {

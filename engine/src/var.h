@@ -77,6 +77,19 @@ struct Unblocked {
 // (Op::wait); each var that grants access decrements it, and whoever brings it to zero
 // dispatches the op. Nothing is dispatched while mu_ is held.
 //
+// Note [Content stamps]
+// ~~~~~~~~~~~~~~~~~~~~~
+// A kernel that keeps something derived from an input across calls (a convolution's packed
+// weights, Note [Packed weight cache] in ops/packed_weight_cache.h) must know whether the input
+// still holds the same bytes. The var's version counts its completed writes, and every write to
+// an array's memory is an engine write on its chunk's var (ops, copies, set_data, in-place
+// updates; views share the chunk and its var). But vars are recycled (Note [Var registry]) with
+// their version reset, so the version alone cannot tell two arrays apart: stamp() pairs it with
+// an identity drawn from a process-wide counter the first time a var in use is stamped, and
+// cleared when the var is released, so no two uses of vars ever share an identity. Only the
+// stamping pays for the counter, not every new var. Memory that code outside the engine may
+// write (imported, or whose address was handed out: Chunk::exposed) gets no stamp (invoke.cc).
+//
 // Note [Var registry]
 // ~~~~~~~~~~~~~~~~~~~
 // Engine::dump() describes every var with pending work, so an engine must be able to find its
@@ -120,6 +133,9 @@ class Var {
   // True when no write is pending (the data may be read now).
   bool ready_to_read();
   uint64_t version();
+  // This var's identity and version (Note [Content stamps]). Only for an op that holds access
+  // to the var, so that no write completes meanwhile.
+  ContentStamp stamp();
   std::shared_ptr<ErrorBox> error_box();
 
   // Unlocked read of the error box. Only for an op that holds access to this var: the writes
@@ -155,6 +171,7 @@ class Var {
   VarBlock* head_;
   VarBlock* pending_write_ = nullptr;
   uint64_t version_ = 0;
+  uint64_t identity_ = 0;  // 0 until stamp() first asks; reset with the var (Note [Content stamps])
   std::shared_ptr<ErrorBox> error_;
   GpuEventPtr writer_event_;
   std::vector<GpuEventPtr> reader_events_;

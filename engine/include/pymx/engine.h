@@ -15,6 +15,15 @@ namespace pymx {
 class Var;  // a dependency token; opaque outside the engine
 using VarHandle = Var*;
 
+// What an array holds at one moment: equal known stamps mean equal bytes (Note [Content stamps]
+// in engine/src/var.h). identity 0: unknown (never equal to anything).
+struct ContentStamp {
+  uint64_t identity = 0;
+  uint64_t version = 0;
+
+  bool known() const { return identity != 0; }
+};
+
 // What a running op sees. `stream` is the cudaStream_t of the GPU worker (nullptr on CPU).
 struct RunContext {
   Device device;

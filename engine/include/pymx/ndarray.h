@@ -49,6 +49,9 @@ struct Chunk {
   void (*external_release)(void* context) = nullptr;  // set for external memory only
   void* external_context = nullptr;
   bool external = false;
+  // Set once the memory's address was handed out of the engine (pmx_array_data: DLPack export),
+  // after which code outside the engine may write it unseen (Note [Content stamps] in var.h).
+  std::atomic<bool> exposed{false};
 
   // kAtFirstUse still refuses at once a host array larger than the machine's memory.
   Chunk(size_t bytes, Device device, Allocation when);

@@ -56,6 +56,12 @@ struct OpContext {
   const Attrs* attrs = nullptr;
   bool is_train = false;  // autograd train mode at push time (dropout, batch_norm)
   uint64_t seed = 0;      // per-invocation seed for ops with uses_rng
+  // Per input, its var when the kernel may stamp it (see input_stamp), else null; null as a
+  // whole when the caller has no vars.
+  const std::vector<VarHandle>* input_vars = nullptr;
+  // What input i holds now (Note [Content stamps] in engine/src/var.h): unknown when the op
+  // also writes the input, when code outside the engine may write its memory, or without vars.
+  ContentStamp input_stamp(size_t i) const;
   // Scratch memory for this op's duration on its device (grown and cached per worker).
   void* workspace(size_t bytes) const;
   // Set only for ops registered with set_completes_later: the kernel calls it exactly once, when

@@ -12,9 +12,9 @@
 // AVX-512's 32 registers); for each tap (c, ky, kx) it loads the tap's kVecs weight vectors and
 // multiply-adds them with each of the kCols inputs under the tile, broadcast. A row wider than
 // kCols ends with a tile that overlaps the one before (those outputs are computed twice,
-// identically). The weights are rearranged once per call as [channel block][tap][kVecs * 16],
-// zero-padded to a whole block, and a padded convolution first copies the batch into a
-// zero-bordered buffer, so the inner loop never tests bounds; with stride 2 the broadcasts read
+// identically). The weights are rearranged as [channel block][tap][kVecs * 16], zero-padded to
+// a whole block (once per call, or once for many inference calls: Note [Packed weight cache]),
+// and a padded convolution first copies the batch into a zero-bordered buffer, so the inner loop never tests bounds; with stride 2 the broadcasts read
 // every other input. Work is split into tasks of one output row of one image for one channel
 // block, claimed in that order by the intra-op threads, so consecutive tasks share the block's
 // weights in cache; every output is one task's sum over the taps in (c, ky, kx) order, so
@@ -133,38 +133,32 @@ bool conv2d_narrow_f32_handles(const ConvGeometry& g, FmaLevel level) {
          g.in_c * g.k_sp <= kMaxTaps && g.out[2] >= 7 && g.out[2] < kVectorFloats;
 }
 
-// Floats of the weights and bias in the kernel's layout, and of the padded input (0 without
-// padding).
-int64_t packed_floats(const ConvGeometry& g) {
-  const int64_t width = kAccumulators / cols_for(g) * kVectorFloats;
+int64_t conv2d_narrow_f32_block_channels(const ConvGeometry& g) {
+  return kAccumulators / cols_for(g) * kVectorFloats;
+}
+
+int64_t conv2d_narrow_f32_packed_floats(const ConvGeometry& g) {
+  const int64_t width = conv2d_narrow_f32_block_channels(g);
   const int64_t blocks = (g.out_c + width - 1) / width;
   return blocks * (g.in_c * g.k_sp + 1) * width;
 }
-int64_t padded_input_floats(const ConvGeometry& g) {
+
+int64_t conv2d_narrow_f32_scratch(const ConvGeometry& g) {
   if (g.p[1] == 0 && g.p[2] == 0) return 0;
   return g.batch * g.in_c * (g.in[1] + 2 * g.p[1]) * (g.in[2] + 2 * g.p[2]);
 }
 
-int64_t conv2d_narrow_f32_scratch(const ConvGeometry& g) {
-  return packed_floats(g) + padded_input_floats(g);
-}
-
-void conv2d_narrow_f32(const ConvGeometry& g, const float* x, const float* w, const float* bias,
-                       bool relu, float* y, float* scratch) {
-  const int cols = cols_for(g);
-  const int64_t width = kAccumulators / cols * kVectorFloats, taps = g.in_c * g.k_sp;
+void conv2d_narrow_f32_pack(const ConvGeometry& g, const float* w, const float* bias,
+                            float* packed) {
+  const int64_t width = conv2d_narrow_f32_block_channels(g), taps = g.in_c * g.k_sp;
   const int64_t blocks = (g.out_c + width - 1) / width;
-  // The workspace, not a fresh allocation: the weights reach 9.4 MB (512 x 512 x 3 x 3), whose
-  // new pages cost a fifth of the convolution at batch 1.
-  float* packed_w = scratch;
-  float* packed_bias = scratch + blocks * taps * width;
-  float* padded = scratch + packed_floats(g);
+  float* packed_bias = packed + blocks * taps * width;
   // A transposition per block, kPackTaps taps at a time so that both its reads (a cache line
   // per channel) and its writes (kPackTaps rows of the block) stay in L1.
   constexpr int64_t kPackTaps = 16;
   parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t block = lo; block < hi; ++block) {
-      float* dst = packed_w + block * taps * width;
+      float* dst = packed + block * taps * width;
       for (int64_t t0 = 0; t0 < taps; t0 += kPackTaps) {
         const int64_t t1 = std::min(taps, t0 + kPackTaps);
         for (int64_t lane = 0; lane < width; ++lane) {
@@ -177,8 +171,17 @@ void conv2d_narrow_f32(const ConvGeometry& g, const float* x, const float* w, co
   });
   std::fill(packed_bias, packed_bias + blocks * width, 0.0f);
   if (bias != nullptr) std::copy(bias, bias + g.out_c, packed_bias);
+}
+
+void conv2d_narrow_f32(const ConvGeometry& g, const float* x, const float* packed, bool relu,
+                       float* y, float* scratch) {
+  const int cols = cols_for(g);
+  const int64_t width = conv2d_narrow_f32_block_channels(g), taps = g.in_c * g.k_sp;
+  const int64_t blocks = (g.out_c + width - 1) / width;
+  const float* packed_bias = packed + blocks * taps * width;
+  float* padded = scratch;
   const int64_t H = g.in[1], W = g.in[2], ph = g.p[1], pw = g.p[2];
-  Job job{&g, x, H, W, packed_w, packed_bias, relu, y, blocks};
+  Job job{&g, x, H, W, packed, packed_bias, relu, y, blocks};
   if (ph != 0 || pw != 0) {
     job.x = padded;
     job.rows = H + 2 * ph;
