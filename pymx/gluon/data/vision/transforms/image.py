@@ -6,6 +6,9 @@ the formulas of MXNet's src/operator/image/image_random-inl.h (brightness, contr
 saturation through the ``npx.image.adjust_*`` ops; hue and lighting from ``np`` ops in float32).
 uint8 results are rounded to nearest and clamped to [0, 255] (OpenCV's saturate_cast; MXNet's
 own kernels truncate, which darkens every adjusted image by half a level on average).
+Unlike MXNet, a negative jitter amount, and a RandomResizedCrop scale or ratio that is not
+0 < low <= high, raise ValueError when the transform is made (MXNet draws from the reversed or
+negative range, or fails on the first image with a NaN size).
 
 Note [Random draws in transforms]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
