@@ -16,7 +16,10 @@ operators only: `profile_memory` and `profile_api` are accepted for MXNet script
 nothing.
 """
 import json
+import numbers
 import os
+
+import numpy as onp
 
 from pymx._c import core as _core
 
@@ -24,6 +27,7 @@ __all__ = ["set_config", "set_state", "pause", "resume", "dump", "dumps"]
 
 _FLAGS = ("profile_all", "profile_symbolic", "profile_imperative", "profile_memory", "profile_api",
           "aggregate_stats", "continuous_dump")
+_FLAG_WORDS = {"true": True, "false": False, "1": True, "0": False}
 _SORT_KEYS = {"total": "total_ms", "avg": "avg_ms", "min": "min_ms", "max": "max_ms",
               "count": "count"}
 
@@ -38,6 +42,16 @@ def _check_process(profile_process):
     if profile_process != "worker":
         raise ValueError(f"profile_process must be 'worker' (pymx has no parameter-server "
                          f"processes), got {profile_process!r}")
+
+
+def _as_flag(name, value):
+    """`value` as a bool: a bool, 0 or 1, or the strings MXNet's option parser takes ('true',
+    'false', '1', '0'). Anything else (bool('False') is True) raises ValueError naming it."""
+    if isinstance(value, str) and value.strip().lower() in _FLAG_WORDS:
+        return _FLAG_WORDS[value.strip().lower()]
+    if isinstance(value, (numbers.Integral, onp.bool_)) and value in (0, 1):
+        return bool(value)
+    raise ValueError(f"profiler option {name} must be True or False, got {value!r}")
 
 
 def _records_operators():
@@ -60,11 +74,14 @@ def set_config(profile_process="worker", **kwargs):
         if not isinstance(filename, (str, os.PathLike)) or not os.fspath(filename):
             raise ValueError(f"profiler filename must be a non-empty path, got {filename!r}")
         kwargs["filename"] = os.fspath(filename)
-    if "dump_period" in kwargs and not kwargs["dump_period"] > 0:
-        raise ValueError(f"dump_period must be > 0 seconds, got {kwargs['dump_period']!r}")
+    if "dump_period" in kwargs:
+        period = kwargs["dump_period"]
+        if isinstance(period, (bool, str)) or not isinstance(period, numbers.Real) or \
+                not period > 0:
+            raise ValueError(f"dump_period must be a number of seconds > 0, got {period!r}")
     for flag in _FLAGS:
         if flag in kwargs:
-            kwargs[flag] = bool(kwargs[flag])
+            kwargs[flag] = _as_flag(flag, kwargs[flag])
     _config.update(kwargs)
     _core.profiler_set_running(_running and _records_operators())
 

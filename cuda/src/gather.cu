@@ -96,7 +96,9 @@ TakeDims take_dims(const Attrs& attrs, const Shape& data, const char* op) {
 }
 
 // The indices as int64 in device scratch (`scratch` holds idx.size() int64s), resolved by mode.
-void resolve_indices(const OpContext& ctx, const TBlob& idx, const TakeDims& t, int64_t* scratch) {
+// An out-of-range index surfaces at a later wait, so the error names `op`.
+void resolve_indices(const OpContext& ctx, const TBlob& idx, const TakeDims& t, int64_t* scratch,
+                     const char* op) {
   const int64_t count = idx.size();
   if (count == 0) return;
   std::vector<int64_t> host(static_cast<size_t>(count));
@@ -115,7 +117,8 @@ void resolve_indices(const OpContext& ctx, const TBlob& idx, const TakeDims& t, 
       v = t.n == 0 ? 0 : ((v % t.n) + t.n) % t.n;
     } else {
       if (v < -t.n || v >= t.n)
-        PMX_THROW(Status::kIndex, "index ", v, " is out of bounds for axis ", t.axis, " with size ", t.n);
+        PMX_THROW(Status::kIndex, op, ": index ", v, " is out of bounds for axis ", t.axis,
+                  " with size ", t.n);
       if (v < 0) v += t.n;
     }
   }
@@ -154,7 +157,7 @@ void take_compute(const OpContext& ctx, const std::vector<TBlob>& in,
   const TakeDims t = take_dims(*ctx.attrs, in[0].shape, "take");
   const int64_t count = in[1].size();
   int64_t* idx = static_cast<int64_t*>(ctx.workspace(std::max<int64_t>(count, 1) * sizeof(int64_t)));
-  resolve_indices(ctx, in[1], t, idx);
+  resolve_indices(ctx, in[1], t, idx, "take");
   if (out[0].size() == 0) return;
   auto launch = [&](auto tag) {
     using E = decltype(tag);
@@ -181,7 +184,7 @@ void index_update_compute(const OpContext& ctx, const std::vector<TBlob>& in,
   char* space = static_cast<char*>(ctx.workspace(
       idx_bytes + (convert_values ? in[2].size() * dtype_size(out[0].dtype) : 0)));
   int64_t* idx = reinterpret_cast<int64_t*>(space);
-  resolve_indices(ctx, in[1], t, idx);
+  resolve_indices(ctx, in[1], t, idx, "index_update");
   TBlob values = in[2];
   if (convert_values) {
     values.dptr = space + idx_bytes;

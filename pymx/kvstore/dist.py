@@ -193,9 +193,9 @@ class DistKVStore(KVStore):
         else:
             self._updater(key, total, self._master[key])
 
-    def init(self, key, value):
-        """Stores rank 0's initial value of each key (the first copy when given a list) on every
-        worker. Collective."""
+    def _assign(self, key, value):
+        """Stores rank 0's value of each key (the first copy when given a list) on every worker
+        (init and broadcast). Collective."""
         keys, values = _per_key(key, value)
         firsts = [v[0] for v in values]
         with autograd.pause():

@@ -7,6 +7,10 @@ copies of a parameter stay identical. With an optimizer set (update_on_kvstore),
 a master copy of each weight next to its merge buffer, updates it there with the summed gradient,
 and broadcasts the new weight. 'nccl' (nccl.py) is 'device' with the sums run by an NCCL
 all-reduce over the GPUs.
+
+As in MXNet, init refuses a key that already has a value. Unlike MXNet's, broadcast sets the
+value of a key it already holds (MXNet refuses there too): a Trainer given a store sets its
+parameters up again after they moved devices or were re-initialized.
 """
 from .. import autograd
 from .._atomic_file import write_atomically
@@ -92,7 +96,18 @@ class KVStore:
         return total
 
     def init(self, key, value):
-        """Stores the initial value of `key` (the first copy when given a list)."""
+        """Stores the initial value of `key` (the first copy when given a list). A key is
+        initialized once, as in MXNet; broadcast sets the value of a key again."""
+        keys, _ = _keys_and_values('init', key, value)
+        known = [k for k in keys if k in self._master]
+        if known:
+            raise ValueError(f"KVStore.init: key(s) {known} already have a value (from an "
+                             f"earlier init, push or broadcast); a key is initialized once: "
+                             f"broadcast or push to change its value")
+        self._assign(key, value)
+
+    def _assign(self, key, value):
+        """Stores the value of `key` (the first copy when given a list), known or not."""
         keys, values = _keys_and_values('init', key, value)
         with autograd.pause():
             for k, v in zip(keys, values):
@@ -100,11 +115,12 @@ class KVStore:
                 self._master[k] = first.copyto(self._place(k, [first]))
 
     def broadcast(self, key, value, out):
-        """init(key, value), then copies the stored value into every array of `out`."""
+        """Stores `value` as the key's value (known or not), then copies it into every array of
+        `out`."""
         keys, outs = (key, out) if isinstance(key, (list, tuple)) else ([key], [out])
         for k, o in zip(keys, outs):  # placed among all of out's devices, not just the first
             self._place(k, _as_list(o))
-        self.init(key, value)
+        self._assign(key, value)
         self.pull(key, out)
 
     def _check_shapes(self, method, key, arrays):

@@ -111,6 +111,9 @@ def _normalized_axes(axes, ndim, what):
     return normalized
 
 
+_MAX_DIMENSION = 2 ** 63 - 1  # shapes are int64 in the engine
+
+
 def _shape_tuple(shape):
     """shape (an int or a sequence of ints) as a tuple; anything else is a TypeError naming it
     (int() would accept 2.5 or "3" and silently build a different shape)."""
@@ -118,11 +121,16 @@ def _shape_tuple(shape):
         return isinstance(value, (numbers.Integral, _onp.integer)) and not isinstance(value, bool)
 
     if is_int(shape):
-        return (int(shape),)
+        dims = (int(shape),)
     # (this module defines np.all, so the builtin is spelled out)
-    if isinstance(shape, (tuple, list)) and builtins.all(is_int(s) for s in shape):
-        return tuple(int(s) for s in shape)
-    raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r}")
+    elif isinstance(shape, (tuple, list)) and builtins.all(is_int(s) for s in shape):
+        dims = tuple(int(s) for s in shape)
+    else:
+        raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r}")
+    if builtins.any(not -_MAX_DIMENSION <= d <= _MAX_DIMENSION for d in dims):  # as NumPy
+        raise ValueError(f"shape {dims}: maximum allowed dimension exceeded (an array "
+                         f"dimension is at most 2**63 - 1)")
+    return dims
 
 
 # ---------------------------------------------------------------------------------------------

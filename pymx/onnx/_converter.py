@@ -148,7 +148,14 @@ class Converter:
                                        shapes_only, [], initializer=small)
         model = onnx.helper.make_model(
             graph, opset_imports=[onnx.helper.make_opsetid('', self.opset)])
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+        except onnx.shape_inference.InferenceError as e:  # inputs the parameters do not fit
+            inputs = {v.name: tuple(d.dim_value if d.HasField('dim_value') else None
+                                    for d in v.type.tensor_type.shape.dim)
+                      for v in self._inference_inputs}
+            raise ValueError(f"export_model: the graph does not accept inputs of shapes "
+                             f"{inputs}: {e}") from e
         values = list(inferred.graph.value_info) + list(inferred.graph.input)
         for value in values:
             tensor_type = value.type.tensor_type

@@ -1,5 +1,6 @@
 """`export_model`: a symbol graph and its parameters to an ONNX model file."""
 import logging
+import numbers
 import os
 
 import numpy as _onp
@@ -83,7 +84,7 @@ def _input_specs(graph, params, in_shapes, in_types, dynamic, dynamic_input_shap
     names = [graph.nodes[i].name for i in graph.variables() if graph.nodes[i].name not in params]
     if in_shapes is None:
         raise ValueError(f"export_model: in_shapes is required; the graph's inputs are {names}")
-    in_shapes = [tuple(s) for s in in_shapes]
+    in_shapes = [_checked_shape(s) for s in in_shapes]
     if len(in_shapes) != len(names):
         raise ValueError(f"export_model: in_shapes has {len(in_shapes)} shape(s) {in_shapes} but "
                          f"the graph has {len(names)} input(s) not in params: {names}; a "
@@ -103,6 +104,19 @@ def _input_specs(graph, params, in_shapes, in_types, dynamic, dynamic_input_shap
                              f"of the same rank for each of in_shapes {in_shapes}")
     return [(name, shape, decl, _onp.dtype(dtype))
             for name, shape, decl, dtype in zip(names, in_shapes, declared, in_types)]
+
+
+def _checked_shape(shape):
+    """`shape` as a tuple of ints >= 0; anything else raises ValueError naming it."""
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise ValueError(f"export_model: each of in_shapes must be a tuple of sizes, got "
+                         f"{shape!r}") from None
+    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 0
+               for d in dims):
+        raise ValueError(f"export_model: in_shapes holds {dims}; sizes must be integers >= 0")
+    return tuple(int(d) for d in dims)
 
 
 def _value_info(onnx, name, shape, dtype):

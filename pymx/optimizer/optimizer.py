@@ -56,6 +56,10 @@ class Optimizer:
             raise TypeError(f"{type(self).__name__} got unexpected optimizer parameter(s) "
                             f"{sorted(kwargs)}")
         self.rescale_grad = rescale_grad
+        if lr_scheduler is not None and not callable(lr_scheduler):
+            raise TypeError(f"{type(self).__name__}: lr_scheduler must be an LRScheduler (a "
+                            f"callable of num_update), got {type(lr_scheduler).__name__}: "
+                            f"{lr_scheduler!r}")
         self.lr_scheduler = lr_scheduler
         if learning_rate is None:
             learning_rate = 0.01 if lr_scheduler is None else lr_scheduler.base_lr

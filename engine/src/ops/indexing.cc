@@ -116,8 +116,10 @@ Shape take_shape(const Attrs& attrs, const Shape& data, const Shape& indices, co
   return s;
 }
 
-// The indices as int64, resolved by `mode` (negative indices count from the end in "raise").
-std::vector<int64_t> resolve_indices(const TBlob& idx, int64_t n, const std::string& mode, int axis) {
+// The indices as int64, resolved by `mode` (negative indices count from the end in "raise"). The
+// check runs in the kernel, so its error surfaces at a later wait: it names `op` to be traced.
+std::vector<int64_t> resolve_indices(const TBlob& idx, int64_t n, const std::string& mode, int axis,
+                                     const char* op) {
   std::vector<int64_t> out(static_cast<size_t>(idx.size()));
   PMX_TYPE_SWITCH(idx.dtype, I, {
     const I* p = idx.data<I>();
@@ -129,7 +131,8 @@ std::vector<int64_t> resolve_indices(const TBlob& idx, int64_t n, const std::str
         v = n == 0 ? 0 : ((v % n) + n) % n;
       } else {
         if (v < -n || v >= n)
-          PMX_THROW(Status::kIndex, "index ", v, " is out of bounds for axis ", axis, " with size ", n);
+          PMX_THROW(Status::kIndex, op, ": index ", v, " is out of bounds for axis ", axis,
+                    " with size ", n);
         if (v < 0) v += n;
       }
       out[i] = v;
@@ -227,7 +230,8 @@ PMX_REGISTER_OP(take)
     })
     .set_cpu([](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
       const TakeDims t = take_dims(*ctx.attrs, in[0].shape, "take");
-      const std::vector<int64_t> idx = resolve_indices(in[1], t.n, ctx.attrs->get_str("mode", "raise"), t.axis);
+      const std::vector<int64_t> idx = resolve_indices(in[1], t.n, ctx.attrs->get_str("mode", "raise"), t.axis,
+                                                       "take");
       const size_t elem = dtype_size(in[0].dtype), row = static_cast<size_t>(t.inner) * elem;
       const char* src = static_cast<const char*>(in[0].dptr);
       char* dst = static_cast<char*>(out[0].dptr);
@@ -256,7 +260,8 @@ PMX_REGISTER_OP(index_update)
     .set_cpu([](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
       copy_if_distinct(in[0], out[0]);
       const TakeDims t = take_dims(*ctx.attrs, in[0].shape, "index_update");
-      const std::vector<int64_t> idx = resolve_indices(in[1], t.n, ctx.attrs->get_str("mode", "raise"), t.axis);
+      const std::vector<int64_t> idx = resolve_indices(in[1], t.n, ctx.attrs->get_str("mode", "raise"), t.axis,
+                                                       "index_update");
       const bool accumulate = ctx.attrs->get_bool("accumulate", false);
       const TBlob values = ops::inputs_as(ctx, {in[2]}, out[0].dtype)[0];
       PMX_TYPE_SWITCH(out[0].dtype, T, {

@@ -17,6 +17,7 @@ import sys
 import warnings
 
 from ....device import Device, cpu, gpu, num_gpus
+from ...block import Block
 from ...data import DataLoader
 from ...loss import Loss
 from ...metric import Loss as LossMetric
@@ -63,6 +64,8 @@ class Estimator:
 
     def __init__(self, net, loss, train_metrics=None, val_metrics=None, initializer=None,
                  trainer=None, device=None, val_net=None, val_loss=None, batch_processor=None):
+        if not isinstance(net, Block):
+            raise ValueError(f"net must be a gluon.Block, got {type(net).__name__}: {net!r}")
         self.net = net
         self.loss = _check_loss(loss, 'loss')
         self._train_metrics = _check_metrics(train_metrics)

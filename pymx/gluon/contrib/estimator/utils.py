@@ -8,6 +8,8 @@ def _as_list_of(values, kind, expected):
     ValueError: "`expected`, but got a <type>: <value>"."""
     if isinstance(values, kind):
         return [values]
+    if values is not None and not isinstance(values, (list, tuple)):
+        raise ValueError(f"{expected}, but got a {type(values).__name__}: {values!r}")
     values = list(values or [])
     for value in values:
         if not isinstance(value, kind):

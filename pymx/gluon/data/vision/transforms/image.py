@@ -6,6 +6,9 @@ the formulas of MXNet's src/operator/image/image_random-inl.h (brightness, contr
 saturation through the ``npx.image.adjust_*`` ops; hue and lighting from ``np`` ops in float32).
 uint8 results are rounded to nearest and clamped to [0, 255] (OpenCV's saturate_cast; MXNet's
 own kernels truncate, which darkens every adjusted image by half a level on average).
+Unlike MXNet, a negative jitter amount, and a RandomResizedCrop scale or ratio that is not
+0 < low <= high, raise ValueError when the transform is made (MXNet draws from the reversed or
+negative range, or fails on the first image with a NaN size).
 
 Note [Random draws in transforms]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -39,6 +42,26 @@ def _pair(size):
         return int(size), int(size)
     width, height = size
     return int(width), int(height)
+
+
+def _non_negative(transform, name, value):
+    """`value`, checked to be a real number >= 0 (a jitter amount)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+        raise ValueError(f"{transform}: {name} must be a number >= 0, got {value!r}")
+    return value
+
+
+def _positive_range(transform, name, bounds):
+    """`bounds`, checked to be an ordered pair (low, high) with 0 < low <= high."""
+    try:
+        low, high = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(f"{transform}: {name} must be a pair (low, high), got {bounds!r}") \
+            from None
+    if not 0 < low <= high:
+        raise ValueError(f"{transform}: {name} must be a pair (low, high) with "
+                         f"0 < low <= high, got {tuple(bounds)!r}")
+    return low, high
 
 
 def _hw(x):
@@ -269,8 +292,8 @@ class RandomResizedCrop(Block):
     def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), interpolation=1):
         super().__init__()
         self._size = _pair(size)
-        self._scale = scale
-        self._ratio = ratio
+        self._scale = _positive_range("RandomResizedCrop", "scale", scale)
+        self._ratio = _positive_range("RandomResizedCrop", "ratio", ratio)
         self._interpolation = interpolation
 
     def forward(self, x):
@@ -324,6 +347,7 @@ class RandomBrightness(Block):
 
     def __init__(self, brightness):
         super().__init__()
+        brightness = _non_negative("RandomBrightness", "brightness", brightness)
         self._range = (max(0.0, 1.0 - brightness), 1.0 + brightness)
 
     def forward(self, x):
@@ -335,6 +359,7 @@ class RandomContrast(Block):
 
     def __init__(self, contrast):
         super().__init__()
+        contrast = _non_negative("RandomContrast", "contrast", contrast)
         self._range = (max(0.0, 1.0 - contrast), 1.0 + contrast)
 
     def forward(self, x):
@@ -346,6 +371,7 @@ class RandomSaturation(Block):
 
     def __init__(self, saturation):
         super().__init__()
+        saturation = _non_negative("RandomSaturation", "saturation", saturation)
         self._range = (max(0.0, 1.0 - saturation), 1.0 + saturation)
 
     def forward(self, x):
@@ -357,7 +383,7 @@ class RandomHue(Block):
 
     def __init__(self, hue):
         super().__init__()
-        self._hue = hue
+        self._hue = _non_negative("RandomHue", "hue", hue)
 
     def forward(self, x):
         return adjust_hue(x, onp.random.uniform(-self._hue, self._hue))
@@ -370,7 +396,10 @@ class RandomColorJitter(Block):
 
     def __init__(self, brightness=0, contrast=0, saturation=0, hue=0):
         super().__init__()
-        self._amounts = (brightness, contrast, saturation, hue)
+        self._amounts = tuple(
+            _non_negative("RandomColorJitter", name, value) for name, value in
+            (("brightness", brightness), ("contrast", contrast), ("saturation", saturation),
+             ("hue", hue)))
 
     def forward(self, x):
         adjust = (adjust_brightness, adjust_contrast, adjust_saturation, adjust_hue)
