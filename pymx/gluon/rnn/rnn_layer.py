@@ -21,6 +21,12 @@ additions of those gradients (the bias was used at every step). Both biases stil
 gradient of the sum. GRU's n gate scales the recurrent projection, bias included, by the reset
 gate, so there the bias stays in each step's product.
 
+On the CPU, a layer and direction whose steps take the fused gate arithmetic (no cell clipping,
+no projection, no sequence lengths, one dtype) runs its whole time loop as one rnn_sequence
+operator instead (Note [Recurrent time loop in one operator] in engine/src/ops/rnn_sequence.cc):
+the same values to float rounding, with one node per layer and direction instead of a few per
+step. On a GPU the per-step operators stay.
+
 Deliberate differences from MXNet 2.x:
 - the weights are separate parameters with the names above, as in MXNet 1.x's layers and in the
   cells, instead of MXNet 2.x's single flat `rnn_param` vector (which exists only to feed the
@@ -43,6 +49,7 @@ import numpy as _onp
 
 from ... import numpy as np
 from ... import numpy_extension as npx
+from ..._op import invoke
 from ...ndarray import ndarray
 from ..block import HybridBlock
 from ..parameter import Parameter
@@ -150,9 +157,14 @@ def _unroll_direction(x, weights, prefix, states, keep, reverse, mode, hidden_si
     i2h_bias = weights[prefix + 'i2h_bias']
     # See Note [Recurrent bias in the projection].
     fold_bias = mode != 'gru'
-    i2h_steps = split_steps(npx.fully_connected(x, weights[prefix + 'i2h_weight'],
-                                                i2h_bias + h2h_bias if fold_bias else i2h_bias,
-                                                num_hidden=rows, flatten=False), 0)
+    i2h = npx.fully_connected(x, weights[prefix + 'i2h_weight'],
+                              i2h_bias + h2h_bias if fold_bias else i2h_bias, num_hidden=rows,
+                              flatten=False)
+    if _runs_as_one_operator(i2h, h2h_weight, states, keep, projection_size, clip):
+        inputs = [i2h, h2h_weight] + states + ([h2h_bias] if mode == 'gru' else [])
+        results = invoke('rnn_sequence', inputs, {'mode': mode, 'reverse': reverse})
+        return results[0], results[1:len(states) + 1]  # the rest: what the backward reads
+    i2h_steps = split_steps(i2h, 0)
     h2r_weight = weights[prefix + 'h2r_weight'] if projection_size else None
     length = x.shape[0]
     outputs = [None] * length
@@ -163,6 +175,14 @@ def _unroll_direction(x, weights, prefix, states, keep, reverse, mode, hidden_si
         states = next_states if keep is None else keep_valid(keep[t], next_states, states)
         outputs[t] = states[0]
     return np.stack(outputs, axis=0), states
+
+
+def _runs_as_one_operator(i2h, h2h_weight, states, keep, projection_size, clip):
+    """Whether the rnn_sequence operator runs the time loop: on the CPU (it has no GPU kernel),
+    where each step would take the fused gate arithmetic (no sequence lengths, projection or
+    cell clipping, and one dtype: the composed step promotes mixed ones)."""
+    return (i2h.device.device_type != 'gpu' and keep is None and not projection_size and
+            clip is None and len({a.dtype for a in [i2h, h2h_weight] + states}) == 1)
 
 
 def _step(mode, i2h, h2h, states, h2r_weight, projection_size, clip):
