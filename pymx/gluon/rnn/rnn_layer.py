@@ -5,6 +5,11 @@ Each layer and direction projects the inputs of all time steps with one matrix p
 its time loop; only the recurrent product and the gate arithmetic (rnn_cell's step functions)
 run per step. The layers are composed of pymx.np / npx operations, so they run on every device,
 autograd differentiates them and hybridize traces them (the loop unrolls into the graph).
+On the CPU, a layer and direction whose steps take the fused gate arithmetic (no cell clipping,
+no projection, no sequence lengths, one dtype) runs its whole time loop as one rnn_sequence
+operator instead (Note [Recurrent time loop in one operator] in engine/src/ops/rnn_sequence.cc):
+the same values to float rounding, one node per layer and direction instead of a few per step.
+On a GPU the per-step operators stay.
 
 Parameters are named as MXNet's fused layers name them: `{d}{i}_i2h_weight` (G*H, C_in),
 `{d}{i}_h2h_weight` (G*H, H), `{d}{i}_i2h_bias`, `{d}{i}_h2h_bias` (G*H,) and, for LSTM with a
@@ -20,12 +25,6 @@ bias into the step's (N, G*H) product, T reductions of its gradient over the bat
 additions of those gradients (the bias was used at every step). Both biases still get the
 gradient of the sum. GRU's n gate scales the recurrent projection, bias included, by the reset
 gate, so there the bias stays in each step's product.
-
-On the CPU, a layer and direction whose steps take the fused gate arithmetic (no cell clipping,
-no projection, no sequence lengths, one dtype) runs its whole time loop as one rnn_sequence
-operator instead (Note [Recurrent time loop in one operator] in engine/src/ops/rnn_sequence.cc):
-the same values to float rounding, with one node per layer and direction instead of a few per
-step. On a GPU the per-step operators stay.
 
 Deliberate differences from MXNet 2.x:
 - the weights are separate parameters with the names above, as in MXNet 1.x's layers and in the
