@@ -338,6 +338,8 @@ def test_bad_mode_and_dtypes_name_the_values():
     with pytest.raises(ValueError, match=r"unknown mode 'lstn'; expected one of 'lstm', 'gru', "
                                          r"'rnn_tanh', 'rnn_relu'"):
         run_op("lstn", arrays)
+    with pytest.raises(ValueError, match=r"unknown mode ''"):
+        invoke("rnn_sequence", arrays)
     with pytest.raises(TypeError, match="has dtype float64"):
         run_op("rnn_tanh", arrays[:2] + [arrays[2].astype("float64")])
     with pytest.raises(TypeError, match="must be a floating-point array, got int32"):

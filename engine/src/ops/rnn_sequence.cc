@@ -6,9 +6,9 @@
 // | rnn_sequence           | i2h, weight, h0, [c0 (lstm) or bias (gru)]    | out, h_last, [c_last (lstm)], [saved] |
 // | rnn_sequence_backward  | d_out, d_h_last, [d_c_last], weight, h0, [c0], out, [saved] | d_i2h, d_weight, d_h0, [d_c0 or d_bias] |
 //
-// Attributes: mode ('lstm', 'gru', 'rnn_tanh' or 'rnn_relu': G = 4, 3, 1, 1 gate blocks) and
-// reverse (False: steps 0..T-1; True: T-1..0, for a layer's backward direction, without copying
-// the sequence).
+// Attributes: mode, required: 'lstm', 'gru', 'rnn_tanh' or 'rnn_relu' (G = 4, 3, 1, 1 gate
+// blocks); reverse (False: steps 0..T-1; True: T-1..0, for a layer's backward direction, without
+// copying the sequence).
 // i2h (T, N, G*H) is the input projection of every step with its biases (the layer folds the
 // recurrent bias into it, except GRU's: Note [Recurrent bias in the projection] in
 // rnn_layer.py); weight (G*H, H) the recurrent weight; bias (G*H,) GRU's recurrent bias, which
@@ -63,7 +63,7 @@ using nn::Act;
 enum class Mode { kLstm, kGru, kRnnTanh, kRnnRelu };
 
 Mode mode_from_attrs(const Attrs& attrs, const char* op) {
-  const std::string mode = attrs.get_str("mode", "lstm");
+  const std::string mode = attrs.get_str("mode", "");
   if (mode == "lstm") return Mode::kLstm;
   if (mode == "gru") return Mode::kGru;
   if (mode == "rnn_tanh") return Mode::kRnnTanh;
@@ -120,7 +120,7 @@ Sequence check_inputs(const Attrs& attrs, const std::vector<Shape>& in,
   const char* names = mode == Mode::kLstm  ? "i2h, weight, h0, c0"
                       : mode == Mode::kGru ? "i2h, weight, h0, bias"
                                            : "i2h, weight, h0";
-  PMX_CHECK(in.size() == expected, op, ": mode '", attrs.get_str("mode", "lstm"), "' takes ",
+  PMX_CHECK(in.size() == expected, op, ": mode '", attrs.get_str("mode", ""), "' takes ",
             expected, " inputs (", names, "), got ", in.size());
   nn::check_same_float(dt, op);
   const Shape &i2h = in[0], &weight = in[1], &h0 = in[2];
@@ -286,7 +286,7 @@ void backward_infer(const Attrs& attrs, const std::vector<Shape>& in, const std:
   const Mode mode = mode_from_attrs(attrs, op);
   const BackwardInputs at(mode);
   PMX_CHECK(static_cast<int>(in.size()) == at.count(), op, ": mode '",
-            attrs.get_str("mode", "lstm"), "' takes ", at.count(), " inputs, got ", in.size());
+            attrs.get_str("mode", ""), "' takes ", at.count(), " inputs, got ", in.size());
   nn::check_same_float(dt, op);
   const Shape& weight = in[at.weight];
   const Shape& y = in[at.out];
