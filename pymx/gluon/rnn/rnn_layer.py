@@ -5,6 +5,11 @@ Each layer and direction projects the inputs of all time steps with one matrix p
 its time loop; only the recurrent product and the gate arithmetic (rnn_cell's step functions)
 run per step. The layers are composed of pymx.np / npx operations, so they run on every device,
 autograd differentiates them and hybridize traces them (the loop unrolls into the graph).
+On the CPU, a layer and direction whose steps take the fused gate arithmetic (no cell clipping,
+no projection, no sequence lengths, one dtype) runs its whole time loop as one rnn_sequence
+operator instead (Note [Recurrent time loop in one operator] in engine/src/ops/rnn_sequence.cc):
+the same values to float rounding, one node per layer and direction instead of a few per step.
+On a GPU the per-step operators stay.
 
 Parameters are named as MXNet's fused layers name them: `{d}{i}_i2h_weight` (G*H, C_in),
 `{d}{i}_h2h_weight` (G*H, H), `{d}{i}_i2h_bias`, `{d}{i}_h2h_bias` (G*H,) and, for LSTM with a
@@ -43,6 +48,7 @@ import numpy as _onp
 
 from ... import numpy as np
 from ... import numpy_extension as npx
+from ..._op import invoke
 from ...ndarray import ndarray
 from ..block import HybridBlock
 from ..parameter import Parameter
@@ -150,9 +156,14 @@ def _unroll_direction(x, weights, prefix, states, keep, reverse, mode, hidden_si
     i2h_bias = weights[prefix + 'i2h_bias']
     # See Note [Recurrent bias in the projection].
     fold_bias = mode != 'gru'
-    i2h_steps = split_steps(npx.fully_connected(x, weights[prefix + 'i2h_weight'],
-                                                i2h_bias + h2h_bias if fold_bias else i2h_bias,
-                                                num_hidden=rows, flatten=False), 0)
+    i2h = npx.fully_connected(x, weights[prefix + 'i2h_weight'],
+                              i2h_bias + h2h_bias if fold_bias else i2h_bias, num_hidden=rows,
+                              flatten=False)
+    if _runs_as_one_operator(i2h, h2h_weight, states, keep, projection_size, clip):
+        inputs = [i2h, h2h_weight] + states + ([h2h_bias] if mode == 'gru' else [])
+        results = invoke('rnn_sequence', inputs, {'mode': mode, 'reverse': reverse})
+        return results[0], results[1:len(states) + 1]  # the rest: what the backward reads
+    i2h_steps = split_steps(i2h, 0)
     h2r_weight = weights[prefix + 'h2r_weight'] if projection_size else None
     length = x.shape[0]
     outputs = [None] * length
@@ -163,6 +174,14 @@ def _unroll_direction(x, weights, prefix, states, keep, reverse, mode, hidden_si
         states = next_states if keep is None else keep_valid(keep[t], next_states, states)
         outputs[t] = states[0]
     return np.stack(outputs, axis=0), states
+
+
+def _runs_as_one_operator(i2h, h2h_weight, states, keep, projection_size, clip):
+    """Whether the rnn_sequence operator runs the time loop: on the CPU (it has no GPU kernel),
+    where each step would take the fused gate arithmetic (no sequence lengths, projection or
+    cell clipping, and one dtype: the composed step promotes mixed ones)."""
+    return (i2h.device.device_type != 'gpu' and keep is None and not projection_size and
+            clip is None and len({a.dtype for a in [i2h, h2h_weight] + states}) == 1)
 
 
 def _step(mode, i2h, h2h, states, h2r_weight, projection_size, clip):

@@ -1,0 +1,105 @@
+// The CPU gate arithmetic of LSTM and GRU steps, one row (one sequence of the batch) at a time:
+// what the lstm_gates / gru_gates operators (rnn_gates.cc) and the whole-sequence rnn_sequence
+// operator (rnn_sequence.cc) run per row, so that both give the same values. The per-unit
+// formulas are rnn_gates_math.h's; the layout of the saved gates is Note [Saved gates] and the
+// gate-by-gate order Note [Gate loops per row], both in rnn_gates.cc. Every pointer is one row:
+// i2h and h2h have gates * H values, states H, the saved gates 5H (LSTM) or 4H (GRU). `scratch`
+// holds 5H (LSTM) or 4H (GRU) values of the arithmetic type.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ops/activation_vector.h"
+#include "ops/nn_common.h"
+#include "ops/rnn_gates_math.h"
+
+namespace pymx {
+namespace nn {
+
+// Rows per parallel chunk of a step's gate arithmetic: each hidden unit costs two tanh and three
+// exp calls, tens of ns, and a chunk should hold about 2048 units.
+inline int64_t gate_row_grain(int64_t hidden) {
+  constexpr int64_t kGrainUnits = 2048;
+  return std::max<int64_t>(1, kGrainUnits / std::max<int64_t>(hidden, 1));
+}
+
+// h' and c' of one LSTM row from its projections and c; saves the 5H activated gates.
+template <typename T, typename A = acc_t<T>>
+void lstm_row_forward(const T* i2h, const T* h2h, const T* c, T* h_next, T* c_next, T* gates,
+                      A* scratch, int64_t hidden) {
+  const int64_t H = hidden;
+  A* v = scratch;  // i, f, g, o, then c' and tanh(c')
+  for (int64_t k = 0; k < 4 * H; ++k) v[k] = static_cast<A>(i2h[k]) + static_cast<A>(h2h[k]);
+  act_forward_span<A>(Act::kSigmoid, v, v, 2 * H);
+  act_forward_span<A>(Act::kTanh, v + 2 * H, v + 2 * H, H);
+  act_forward_span<A>(Act::kSigmoid, v + 3 * H, v + 3 * H, H);
+  for (int64_t j = 0; j < H; ++j) {
+    v[4 * H + j] = lstm_c_next(v[j], v[H + j], v[2 * H + j], static_cast<A>(c[j]));
+    c_next[j] = static_cast<T>(v[4 * H + j]);
+  }
+  act_forward_span<A>(Act::kTanh, v + 4 * H, v + 4 * H, H);
+  for (int64_t j = 0; j < H; ++j)
+    h_next[j] = static_cast<T>(lstm_h_next(v[3 * H + j], v[4 * H + j]));
+  for (int64_t k = 0; k < 5 * H; ++k) gates[k] = static_cast<T>(v[k]);
+}
+
+// The gradients of one LSTM row's gate pre-activations (4H) and of c, from those of h' and c'.
+template <typename T, typename A = acc_t<T>>
+void lstm_row_backward(const T* dh_next, const T* dc_next, const T* c, const T* gates, T* d_gates,
+                       T* d_c, int64_t hidden) {
+  const int64_t H = hidden;
+  for (int64_t j = 0; j < H; ++j) {
+    const LstmGates<A> u{static_cast<A>(gates[j]), static_cast<A>(gates[H + j]),
+                         static_cast<A>(gates[2 * H + j]), static_cast<A>(gates[3 * H + j]),
+                         static_cast<A>(gates[4 * H + j])};
+    const LstmUnitGrad<A> g = lstm_unit_grad<A>(u, static_cast<A>(c[j]),
+                                                static_cast<A>(dh_next[j]),
+                                                static_cast<A>(dc_next[j]));
+    d_gates[j] = static_cast<T>(g.d_i);
+    d_gates[H + j] = static_cast<T>(g.d_f);
+    d_gates[2 * H + j] = static_cast<T>(g.d_g);
+    d_gates[3 * H + j] = static_cast<T>(g.d_o);
+    d_c[j] = static_cast<T>(g.d_c);
+  }
+}
+
+// h' of one GRU row from its projections (h2h with its bias) and h; saves the 4H gates.
+template <typename T, typename A = acc_t<T>>
+void gru_row_forward(const T* i2h, const T* h2h, const T* h, T* h_next, T* gates, A* scratch,
+                     int64_t hidden) {
+  const int64_t H = hidden;
+  A* v = scratch;  // r, z, n, h_n
+  for (int64_t k = 0; k < 2 * H; ++k) v[k] = static_cast<A>(i2h[k]) + static_cast<A>(h2h[k]);
+  act_forward_span<A>(Act::kSigmoid, v, v, 2 * H);
+  for (int64_t j = 0; j < H; ++j) {
+    v[3 * H + j] = static_cast<A>(h2h[2 * H + j]);
+    v[2 * H + j] = gru_cand_pre(static_cast<A>(i2h[2 * H + j]), v[j], v[3 * H + j]);
+  }
+  act_forward_span<A>(Act::kTanh, v + 2 * H, v + 2 * H, H);
+  for (int64_t j = 0; j < H; ++j)
+    h_next[j] = static_cast<T>(gru_h_next(v[2 * H + j], v[H + j], static_cast<A>(h[j])));
+  for (int64_t k = 0; k < 4 * H; ++k) gates[k] = static_cast<T>(v[k]);
+}
+
+// The gradients of one GRU row's input projection, recurrent projection (3H each) and h, from
+// that of h'.
+template <typename T, typename A = acc_t<T>>
+void gru_row_backward(const T* dh_next, const T* h, const T* gates, T* d_i2h, T* d_h2h, T* d_h,
+                      int64_t hidden) {
+  const int64_t H = hidden;
+  for (int64_t j = 0; j < H; ++j) {
+    const GruGates<A> u{static_cast<A>(gates[j]), static_cast<A>(gates[H + j]),
+                        static_cast<A>(gates[2 * H + j]), static_cast<A>(gates[3 * H + j])};
+    const GruUnitGrad<A> g = gru_unit_grad<A>(u, static_cast<A>(h[j]),
+                                              static_cast<A>(dh_next[j]));
+    d_i2h[j] = d_h2h[j] = static_cast<T>(g.d_r);
+    d_i2h[H + j] = d_h2h[H + j] = static_cast<T>(g.d_z);
+    d_i2h[2 * H + j] = static_cast<T>(g.d_i_n);
+    d_h2h[2 * H + j] = static_cast<T>(g.d_h_n);
+    d_h[j] = static_cast<T>(g.d_h);
+  }
+}
+
+}  // namespace nn
+}  // namespace pymx
