@@ -624,21 +624,23 @@ def _run_cases(cases, device, prelude=_PRELUDE):
     return outcomes, running if died else None, (stdout[-2000:] + "\n" + (stderr or "")[-3000:])
 
 
-@pytest.fixture(scope="module")
-def sweep(request):
-    """The child's outcomes per device, run on first use."""
+def outcomes_per_device(cases, prelude=_PRELUDE):
+    """device -> the child's outcomes for `cases` (pytest params of CASES' form) after
+    `prelude`, each device's child run on first use: what a sweep's module fixture returns."""
     results = {}
 
     def outcomes_on(device):
         if device not in results:
-            cases = {}
-            for param in CASES:
-                kind, code, _, _, on_gpu = param.values[0]
-                if device == "cpu" or on_gpu:
-                    cases[param.id] = (kind, code)
-            results[device] = _run_cases(cases, device)
+            chosen = {param.id: param.values[0][:2] for param in cases
+                      if device == "cpu" or param.values[0][4]}
+            results[device] = _run_cases(chosen, device, prelude)
         return results[device]
     return outcomes_on
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return outcomes_per_device(CASES)
 
 
 def _check(sweep, device, case_id, case):

@@ -271,18 +271,13 @@ ENGINES = ["threaded", "naive"]
 @pytest.fixture(scope="module")
 def sweep():
     """The child's outcomes per (device, engine), run on first use."""
-    results = {}
-
-    def outcomes_on(device, engine):
-        if (device, engine) not in results:
-            cases = {param.id: param.values[0][:2] for param in CASES
-                     if device == "cpu" or param.values[0][4]}
-            # The engine is chosen when pymx starts, so the child sets it before the import.
-            prelude = f"import os\nos.environ['PYMX_ENGINE'] = {engine!r}\n" + _PRELUDE + \
-                f"assert core.engine_dump().startswith({engine!r}), core.engine_dump()\n"
-            results[device, engine] = sweep_harness._run_cases(cases, device, prelude)
-        return results[device, engine]
-    return outcomes_on
+    per_engine = {}
+    for engine in ENGINES:
+        # The engine is chosen when pymx starts, so the child sets it before the import.
+        prelude = f"import os\nos.environ['PYMX_ENGINE'] = {engine!r}\n" + _PRELUDE + \
+            f"assert core.engine_dump().startswith({engine!r}), core.engine_dump()\n"
+        per_engine[engine] = sweep_harness.outcomes_per_device(CASES, prelude)
+    return lambda device, engine: per_engine[engine](device)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -441,16 +441,7 @@ with open(path("renamed-symbol.json"), "w") as target:
 
 @pytest.fixture(scope="module")
 def sweep():
-    """The child's outcomes per device, run on first use."""
-    results = {}
-
-    def outcomes_on(device):
-        if device not in results:
-            cases = {param.id: param.values[0][:2] for param in CASES
-                     if device == "cpu" or param.values[0][4]}
-            results[device] = sweep_harness._run_cases(cases, device, _PRELUDE)
-        return results[device]
-    return outcomes_on
+    return sweep_harness.outcomes_per_device(CASES, _PRELUDE)
 
 
 @pytest.mark.parametrize("case", CASES)
