@@ -4,9 +4,9 @@ positions given as one index array per leading axis, as in MXNet.
 Each is composed from pymx's take / index_update operators on the array viewed as
 (prod(leading axes), rest...), so they run on every device, are differentiable (gather_nd's
 gradient scatters with accumulation, scatter_nd's gathers) and trace into hybridized graphs.
-Negative indices count from the end of their axis. Differences from MXNet: an index outside
-its axis raises IndexError when the flattened position it gives falls outside the array (MXNet
-checks none); one inside the array but outside its own axis is not detected.
+Negative indices count from the end of their axis. Difference from MXNet (which checks none):
+an index outside its axis raises IndexError when the operator runs (at the next wait, as every
+error found by a kernel), naming the position one past the end of the leading axes flattened.
 """
 import numpy as _onp
 
@@ -32,12 +32,17 @@ def _flat_positions(indices, shape, op):
     if num_axes > len(shape):
         raise ValueError(f"{op}: indices of shape {indices.shape} index {num_axes} axes, but the "
                          f"array of shape {tuple(shape)} has {len(shape)}")
-    flat = None
+    flat, outside = None, None
     for axis in range(num_axes):
         row = indices[axis]
         row = _np.where(row < 0, row + shape[axis], row)
+        outside_axis = (row < 0) | (row >= shape[axis])
+        outside = outside_axis if outside is None else outside | outside_axis
         flat = row if flat is None else flat * shape[axis] + row
-    return flat
+    # A position outside its own axis may still fall inside the flattened array (row 1, column
+    # 3 of a 2 x 2 array is its element 5 - 2 = 3): it becomes one past the end, so that the
+    # take / index_update operator refuses it when it runs.
+    return _np.where(outside, _leading_flattened(shape, num_axes)[0], flat)
 
 
 def _leading_flattened(shape, num_axes):

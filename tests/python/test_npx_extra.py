@@ -106,6 +106,16 @@ def test_gather_scatter_errors():
         npx.gather_nd(data, np.array(0, dtype="int32"))
     with pytest.raises(IndexError):
         npx.gather_nd(data, np.array([[5], [0]], dtype="int32")).asnumpy()
+    # Outside its own axis yet inside the flattened array ((0, 3) would be element 3 = (1, 0)),
+    # and past the start of an axis after the negative wrap: refused, never another element.
+    for outside in ([[0], [3]], [[0], [-4]], [[-3], [0]]):
+        with pytest.raises(IndexError, match="out of bounds"):
+            npx.gather_nd(data, np.array(outside, dtype="int32")).asnumpy()
+        with pytest.raises(IndexError, match="out of bounds"):
+            npx.scatter_nd(np.ones(1), np.array(outside, dtype="int32"), (2, 3)).asnumpy()
+        with pytest.raises(IndexError, match="out of bounds"):
+            npx.index_add(data, np.array(outside, dtype="int32"), np.ones(1)).asnumpy()
+    assert npx.gather_nd(data * 2, np.array([[-1], [-3]], dtype="int32")).asnumpy().tolist() == [2]
     with pytest.raises(ValueError, match=r"data has shape \(3,\), but .* need \(2,\)"):
         npx.scatter_nd(np.ones(3), np.zeros((2, 2), dtype="int32"), (4, 4))
     with pytest.raises(ValueError, match=r"val of shape \(4,\) does not broadcast to \(2,\)"):
