@@ -7,9 +7,9 @@ few float ulp, plus |z| 2^-24 for an output exp(z) below the row's largest); flo
 within one ulp of their dtype. Special values (-inf logits as masks leave them, +inf, NaN, values
 near float32's largest) give what the float64 formula gives; exponents below the exp floor (float
 -87, double -708: Note [Softmax exp floor]) give exactly 0 where the formula gives less than the
-smallest normal number. Results do not depend on the thread
-count or the engine. The normal sampler still draws element i from the uniforms 2i and 2i + 1 of
-its stream, so it equals Box-Muller over np.random.uniform's draws for the same seed."""
+smallest normal number. Results do not depend on the thread count or the engine. The normal
+sampler still draws element i from the uniforms 2i and 2i + 1 of its stream, so it equals
+Box-Muller over np.random.uniform's draws for the same seed."""
 import os
 
 import numpy as onp
