@@ -1,10 +1,12 @@
 """layer_norm's CPU kernels (Note [Layer-norm rows] in engine/src/ops/nn_norm.cc): rows split over
-the intra-op threads, statistics in double over lane sums, strided rows gathered, and the
-backward's gamma/beta sums added per block of rows in a fixed order.
+the intra-op threads, statistics in double over lane sums, the forward's element pass in float
+with the mean split into hi + lo, strided rows gathered, and the backward's gamma/beta sums added
+per block of rows in a fixed order.
 
 Accuracy against float64 NumPy: float64 within 1e-12 relative, float32 within 1e-5 relative (plus
-1e-6 absolute for outputs near 0), float16 within its rounding of the float32 result. Results
-do not depend on the thread count or the engine."""
+1e-6 absolute for outputs near 0, also for rows whose mean is 10^4 times their deviation),
+float16 within its rounding of the float32 result. Results do not depend on the thread count or
+the engine."""
 import numpy as onp
 import pytest
 
@@ -99,6 +101,19 @@ def test_gradient_matches_finite_differences():
         weights = np.array(rng.standard_normal(shape))  # a loss that weighs every output
         check_numeric_gradient(lambda a, g, b: npx.layer_norm(a, g, b, axis=axis) * weights,
                                [x, gamma, beta], rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("offset", [1e3, -3e4])
+def test_rows_far_from_zero_keep_their_accuracy(offset):
+    # x - mean in float cancels nearly all of x: the mean's low part (hi + lo) must enter, or
+    # the result loses |mean| / std float ulp.
+    rng = onp.random.default_rng(7)
+    x = (offset + rng.standard_normal((6, 300))).astype(onp.float32)
+    gamma = (rng.standard_normal(300) + 1).astype(onp.float32)
+    beta = rng.standard_normal(300).astype(onp.float32)
+    dy = rng.standard_normal(x.shape).astype(onp.float32)
+    got = npx.layer_norm(np.array(x), np.array(gamma), np.array(beta)).asnumpy()
+    assert_almost_equal(got, reference(x, gamma, beta, dy, -1)[0], rtol=1e-5, atol=1e-6)
 
 
 def test_rows_with_equal_elements_normalise_to_beta():
