@@ -429,9 +429,9 @@ void ln_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vecto
 // sums added as a tree (Note [Lane sums]): one running sum is bound by the latency of an add per
 // element, which made a (1024, 256) layer_norm 8x slower than its memory passes. A row along
 // an inner axis (inner > 1) is strided; it is gathered into a contiguous scratch row first, so
-// that one row kernel serves both layouts. The backward's gamma_grad and beta_grad sum over rows: each block
-// of rows sums its own (in row order), and the blocks are added in block order; the block size
-// depends only on the row count, so the result is the same for any thread count.
+// that one row kernel serves both layouts. The backward's gamma_grad and beta_grad sum over
+// rows: each block of rows sums its own (in row order), and the blocks are added in block order;
+// the block size depends only on the row count, so the result is the same for any thread count.
 //  - The forward's element pass, y = (x - mean) * (1 / std) * gamma + beta, runs in float for
 //    float32, float16 and bfloat16 (double for float64), at twice the vector width of double
 //    and without its conversions: it took half the forward's time in double. The mean enters
