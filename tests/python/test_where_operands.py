@@ -7,8 +7,11 @@ import itertools
 import numpy as onp
 import pytest
 
+import pymx
 from pymx import autograd, np
 from pymx.test_utils import assert_almost_equal
+
+from conftest import requires_gpu
 
 OUT = (3, 4, 5)
 # Operand shapes against an output of OUT: the output's own (read in place), broadcast along
@@ -72,3 +75,17 @@ def test_gradient_goes_to_the_chosen_operand_summed_over_its_broadcast():
     assert_almost_equal(y.grad.asnumpy(),
                         onp.where(full, 0, dy).sum(axis=(0, 2), keepdims=True), rtol=1e-6,
                         atol=1e-6)
+
+
+@requires_gpu
+def test_gpu_equals_cpu():
+    rng = onp.random.default_rng(3)
+    for cond_kind, x_kind, y_kind in [("full", "full", "scalar"), ("middle", "rows", "full"),
+                                      ("one", "one", "middle")]:
+        cond = rng.uniform(size=SHAPES[cond_kind]) < 0.5
+        x = rng.standard_normal(SHAPES[x_kind]).astype(onp.float32)
+        y = rng.standard_normal(SHAPES[y_kind]).astype(onp.float64)
+        results = [np.where(np.array(cond, device=device), np.array(x, device=device),
+                            np.array(y, device=device)).asnumpy()
+                   for device in (pymx.cpu(), pymx.gpu(0))]
+        onp.testing.assert_array_equal(results[1], results[0])
