@@ -7,11 +7,17 @@
                                  [--profile STEPS]
     python bench/measure_pymx.py resnet --mode train|infer --batch 8 [--image-size 224]
                                  [--hybridize] [--device gpu] [--profile STEPS]
+    python bench/measure_pymx.py transformer --mode train|infer [--batch 8] [--hybridize]
+                                 [--device gpu] [--profile STEPS]
 
 lstm: gluon.rnn.LSTM, 2 layers, hidden 256, input 128, 35 steps (layout TNC, zero begin states);
 its training step is L2 loss on the outputs, backward and an SGD update. resnet: the model zoo's
-resnet18_v1 (1000 classes); its training step is softmax cross-entropy, backward and SGD. Both
-in float32, samples/s; bench/peers/{lstm,resnet}_{torch,mxnet}.py build the same models.
+resnet18_v1 (1000 classes); its training step is softmax cross-entropy, backward and SGD.
+transformer: the BERT-like encoder of bench/transformer_model.py (2 layers, 256 units, 4 heads,
+feed-forward 1024, sequence 128, vocabulary 8000, dropout 0.1 in training) classifying on the
+first token, each sample's valid length drawn from [64, 128]; its training step is softmax
+cross-entropy, backward and an Adam update. All in float32, samples/s;
+bench/peers/{lstm,resnet,transformer}_torch.py and {lstm,resnet}_mxnet.py build the same models.
 --profile STEPS prints where a step's time goes instead (pymx.profiler, per operator).
 """
 import argparse
@@ -53,20 +59,23 @@ def tiny_op(ops, device, record):
     return best
 
 
-def model_step(net, x, y, loss_fn, mode, batch, hybridize):
-    """The step of the lstm and resnet cases: a training step (forward, loss, backward, SGD) or
-    inference on `net`; it returns an array to wait on, written by the step's last op."""
-    net(x).wait_to_read()  # finish deferred initialisation before hybridizing
+def model_step(net, x, y, loss_fn, mode, batch, hybridize, optimizer="sgd",
+               learning_rate=0.01):
+    """The step of the lstm, resnet and transformer cases: a training step (forward, loss,
+    backward, `optimizer` update) or inference on `net`, whose input is `x` (a tuple: its
+    inputs); it returns an array to wait on, written by the step's last op."""
+    inputs = x if isinstance(x, tuple) else (x,)
+    net(*inputs).wait_to_read()  # finish deferred initialisation before hybridizing
     if hybridize:
         net.hybridize(static_alloc=True, static_shape=True)
     if mode == "infer":
-        return lambda: net(x)
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01})
+        return lambda: net(*inputs)
+    trainer = gluon.Trainer(net.collect_params(), optimizer, {"learning_rate": learning_rate})
     first_param = next(iter(net.collect_params().values()))
 
     def step():
         with autograd.record():
-            loss = loss_fn(net(x), y)
+            loss = loss_fn(net(*inputs), y)
         loss.backward()
         trainer.step(batch)
         return first_param.data()
@@ -123,33 +132,53 @@ def resnet_step(mode, batch, image_size, hybridize, device):
     return model_step(net, x, y, gluon.loss.SoftmaxCrossEntropyLoss(), mode, batch, hybridize)
 
 
+def transformer_step(mode, batch, hybridize, device):
+    import transformer_model
+    net = transformer_model.TransformerClassifier()
+    net.initialize(device=device)
+    rng = onp.random.default_rng(0)
+    length = transformer_model.MAX_LENGTH
+    tokens = np.array(rng.integers(0, transformer_model.VOCAB, (batch, length), dtype=onp.int32),
+                      device=device)
+    valid_length = np.array(rng.integers(length // 2, length + 1, batch, dtype=onp.int32),
+                            device=device)
+    y = np.array(rng.integers(0, transformer_model.CLASSES, batch).astype(onp.float32),
+                 device=device)
+    return model_step(net, (tokens, valid_length), y, gluon.loss.SoftmaxCrossEntropyLoss(), mode,
+                      batch, hybridize, optimizer="adam", learning_rate=1e-4)
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["tiny_op", "leafnet", "lstm", "resnet"])
+    parser.add_argument("what", choices=["tiny_op", "leafnet", "lstm", "resnet", "transformer"])
     parser.add_argument("--ops", type=int, default=10000)
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--mode", choices=["train", "infer"], default="train")
     parser.add_argument("--batch", type=int, default=None,
                         help="default: the batch of the model's bench/run.py case (leafnet 64, "
-                             "lstm 32, resnet 8)")
+                             "lstm 32, resnet 8, transformer 8)")
     parser.add_argument("--hybridize", action="store_true")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", help="leafnet training: the net's dtype")
     parser.add_argument("--image-size", type=int, default=224, help="resnet: input height/width")
     parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
-                        help="lstm, resnet: print pymx.profiler's per-step operator table over "
+                        help="lstm, resnet, transformer: print pymx.profiler's per-step operator table over "
                              "STEPS steps instead of measuring")
     args = parser.parse_args()
     if args.batch is None:
-        args.batch = {"lstm": 32, "resnet": 8}.get(args.what, 64)
+        args.batch = {"lstm": 32, "resnet": 8, "transformer": 8}.get(args.what, 64)
     device = pymx.gpu(0) if args.device in ("gpu", "cuda") else pymx.cpu(0)
     if args.what == "tiny_op":
         result = {"value": tiny_op(args.ops, device, args.record), "unit": "us/op"}
-    elif args.what in ("lstm", "resnet"):
+    elif args.what in ("lstm", "resnet", "transformer"):
         import leafnet_bench
-        step = (lstm_step(args.mode, args.batch, args.hybridize, device) if args.what == "lstm"
-                else resnet_step(args.mode, args.batch, args.image_size, args.hybridize, device))
+        if args.what == "lstm":
+            step = lstm_step(args.mode, args.batch, args.hybridize, device)
+        elif args.what == "resnet":
+            step = resnet_step(args.mode, args.batch, args.image_size, args.hybridize, device)
+        else:
+            step = transformer_step(args.mode, args.batch, args.hybridize, device)
         if args.profile:
             print(profile_table(step, args.profile))
             return

@@ -2,7 +2,7 @@
 
     python bench/run.py [--quick] [--rounds 3]
                         [--cases tiny_op,leafnet,leafnet16,memory,conv,ops,pipeline,engine,
-                                 lstm,resnet,resnet_convs,linalg,einsum]
+                                 lstm,resnet,transformer,resnet_convs,linalg,einsum]
                         [--leafnet-shapes train:1,infer:4] [--resnet-image-size 224]
                         [--torch-python PATH] [--mxnet-python PATH] [--device cpu|gpu]
                         [--json results.json] [--markdown results.md]
@@ -112,6 +112,23 @@ def cases(args):
                            [mxnet, os.path.join(PEERS, "lstm_mxnet.py"), *common,
                             "--hybridize", "static"])]
             out.append((f"lstm 2x256 {mode} T=35 batch 32 ({dev})", "higher", impls))
+    if "transformer" in args.cases:
+        # A small BERT-like encoder (bench/transformer_model.py): 2 layers, 256 units, 4 heads,
+        # feed-forward 1024, sequence 128, batch 8; Adam in training. "torch eager" is the same
+        # arithmetic as a plain nn.Module; nn.TransformerEncoderLayer is torch's own layer (its
+        # fused fast path in inference), a reference point.
+        for mode in ("train", "infer"):
+            common = ["--mode", mode, "--batch", "8", "--seconds", seconds]
+            peer = os.path.join(PEERS, "transformer_torch.py")
+            torch_dev = ["--device", "cuda" if dev == "gpu" else "cpu"]
+            impls = [("pymx imperative", pymx_cmd("transformer", *common, "--device", dev)),
+                     ("pymx hybridized", pymx_cmd("transformer", *common, "--hybridize",
+                                                  "--device", dev)),
+                     ("torch eager", [torch, peer, *common, *torch_dev]),
+                     ("torch nn.TransformerEncoderLayer", [torch, peer, *common, *torch_dev,
+                                                           "--builtin"])]
+            out.append((f"transformer encoder 2x256 {mode} T=128 batch 8 ({dev})", "higher",
+                        impls))
     if "resnet" in args.cases:
         size = str(args.resnet_image_size)
         shapes = [("train", 8), ("infer", 1), ("infer", 8)]

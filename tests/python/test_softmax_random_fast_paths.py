@@ -5,9 +5,11 @@ vector spans] in engine/src/ops/nn_softmax.cc, Note [Normal draws in blocks] in 
 Accuracy against float64 NumPy: float64 within 1e-12 relative; float32 within 1e-5 relative (a
 few float ulp, plus |z| 2^-24 for an output exp(z) below the row's largest); float16 and bfloat16
 within one ulp of their dtype. Special values (-inf logits as masks leave them, +inf, NaN, values
-near float32's largest) give what the float64 formula gives. Results do not depend on the thread
-count or the engine. The normal sampler still draws element i from the uniforms 2i and 2i + 1 of
-its stream, so it equals Box-Muller over np.random.uniform's draws for the same seed."""
+near float32's largest) give what the float64 formula gives; exponents below the exp floor (float
+-87, double -708: Note [Softmax exp floor]) give exactly 0 where the formula gives less than the
+smallest normal number. Results do not depend on the thread count or the engine. The normal
+sampler still draws element i from the uniforms 2i and 2i + 1 of its stream, so it equals
+Box-Muller over np.random.uniform's draws for the same seed."""
 import os
 
 import numpy as onp
@@ -124,6 +126,66 @@ def test_masked_softmax_and_lengths_use_the_fast_path():
     valid = onp.arange(37) < length[..., None]
     want = onp.where(valid, reference(onp.where(valid, x.astype(onp.float64), -onp.inf), -1), 0)
     assert_almost_equal(got, want, rtol=1e-5, atol=1e-7)
+
+
+# Exponents on both sides of the exp floor (Note [Softmax exp floor]: float -87, double -708),
+# down to the lowest finite value masked_softmax fills padding with, and -inf.
+FLOOR_EXPONENTS = {"float32": [-86.9, -87.0, -87.2, -90.0, -103.5, -104.5, -200.0, -3.4e38],
+                   "float64": [-707.9, -708.0, -708.2, -740.0, -744.0, -746.0, -1e4, -1.7e308]}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape,axis", [((3, 37), -1), ((6, 5), -1), ((37, 3), 0)])
+def test_exponents_below_the_exp_floor(shape, axis, dtype):
+    floor = -87.0 if dtype == "float32" else -708.0
+    tiny = onp.finfo(dtype).tiny * 1.5  # the largest exp(z) the floor sets to 0, with margin
+    rng = onp.random.default_rng(5)
+    x = rng.standard_normal(shape).astype(dtype)
+    # Every row holds its maximum 0 plus exponents near, at and below the floor, at positions
+    # that do not line up with the vector width; the rest stay ordinary.
+    rows = onp.moveaxis(x, axis, -1)
+    values = FLOOR_EXPONENTS[dtype] + [-onp.inf]
+    for r in range(rows.shape[0]):
+        rows[r, r % rows.shape[1]] = 0.0
+        for i in range(min(len(values), rows.shape[1] - 1)):
+            rows[r, (r + 1 + 2 * i) % rows.shape[1]] = values[(r + i) % len(values)]
+        rows[r] -= rows[r].max()  # the row's largest exponent is exactly 0
+    rtol, atol, log_atol = TOLERANCE[dtype]
+    got = npx.softmax(np.array(x), axis=axis).asnumpy()
+    with onp.errstate(under="ignore"):
+        want = reference(x, axis)
+        want_log = reference(x, axis, log=True)
+    below = x < floor
+    assert onp.all(got[below] == 0) and onp.all(want[below] < tiny)
+    assert_almost_equal(got[~below], want[~below], rtol=rtol, atol=atol)
+    got_log = npx.log_softmax(np.array(x), axis=axis).asnumpy()
+    assert_almost_equal(got_log, want_log, rtol=rtol, atol=log_atol)
+    # log_softmax's backward takes exp(y) through the same floor.
+    dy = rng.standard_normal(shape).astype(dtype)
+    got_grad = invoke("log_softmax_backward", [np.array(dy), np.array(got_log)],
+                      {"axis": axis})[0].asnumpy()
+    with onp.errstate(under="ignore", invalid="ignore"):
+        want_grad = backward_reference(dy, got_log, axis, 1.0, log=True)
+    assert_almost_equal(got_grad, want_grad, rtol=rtol, atol=1e-6 if dtype == "float32" else 1e-13)
+
+
+def test_masked_attention_scores_match_float64():
+    # BERT's attention: (batch, heads, queries, keys) scores, padded keys masked per sample.
+    rng = onp.random.default_rng(6)
+    scores = (rng.standard_normal((3, 2, 5, 19)) * 4).astype("float32")
+    valid_length = onp.array([19, 7, 1])
+    mask = (onp.arange(19) < valid_length[:, None])[:, None, None, :]
+    data = np.array(scores)
+    data.attach_grad()
+    with autograd.record():
+        out = npx.masked_softmax(data, np.array(mask))
+    dy = rng.standard_normal(scores.shape).astype("float32")
+    out.backward(np.array(dy))
+    kept = onp.where(mask, scores.astype(onp.float64), -onp.inf)
+    want = onp.where(mask, reference(kept, -1), 0.0)
+    assert_almost_equal(out.asnumpy(), want, rtol=1e-5, atol=1e-7)
+    want_grad = onp.where(mask, backward_reference(dy, want, -1, 1.0, log=False), 0.0)
+    assert_almost_equal(data.grad.asnumpy(), want_grad, rtol=1e-5, atol=1e-6)
 
 
 def backward_reference(dy, y, axis, temperature, log):

@@ -23,8 +23,11 @@
 // axis of extent 1; std = sqrt(var + eps).
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "ops/fma_level.h"
 #include "ops/nn_common.h"
 #include "ops/through_float.h"
 #include "parallel.h"
@@ -418,37 +421,144 @@ void ln_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vecto
   *out_dt = {dt[0], dt[0], dt[0]};
 }
 
+// Note [Layer-norm rows]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// layer_norm normalises rows of n elements along `axis` (outer * inner of them), each on its own:
+// rows are split over the intra-op threads (Note [Intra-op threads]) and a row's result does not
+// depend on which thread computes it. Statistics are accumulated in double, in kRowLanes partial
+// sums added as a tree (Note [Lane sums]): one running sum is bound by the latency of an add per
+// element, which made a (1024, 256) layer_norm 8x slower than its memory passes. A row along
+// an inner axis (inner > 1) is strided; it is gathered into a contiguous scratch row first, so
+// that one row kernel serves both layouts. The backward's gamma_grad and beta_grad sum over
+// rows: each block of rows sums its own (in row order), and the blocks are added in block order;
+// the block size depends only on the row count, so the result is the same for any thread count.
+//  - The forward's element pass, y = (x - mean) * (1 / std) * gamma + beta, runs in float for
+//    float32, float16 and bfloat16 (double for float64), at twice the vector width of double
+//    and without its conversions: it took half the forward's time in double. The mean enters
+//    split into float hi + lo, (x - hi) - lo, so that x - mean keeps the double mean's accuracy
+//    where x is close to it (Note [Softmax backward in float] does the same); the product and
+//    the sum add a rounding each: y within ~3 float ulp of its terms, against one before.
+//  - The row passes (conversions to double and back, lane sums, the element arithmetic) are
+//    compiled for the baseline, AVX2 with FMA and AVX-512, and the widest set the CPU runs is
+//    chosen (nn::fma_level), as softmax does (Note [Softmax per instruction set]): the baseline's
+//    SSE2, two doubles an instruction, left the forward 3x slower than PyTorch's. The FMA builds
+//    contract a * b + c to one rounding, so the last bit may differ between machines of different
+//    instruction sets, never between runs, thread counts or engines on one machine.
+
+// Partial sums per row (Note [Lane sums]): 32 doubles are eight AVX2 registers, enough chains of
+// additions for the adds' latency not to bound a row (with nn::kLanes' 8, two chains, it did).
+constexpr int kRowLanes = 32;
+
+// The sum of part[0..kRowLanes) added as a tree, halves first: vector adds, where adding the
+// lanes one after another was again a chain of 32 dependent adds per sum.
+__attribute__((always_inline)) inline double ln_lanes_total(double* part) {
+  for (int width = kRowLanes / 2; width >= 1; width /= 2)
+    for (int j = 0; j < width; ++j) part[j] += part[j + width];
+  return part[0];
+}
+
+// Rows per parallel chunk: at least ~16k elements, for the pool's wake-up to pay.
+int64_t ln_row_grain(int64_t n) {
+  return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(n, 1));
+}
+
+// Where row r of view v starts (its elements lie v.inner apart).
+inline int64_t ln_row_offset(const AxisView& v, int64_t r) {
+  return (r / v.inner) * v.n * v.inner + r % v.inner;
+}
+
+// One contiguous row: y = (x - mean) / std * gamma + beta; returns {mean, std}.
+template <typename T>
+__attribute__((always_inline)) inline std::pair<double, double> ln_forward_row(
+    const T* x, const T* gamma, const T* beta, int64_t n, double eps, T* y) {
+  double part_sum[kRowLanes] = {}, part_sq[kRowLanes] = {};
+  int64_t c = 0;
+  for (; c + kRowLanes <= n; c += kRowLanes)
+    for (int j = 0; j < kRowLanes; ++j) part_sum[j] += static_cast<double>(x[c + j]);
+  double tail = 0;
+  for (; c < n; ++c) tail += static_cast<double>(x[c]);
+  const double mean = (ln_lanes_total(part_sum) + tail) / n;
+  for (c = 0; c + kRowLanes <= n; c += kRowLanes)
+    for (int j = 0; j < kRowLanes; ++j) {
+      const double d = static_cast<double>(x[c + j]) - mean;
+      part_sq[j] += d * d;
+    }
+  double sq_tail = 0;
+  for (; c < n; ++c) {
+    const double d = static_cast<double>(x[c]) - mean;
+    sq_tail += d * d;
+  }
+  const double std_dev = std::sqrt((ln_lanes_total(part_sq) + sq_tail) / n + eps);
+  // The element pass in A (Note [Layer-norm rows]), the mean split into hi + lo.
+  using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  const A mean_hi = static_cast<A>(mean);
+  const A mean_lo = static_cast<A>(mean - static_cast<double>(mean_hi));
+  const A inv = static_cast<A>(1.0 / std_dev);
+  for (c = 0; c < n; ++c)
+    y[c] = static_cast<T>(((static_cast<A>(x[c]) - mean_hi) - mean_lo) * inv *
+                              static_cast<A>(gamma[c]) +
+                          static_cast<A>(beta[c]));
+  return {mean, std_dev};
+}
+
+template <typename T>
+struct LnForward {
+  AxisView v;
+  double eps;
+  const T *x, *gamma, *beta;
+  T *y, *mean, *stdv;
+};
+
+// Rows [lo, hi) of the forward, inlined into one copy per instruction set.
+template <typename T>
+__attribute__((always_inline)) inline void ln_forward_rows(const LnForward<T>& a, int64_t lo,
+                                                          int64_t hi) {
+  const AxisView& v = a.v;
+  std::vector<T> x_row(v.inner > 1 ? v.n : 0), y_row(x_row.size());
+  for (int64_t r = lo; r < hi; ++r) {
+    const int64_t offset = ln_row_offset(v, r);
+    std::pair<double, double> stats;
+    if (v.inner == 1) {
+      stats = ln_forward_row(a.x + offset, a.gamma, a.beta, v.n, a.eps, a.y + offset);
+    } else {
+      for (int64_t c = 0; c < v.n; ++c) x_row[c] = a.x[offset + c * v.inner];
+      stats = ln_forward_row(x_row.data(), a.gamma, a.beta, v.n, a.eps, y_row.data());
+      for (int64_t c = 0; c < v.n; ++c) a.y[offset + c * v.inner] = y_row[c];
+    }
+    a.mean[r] = static_cast<T>(stats.first);
+    a.stdv[r] = static_cast<T>(stats.second);
+  }
+}
+
+template <typename T>
+void ln_forward_rows_base(const LnForward<T>& a, int64_t lo, int64_t hi) {
+  ln_forward_rows(a, lo, hi);
+}
+template <typename T>
+__attribute__((target("avx2,fma"))) void ln_forward_rows_avx2(const LnForward<T>& a, int64_t lo,
+                                                              int64_t hi) {
+  ln_forward_rows(a, lo, hi);
+}
+template <typename T>
+__attribute__((target("avx512f"))) void ln_forward_rows_avx512(const LnForward<T>& a, int64_t lo,
+                                                               int64_t hi) {
+  ln_forward_rows(a, lo, hi);
+}
+
 template <typename T>
 void ln_forward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
                       const std::vector<TBlob>& out) {
   const int axis = nn::normalize_axis(ctx.attrs->get_int("axis", -1), in[0].ndim(), "layer_norm");
-  const double eps = ctx.attrs->get_float("eps", 1e-5);
-  const AxisView v = axis_view(in[0].shape, axis);
-  const T* x = in[0].data<T>();
-  const T* gamma = in[1].data<T>();
-  const T* beta = in[2].data<T>();
-  T* y = out[0].data<T>();
-  for (int64_t o = 0; o < v.outer; ++o) {
-    for (int64_t i = 0; i < v.inner; ++i) {
-      const int64_t base = o * v.n * v.inner + i;
-      double sum = 0, sq = 0;
-      for (int64_t c = 0; c < v.n; ++c) sum += static_cast<double>(x[base + c * v.inner]);
-      const double mean = sum / v.n;
-      for (int64_t c = 0; c < v.n; ++c) {
-        const double d = static_cast<double>(x[base + c * v.inner]) - mean;
-        sq += d * d;
-      }
-      const double std_dev = std::sqrt(sq / v.n + eps);
-      out[1].data<T>()[o * v.inner + i] = static_cast<T>(mean);
-      out[2].data<T>()[o * v.inner + i] = static_cast<T>(std_dev);
-      for (int64_t c = 0; c < v.n; ++c) {
-        const int64_t j = base + c * v.inner;
-        y[j] = static_cast<T>((static_cast<double>(x[j]) - mean) / std_dev *
-                                  static_cast<double>(gamma[c]) +
-                              static_cast<double>(beta[c]));
-      }
-    }
-  }
+  const LnForward<T> a{axis_view(in[0].shape, axis), ctx.attrs->get_float("eps", 1e-5),
+                       in[0].data<T>(), in[1].data<T>(), in[2].data<T>(),
+                       out[0].data<T>(), out[1].data<T>(), out[2].data<T>()};
+  const nn::FmaLevel level = nn::fma_level();
+  const auto rows = level == nn::FmaLevel::kAvx512 ? ln_forward_rows_avx512<T>
+                    : level == nn::FmaLevel::kAvx2 ? ln_forward_rows_avx2<T>
+                                                   : ln_forward_rows_base<T>;
+  // Rows in parallel (Note [Layer-norm rows]).
+  parallel_for(0, a.v.outer * a.v.inner, ln_row_grain(a.v.n),
+               [&](int64_t lo, int64_t hi) { rows(a, lo, hi); });
 }
 
 void ln_forward(const OpContext& ctx, const std::vector<TBlob>& in,
@@ -463,7 +573,8 @@ void ln_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
   PMX_CHECK(in[0] == in[1], op, ": out_grad ", shape_str(in[0]), " and data ", shape_str(in[1]),
             " differ");
   PMX_CHECK(!in[1].empty(), op, ": data must have at least one dimension");
-  const int axis = nn::normalize_axis(attrs.get_int("axis", -1), static_cast<int>(in[1].size()), op);
+  const int axis =
+      nn::normalize_axis(attrs.get_int("axis", -1), static_cast<int>(in[1].size()), op);
   Shape stat = in[1];
   stat[axis] = 1;
   PMX_CHECK(in[2] == Shape({in[1][axis]}) && in[3] == stat && in[4] == stat, op, ": gamma ",
@@ -475,48 +586,121 @@ void ln_backward_infer(const Attrs& attrs, const std::vector<Shape>& in,
   *out_dt = {dt[1], dt[1], dt[1]};
 }
 
+// One contiguous row of the backward: dx = inv * (dxhat - mean(dxhat) - xhat * mean(dxhat *
+// xhat)) with dxhat = dy * gamma and xhat = (x - mean) * inv; adds dy * xhat and dy to the row
+// block's dgamma and dbeta.
+template <typename T>
+__attribute__((always_inline)) inline void ln_backward_row(const T* dy, const T* x,
+                                                          const T* gamma, int64_t n, double mean,
+                                                          double inv, T* dx, double* dgamma,
+                                                          double* dbeta) {
+  double part_dxhat[kRowLanes] = {}, part_dxhat_xhat[kRowLanes] = {};
+  int64_t c = 0;
+  for (; c + kRowLanes <= n; c += kRowLanes)
+    for (int j = 0; j < kRowLanes; ++j) {
+      const double dxhat = static_cast<double>(dy[c + j]) * static_cast<double>(gamma[c + j]);
+      part_dxhat[j] += dxhat;
+      part_dxhat_xhat[j] += dxhat * ((static_cast<double>(x[c + j]) - mean) * inv);
+    }
+  double tail_dxhat = 0, tail_dxhat_xhat = 0;
+  for (; c < n; ++c) {
+    const double dxhat = static_cast<double>(dy[c]) * static_cast<double>(gamma[c]);
+    tail_dxhat += dxhat;
+    tail_dxhat_xhat += dxhat * ((static_cast<double>(x[c]) - mean) * inv);
+  }
+  const double mean_dxhat = (ln_lanes_total(part_dxhat) + tail_dxhat) / n;
+  const double mean_dxhat_xhat = (ln_lanes_total(part_dxhat_xhat) + tail_dxhat_xhat) / n;
+  for (c = 0; c < n; ++c) {
+    const double g = static_cast<double>(dy[c]);
+    const double xhat = (static_cast<double>(x[c]) - mean) * inv;
+    dx[c] = static_cast<T>(inv * (g * static_cast<double>(gamma[c]) - mean_dxhat -
+                                  xhat * mean_dxhat_xhat));
+    dgamma[c] += g * xhat;
+    dbeta[c] += g;
+  }
+}
+
+template <typename T>
+struct LnBackward {
+  AxisView v;
+  int64_t rows, block_rows;
+  const T *dy, *x, *gamma, *mean, *stdv;
+  T* dx;
+  double* sums;  // per block: dgamma (n), then dbeta (n)
+};
+
+// Row blocks [block_lo, block_hi) of the backward, inlined into one copy per instruction set.
+template <typename T>
+__attribute__((always_inline)) inline void ln_backward_blocks(const LnBackward<T>& a,
+                                                             int64_t block_lo, int64_t block_hi) {
+  const AxisView& v = a.v;
+  std::vector<T> dy_row(v.inner > 1 ? v.n : 0), x_row(dy_row.size()), dx_row(dy_row.size());
+  for (int64_t b = block_lo; b < block_hi; ++b) {
+    double* dgamma = a.sums + b * 2 * v.n;
+    double* dbeta = dgamma + v.n;
+    for (int64_t r = b * a.block_rows; r < std::min(a.rows, (b + 1) * a.block_rows); ++r) {
+      const int64_t offset = ln_row_offset(v, r);
+      const double m = static_cast<double>(a.mean[r]);
+      const double inv = 1.0 / static_cast<double>(a.stdv[r]);
+      if (v.inner == 1) {
+        ln_backward_row(a.dy + offset, a.x + offset, a.gamma, v.n, m, inv, a.dx + offset, dgamma,
+                        dbeta);
+      } else {
+        for (int64_t c = 0; c < v.n; ++c) {
+          dy_row[c] = a.dy[offset + c * v.inner];
+          x_row[c] = a.x[offset + c * v.inner];
+        }
+        ln_backward_row(dy_row.data(), x_row.data(), a.gamma, v.n, m, inv, dx_row.data(), dgamma,
+                        dbeta);
+        for (int64_t c = 0; c < v.n; ++c) a.dx[offset + c * v.inner] = dx_row[c];
+      }
+    }
+  }
+}
+
+template <typename T>
+void ln_backward_blocks_base(const LnBackward<T>& a, int64_t lo, int64_t hi) {
+  ln_backward_blocks(a, lo, hi);
+}
+template <typename T>
+__attribute__((target("avx2,fma"))) void ln_backward_blocks_avx2(const LnBackward<T>& a,
+                                                                 int64_t lo, int64_t hi) {
+  ln_backward_blocks(a, lo, hi);
+}
+template <typename T>
+__attribute__((target("avx512f"))) void ln_backward_blocks_avx512(const LnBackward<T>& a,
+                                                                  int64_t lo, int64_t hi) {
+  ln_backward_blocks(a, lo, hi);
+}
+
 template <typename T>
 void ln_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
                        const std::vector<TBlob>& out) {
   const int axis = nn::normalize_axis(ctx.attrs->get_int("axis", -1), in[1].ndim(), "layer_norm");
   const AxisView v = axis_view(in[1].shape, axis);
-  const T* dy = in[0].data<T>();
-  const T* x = in[1].data<T>();
-  const T* gamma = in[2].data<T>();
-  const T* mean = in[3].data<T>();
-  const T* stdv = in[4].data<T>();
-  T* dx = out[0].data<T>();
-  std::vector<double> dgamma(v.n, 0.0), dbeta(v.n, 0.0);
-  for (int64_t o = 0; o < v.outer; ++o) {
-    for (int64_t i = 0; i < v.inner; ++i) {
-      const int64_t base = o * v.n * v.inner + i;
-      const double m = static_cast<double>(mean[o * v.inner + i]);
-      const double inv = 1.0 / static_cast<double>(stdv[o * v.inner + i]);
-      // dx = inv * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * gamma.
-      double sum_dxhat = 0, sum_dxhat_xhat = 0;
-      for (int64_t c = 0; c < v.n; ++c) {
-        const int64_t j = base + c * v.inner;
-        const double xhat = (static_cast<double>(x[j]) - m) * inv;
-        const double g = static_cast<double>(dy[j]);
-        const double dxhat = g * static_cast<double>(gamma[c]);
-        sum_dxhat += dxhat;
-        sum_dxhat_xhat += dxhat * xhat;
-        dgamma[c] += g * xhat;
-        dbeta[c] += g;
-      }
-      const double mean_dxhat = sum_dxhat / v.n;
-      const double mean_dxhat_xhat = sum_dxhat_xhat / v.n;
-      for (int64_t c = 0; c < v.n; ++c) {
-        const int64_t j = base + c * v.inner;
-        const double xhat = (static_cast<double>(x[j]) - m) * inv;
-        const double dxhat = static_cast<double>(dy[j]) * static_cast<double>(gamma[c]);
-        dx[j] = static_cast<T>(inv * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
-      }
-    }
-  }
+  // Blocks of rows with their own gamma/beta sums, added in block order (Note [Layer-norm rows]);
+  // at most kMaxBlocks blocks bound the scratch.
+  constexpr int64_t kMaxBlocks = 256;
+  const int64_t rows = v.outer * v.inner;
+  const int64_t block_rows =
+      std::max<int64_t>(ln_row_grain(v.n), (rows + kMaxBlocks - 1) / kMaxBlocks);
+  const int64_t blocks = (rows + block_rows - 1) / block_rows;
+  std::vector<double> sums(static_cast<size_t>(blocks * 2 * v.n), 0.0);
+  const LnBackward<T> a{v, rows, block_rows, in[0].data<T>(), in[1].data<T>(), in[2].data<T>(),
+                        in[3].data<T>(), in[4].data<T>(), out[0].data<T>(), sums.data()};
+  const nn::FmaLevel level = nn::fma_level();
+  const auto run_blocks = level == nn::FmaLevel::kAvx512 ? ln_backward_blocks_avx512<T>
+                          : level == nn::FmaLevel::kAvx2 ? ln_backward_blocks_avx2<T>
+                                                         : ln_backward_blocks_base<T>;
+  parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) { run_blocks(a, lo, hi); });
   for (int64_t c = 0; c < v.n; ++c) {
-    out[1].data<T>()[c] = static_cast<T>(dgamma[c]);
-    out[2].data<T>()[c] = static_cast<T>(dbeta[c]);
+    double dgamma = 0, dbeta = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      dgamma += sums[b * 2 * v.n + c];
+      dbeta += sums[b * 2 * v.n + v.n + c];
+    }
+    out[1].data<T>()[c] = static_cast<T>(dgamma);
+    out[2].data<T>()[c] = static_cast<T>(dbeta);
   }
 }
 

@@ -32,6 +32,19 @@
 //    result, plus |z| 2^-24 for an element exp(z) far below the largest, whose absolute error
 //    stays below 2^-24 of the row's largest output. float64 stays in double throughout.
 //  - Without libmvec (Note [Vector math through libmvec]) the same passes call std::exp.
+//
+// Note [Softmax exp floor]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// libmvec's exp sends a whole vector through its scalar path when one lane is far enough below
+// zero for the result to leave the normal numbers. Masked attention scores are exactly that:
+// npx.masked_softmax fills the padding with the lowest finite value, and rows along -inf masks
+// are the same, so a (8, 4, 128, 128) masked softmax ran 4x slower than an unmasked one. Exponents
+// below kExpFloor (float -87, double -708: exp below 1.7e-38 / 3.1e-308, next to the smallest
+// normal number) are therefore raised to kExpFloor for libmvec and their exp set to 0 afterwards.
+// The error is below that bound absolutely, far inside the accuracy stated above (2^-24 of the
+// row's largest output, which is at least 1 / n); it leaves the row's double sum unchanged, so
+// log_softmax gives the same bits as before, and softmax differs only in outputs below 1.7e-38
+// (float) that are now 0. log_softmax's backward takes exp(y) through the same floor.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -66,6 +79,19 @@ __attribute__((always_inline)) inline void exp_span(const A* src, A* dst, int64_
   } else {
     for (int64_t i = 0; i < n; ++i) dst[i] = std::exp(src[i]);
   }
+}
+
+// Exponents below this have their exp taken as 0 (Note [Softmax exp floor]).
+template <typename A>
+constexpr A kExpFloor = std::is_same_v<A, double> ? A(-708) : A(-87);
+
+// out[i] = exp(z[i]) for i < n, and 0 where z[i] < kExpFloor (Note [Softmax exp floor]).
+// scratch holds n elements; out may be z or scratch.
+template <typename A>
+__attribute__((always_inline)) inline void exp_floored(const A* z, A* scratch, A* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) scratch[i] = z[i] < kExpFloor<A> ? kExpFloor<A> : z[i];
+  exp_span(scratch, scratch, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = z[i] < kExpFloor<A> ? A(0) : scratch[i];
 }
 
 // GCC's vector of T filling kBytes. The row reductions below are written on these, kBytes the
@@ -133,17 +159,13 @@ template <int kBytes, bool kLog, typename A>
 __attribute__((always_inline)) inline void forward_row(const A* x, A* y, int64_t n, A inv_t) {
   const A mx = row_max<kBytes>(x, n);
   double sum = 0;
-  A e[kVectorBlock];  // log_softmax keeps the exponents in y; their exp goes here
+  A e[kVectorBlock];  // exp's scratch; log_softmax keeps the exponents in y and their exp here
   for (int64_t first = 0; first < n; first += kVectorBlock) {
     const int64_t m = std::min(kVectorBlock, n - first);
     A* z = y + first;
-    for (int64_t j = 0; j < m; ++j) {
-      const A exponent = (x[first + j] - mx) * inv_t;
-      z[j] = exponent;
-      if constexpr (kLog) e[j] = exponent;
-    }
+    for (int64_t j = 0; j < m; ++j) z[j] = (x[first + j] - mx) * inv_t;
     A* out = kLog ? e : z;
-    exp_span(out, out, m);
+    exp_floored(z, e, out, m);
     sum += row_sum<kBytes>(out, static_cast<const A*>(nullptr), m);
   }
   if constexpr (kLog) {
@@ -172,13 +194,9 @@ __attribute__((always_inline)) inline void forward_panel(const A* x, int64_t x_s
   for (int64_t k = 0; k < n; ++k) {
     const A* xk = x + k * x_stride;
     A* z = y + k * y_stride;
-    for (int64_t c = 0; c < w; ++c) {
-      const A exponent = (xk[c] - mx[c]) * inv_t;
-      z[c] = exponent;
-      if constexpr (kLog) e[c] = exponent;
-    }
+    for (int64_t c = 0; c < w; ++c) z[c] = (xk[c] - mx[c]) * inv_t;
     A* out = kLog ? e : z;
-    exp_span(out, out, w);
+    exp_floored(z, e, out, w);
     for (int64_t c = 0; c < w; ++c) sum[c] += static_cast<double>(out[c]);
   }
   double finish[kPanel];  // log(sum) to subtract, or 1 / sum to multiply by
@@ -203,7 +221,7 @@ __attribute__((always_inline)) inline void backward_row(const A* dy, const A* y,
     A e[kVectorBlock];
     for (int64_t first = 0; first < n; first += kVectorBlock) {
       const int64_t m = std::min(kVectorBlock, n - first);
-      exp_span(y + first, e, m);
+      exp_floored(y + first, e, e, m);
       if constexpr (kBytes >= 32) {  // the FMA builds (Note [Softmax backward in float])
         for (int64_t j = 0; j < m; ++j)
           dx[first + j] = (std::fma(-e[j], sum_hi, dy[first + j]) - e[j] * sum_lo) * inv_t_a;
@@ -248,7 +266,7 @@ __attribute__((always_inline)) inline void backward_panel(const A* dy, const A* 
     const A* v = y + k * stride;
     A* d = dx + k * stride;
     if constexpr (kLog) {
-      exp_span(v, e, w);
+      exp_floored(v, e, e, w);
       for (int64_t c = 0; c < w; ++c)
         d[c] = static_cast<A>((static_cast<double>(g[c]) - static_cast<double>(e[c]) * sum[c]) *
                               inv_t);
