@@ -328,11 +328,13 @@ std::shared_ptr<const DirectConvWeights> conv2d_direct_f32_weights(
     int bias_input, const float* bias) {
   PackedWeightKey key = packed_weight_key(ctx, &kPackedLayout, weight_input, w, bias_input, bias);
   const int64_t taps = g.in_c * g.k_sp;
-  key.dims[0] = g.out_c;  // all conv2d_direct_f32_pack reads of g
+  key.dims[0] = g.out_c;  // the only sizes of g that the packing reads
   key.dims[1] = taps;
   const int64_t blocks = (g.out_c + kBlockChannels - 1) / kBlockChannels;
   const size_t bytes = blocks * (taps + 1) * kBlockChannels * sizeof(float);
-  auto pack = [&] { return std::make_shared<const DirectConvWeights>(conv2d_direct_f32_pack(g, w, bias)); };
+  auto pack = [&] {
+    return std::make_shared<const DirectConvWeights>(conv2d_direct_f32_pack(g, w, bias));
+  };
   if (std::shared_ptr<const void> cached = cached_packed_weights(key, bytes, pack))
     return std::static_pointer_cast<const DirectConvWeights>(cached);
   return pack();
