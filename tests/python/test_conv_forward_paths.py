@@ -143,6 +143,9 @@ WIDE_INPUT_NARROW_CASES = [
     ((1, 45, 28, 28), 33, (3, 3), (2, 2), (1, 1)),    # 3x3/2 from 28 to 14
     ((1, 30, 15, 15), 20, (3, 3), (1, 1), (1, 1)),    # 15 rows and columns
     ((3, 12, 9, 11), 65, (5, 5), (1, 1), (2, 2)),     # 5x5, 9 outputs in 2 tiles
+    # a padded input of more than 2^18 floats (5 x 210 x 16 x 16), which the intra-op threads
+    # copy (the smaller ones above are copied by the calling thread)
+    ((5, 210, 14, 14), 40, (3, 3), (1, 1), (1, 1)),
 ]
 
 
@@ -160,7 +163,8 @@ rng = onp.random.default_rng(5)
 results = {}
 for name, shape, filters, stride in [("7x7", (1, 33, 7, 7), 70, 1),
                                      ("14x14", (1, 61, 14, 14), 40, 1),
-                                     ("strided", (2, 45, 28, 28), 33, 2)]:
+                                     ("strided", (2, 45, 28, 28), 33, 2),
+                                     ("padded by the threads", (5, 210, 14, 14), 40, 1)]:
     x = from_numpy(rng.standard_normal(shape), dtype="float32")
     w = from_numpy(rng.standard_normal((filters, shape[1], 3, 3)), dtype="float32")
     b = from_numpy(rng.standard_normal(filters), dtype="float32")

@@ -6,7 +6,10 @@ or the bias misses (w[:] =, +=, copyto, np.copyto, Parameter.set_data, load_para
 Trainer step); a weight freed and a new one allocated (at the same address) misses; more weights
 than the bound stay correct; hybridized equals imperative; the naive engine equals the threaded
 one bitwise. Both packed layouts: the direct kernel (rows of at least 16 outputs) and the narrow
-one (rows 7 to 15 wide)."""
+one (rows 7 to 15 wide). The fused inference block _conv_relu_max_pool, which packs for the
+direct kernel through the same cache: cached calls give the uncached bits, a write to its weight,
+bias or any batch-norm parameter misses, and a hybridized network running it fused gives the same
+bits with the cache on and off."""
 import os
 
 import numpy as onp
@@ -14,9 +17,11 @@ import pytest
 
 import pymx
 from pymx import autograd, gluon, np, npx
+from pymx._op import invoke
 from pymx.ndarray import from_numpy
 from conftest import assert_engines_agree, run_python
 from test_conv_forward_paths import ref_conv2d
+from test_conv_pool_fused import ref_conv_relu, ref_max_pool
 
 RNG = onp.random.default_rng(11)
 
@@ -204,6 +209,7 @@ def test_naive_engine_equals_threaded(tmp_path):
     assert_engines_agree("""
 import numpy as onp
 from pymx import np, npx
+from pymx._op import invoke
 from pymx.ndarray import from_numpy
 rng = onp.random.default_rng(5)
 results = {}
@@ -216,5 +222,156 @@ for name, x_shape, filters in (("direct", (1, 4, 18, 18), 8), ("narrow", (2, 8, 
             ws += 0.25
         y = npx.convolution(xs, ws, bs, kernel=(3, 3), pad=(1, 1), num_filter=filters)
         results[f"{name}{step}"] = y.asnumpy()
+# The fused block, with batch norm
+inputs = [from_numpy(rng.standard_normal(shape).astype(onp.float32))
+          for shape in ((1, 3, 20, 40), (12, 3, 2, 2), (12,), (12,), (12,), (12,))]
+inputs.append(from_numpy(rng.uniform(0.5, 2.0, 12).astype(onp.float32)))
+for step in range(6):
+    if step == 3:
+        inputs[1] += 0.25
+    y = invoke("_conv_relu_max_pool", inputs, {"kernel": (2, 2), "num_filter": 12,
+                                               "pool_kernel": (4, 4), "pool_stride": (2, 2)})[0]
+    results[f"fused{step}"] = y.asnumpy()
 onp.savez(OUT, **results)
 """, tmp_path)
+
+
+# The fused inference block _conv_relu_max_pool (conv_pool_fused.cc) packs its convolution weights
+# for the direct kernel through the same cache. Its batch-norm coefficients are computed on every
+# call, so a write to any of the batch-norm parameters must show in the next result too.
+FUSED_OP = "_conv_relu_max_pool"
+FUSED_INPUTS = ("data", "weight", "bias", "gamma", "beta", "moving_mean", "moving_var")
+# 12 filters: a partial channel block; rows of 39 outputs: the direct kernel.
+FUSED_X, FUSED_FILTERS = (1, 3, 20, 40), 12
+FUSED_ATTRS = {"kernel": (2, 2), "num_filter": FUSED_FILTERS, "pool_kernel": (4, 4),
+               "pool_stride": (2, 2)}
+
+
+def fused_arrays(batch_norm):
+    """NumPy float32 inputs of the fused op, in FUSED_INPUTS' order (the first 3 without
+    batch_norm)."""
+    x = RNG.standard_normal(FUSED_X)
+    w = RNG.standard_normal((FUSED_FILTERS, FUSED_X[1], 2, 2))
+    values = [x, w, RNG.standard_normal(FUSED_FILTERS)]
+    if batch_norm:
+        values += [RNG.uniform(0.5, 2.0, FUSED_FILTERS), RNG.standard_normal(FUSED_FILTERS),
+                   RNG.standard_normal(FUSED_FILTERS), RNG.uniform(0.5, 2.0, FUSED_FILTERS)]
+    return [v.astype(onp.float32) for v in values]
+
+
+def fused(inputs):
+    attrs = dict(FUSED_ATTRS, bn_fix_gamma=False) if len(inputs) == 7 else FUSED_ATTRS
+    return invoke(FUSED_OP, list(inputs), attrs)[0].asnumpy()
+
+
+def fused_uncached(values):
+    """The result with arrays never seen before: the op packs the weights for itself."""
+    return fused([from_numpy(v) for v in values])
+
+
+def check_fused_value(got, values):
+    x, w, b = (v.astype(onp.float64) for v in values[:3])
+    want = ref_max_pool(ref_conv_relu(x, w, b, 0), (4, 4), (2, 2))
+    if len(values) == 7:
+        gamma, beta, mean, var = (v.astype(onp.float64).reshape(1, -1, 1, 1) for v in values[3:])
+        scale = gamma / onp.sqrt(var + 1e-3)
+        want = want * scale + (beta - mean * scale)
+    onp.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)  # sums of 12 products
+
+
+@pytest.mark.parametrize("batch_norm", [False, True])
+def test_fused_block_cached_calls_give_the_same_bits(batch_norm):
+    values = fused_arrays(batch_norm)
+    inputs = [from_numpy(v) for v in values]
+    results = [fused(inputs) for _ in range(4)]  # seen, packed into the cache, hits
+    for result in results[1:]:
+        onp.testing.assert_array_equal(result, results[0])
+    onp.testing.assert_array_equal(results[0], fused_uncached(values))
+    check_fused_value(results[0], values)
+
+
+@pytest.mark.parametrize("write", [_assign, _add_in_place, _copyto_method, _np_copyto],
+                         ids=["setitem", "iadd", "copyto", "np.copyto"])
+@pytest.mark.parametrize("target", FUSED_INPUTS[1:])
+def test_fused_block_every_write_misses(target, write):
+    values = fused_arrays(batch_norm=True)
+    inputs = [from_numpy(v) for v in values]
+    for _ in range(3):  # the third call hits
+        fused(inputs)
+    i = FUSED_INPUTS.index(target)
+    new = RNG.uniform(0.5, 2.0, values[i].shape).astype(onp.float32)  # a valid variance too
+    write(inputs[i], new)
+    values = [a.asnumpy() for a in inputs]  # (+= rounds: the values the write left)
+    for _ in range(3):  # after the write: first sight, packed, hit
+        got = fused(inputs)
+        onp.testing.assert_array_equal(got, fused_uncached(values))
+    check_fused_value(got, values)
+
+
+def test_fused_network_same_bits_with_and_without_the_cache(tmp_path):
+    """A hybridized network whose blocks run fused (LeafNetwork's shape: convolution(relu) ->
+    max pooling -> batch_norm, twice), with writes to each kind of parameter between inference
+    passes: each pass gives the same bits with the cache on and off, and matches the op-by-op
+    replay of the same parameters to float rounding."""
+    script = """
+import numpy as onp
+import pymx
+from pymx import np
+from pymx.gluon import nn
+from conftest import ops_ran
+rng = onp.random.default_rng(4)
+
+def network():
+    net = nn.HybridSequential()
+    for filters in (8, 12):
+        net.add(nn.Conv2D(filters, kernel_size=2, activation="relu"),
+                nn.MaxPool2D(pool_size=4, strides=2), nn.BatchNorm())
+    net.add(nn.Flatten(), nn.Dense(3))
+    net.initialize(pymx.initializer.Xavier())
+    net(np.zeros((1, 3, 40, 40)))
+    return net
+
+fused, plain = network(), network()
+for mine, theirs in zip(plain.collect_params().values(), fused.collect_params().values()):
+    mine.set_data(np.array(theirs.data().asnumpy()))
+fused.hybridize(static_alloc=True, static_shape=True)
+plain.hybridize()
+x = np.array(rng.standard_normal((1, 3, 40, 40)).astype("float32"))
+
+def write(name, values):
+    for net in (fused, plain):
+        net.collect_params()[name].set_data(np.array(values))
+
+# The convolutions' and batch norms' parameters (not the Dense layer's), by name
+blocks = {str(i) for i, block in enumerate(fused) if not isinstance(block, nn.Dense)}
+writes = [None] + [n for n in fused.collect_params() if n.split(".")[0] in blocks]
+results = {}
+for step, name in enumerate(writes):
+    if name is not None:
+        shape = fused.collect_params()[name].shape
+        write(name, rng.uniform(0.5, 1.5, shape).astype("float32"))
+    for _ in range(3):  # seen, packed, hit (the fused replays start on the third call)
+        fused(x)
+    ran = ops_ran(lambda: fused(x))
+    assert ran.get("_conv_relu_max_pool") == 2, ran
+    results[f"fused{step}"] = fused(x).asnumpy()
+    results[f"plain{step}"] = plain(x).asnumpy()
+onp.savez(OUT, **results)
+"""
+    outputs = {}
+    for cache_mb in ("0", "64"):
+        path = str(tmp_path / f"cache{cache_mb}.npz")
+        done = run_python(f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+                          f"OUT = {path!r}\n" + script,
+                          env=dict(os.environ, PYMX_PACKED_WEIGHT_CACHE_MB=cache_mb))
+        assert done.returncode == 0, done.stderr
+        outputs[cache_mb] = onp.load(path)
+    steps = len(outputs["0"].files) // 2
+    assert steps == 13  # the initial pass, then a write to each of the 12 parameters
+    for step in range(steps):
+        key = f"fused{step}"
+        onp.testing.assert_array_equal(outputs["64"][key], outputs["0"][key], err_msg=key)
+        onp.testing.assert_allclose(outputs["64"][key], outputs["64"][f"plain{step}"],
+                                    rtol=1e-5, atol=1e-5, err_msg=key)
+        if step:  # each write changed the result
+            assert not onp.array_equal(outputs["64"][key], outputs["64"][f"fused{step - 1}"])

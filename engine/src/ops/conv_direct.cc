@@ -52,6 +52,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/packed_weight_cache.h"
 #include "parallel.h"
 
 namespace pymx {
@@ -61,6 +62,9 @@ namespace {
 constexpr int64_t kMaxTaps = 4608;  // 512 channels x 3 x 3: the weight block stays in L2
 constexpr int kBlockChannels = kDirectConvBlockChannels;
 constexpr int64_t kBandRows = 8;
+// The tag of conv2d_direct_f32_pack's layout in the packed weight cache: its address tells it
+// apart (the value differs from the other layouts' tags so that no linker folds them).
+const char kPackedLayout = 1;
 
 int64_t lanes(FmaLevel level) { return level == FmaLevel::kAvx512 ? 16 : 8; }
 
@@ -317,6 +321,23 @@ DirectConvWeights conv2d_direct_f32_pack(const ConvGeometry& g, const float* w,
     if (bias != nullptr) packed.bias[oc] = bias[oc];
   }
   return packed;
+}
+
+std::shared_ptr<const DirectConvWeights> conv2d_direct_f32_weights(
+    const OpContext& ctx, const ConvGeometry& g, int weight_input, const float* w,
+    int bias_input, const float* bias) {
+  PackedWeightKey key = packed_weight_key(ctx, &kPackedLayout, weight_input, w, bias_input, bias);
+  const int64_t taps = g.in_c * g.k_sp;
+  key.dims[0] = g.out_c;  // the only sizes of g that the packing reads
+  key.dims[1] = taps;
+  const int64_t blocks = (g.out_c + kBlockChannels - 1) / kBlockChannels;
+  const size_t bytes = blocks * (taps + 1) * kBlockChannels * sizeof(float);
+  auto pack = [&] {
+    return std::make_shared<const DirectConvWeights>(conv2d_direct_f32_pack(g, w, bias));
+  };
+  if (std::shared_ptr<const void> cached = cached_packed_weights(key, bytes, pack))
+    return std::static_pointer_cast<const DirectConvWeights>(cached);
+  return pack();
 }
 
 void conv2d_direct_f32(const ConvGeometry& g, const float* x, const DirectConvWeights& weights,

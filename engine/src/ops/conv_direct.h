@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "ops/conv_geometry.h"
 #include "ops/fma_level.h"
+#include "pymx/op.h"
 
 namespace pymx {
 namespace nn {
@@ -33,6 +35,14 @@ struct DirectConvWeights {
   std::vector<float> bias;    // [channel block][kDirectConvBlockChannels]
 };
 DirectConvWeights conv2d_direct_f32_pack(const ConvGeometry& g, const float* w, const float* bias);
+
+// conv2d_direct_f32_pack(g, w, bias) for an operator call whose weight is ctx's input
+// `weight_input` and bias its input `bias_input` (-1: none): kept across inference calls in the
+// packed weight cache when the call may use it (Note [Packed weight cache]), else packed now.
+// The same floats either way.
+std::shared_ptr<const DirectConvWeights> conv2d_direct_f32_weights(
+    const OpContext& ctx, const ConvGeometry& g, int weight_input, const float* w,
+    int bias_input, const float* bias);
 
 // y = relu?(conv(x, w) + bias) over the whole batch, split across the intra-op threads (run
 // serially when called from inside a parallel loop). `scratch` holds conv2d_direct_f32_scratch(g)

@@ -242,9 +242,9 @@ constexpr int64_t kSideBySideMaxOutputs = 256;
 constexpr int64_t kSideBySideColumns = 1024;
 constexpr int64_t kSideBySideForwardOutputs = 100;  // the forward's limit at a batch >= threads
 
-// Tags of the packed layouts in the packed weight cache (their addresses tell them apart; the
-// values differ so that no linker folds them).
-const char kDirectLayout = 1;
+// The tag of the narrow kernel's packed layout in the packed weight cache: its address tells it
+// apart (the value differs from the other layouts' tags, conv_direct.cc's 1, so that no linker
+// folds them).
 const char kNarrowLayout = 2;
 
 template <typename T>
@@ -257,22 +257,10 @@ void conv_forward_typed(const OpContext& ctx, const ConvGeometry& g, const std::
     const bool fused_relu = nn::conv_fused_relu(*ctx.attrs);
     if (nn::conv2d_direct_f32_handles(g)) {  // Note [Direct convolution]
       const int64_t scratch = nn::conv2d_direct_f32_scratch(g);
-      // Note [Packed weight cache]
-      PackedWeightKey key = packed_weight_key(ctx, &kDirectLayout, 1, weight, bias_input, bias);
-      key.dims[0] = g.out_c;
-      key.dims[1] = g.in_c * g.k_sp;
-      const int64_t blocks = (g.out_c + nn::kDirectConvBlockChannels - 1) /
-                             nn::kDirectConvBlockChannels;
-      const size_t bytes = blocks * (key.dims[1] + 1) * nn::kDirectConvBlockChannels * sizeof(float);
-      const std::shared_ptr<const void> cached = cached_packed_weights(key, bytes, [&] {
-        return std::make_shared<const nn::DirectConvWeights>(nn::conv2d_direct_f32_pack(g, weight, bias));
-      });
-      const nn::DirectConvWeights uncached =
-          cached ? nn::DirectConvWeights() : nn::conv2d_direct_f32_pack(g, weight, bias);
+      const std::shared_ptr<const nn::DirectConvWeights> weights =
+          nn::conv2d_direct_f32_weights(ctx, g, 1, weight, bias_input, bias);
       nn::conv2d_direct_f32(
-          g, in[0].data<float>(),
-          cached ? *static_cast<const nn::DirectConvWeights*>(cached.get()) : uncached, fused_relu,
-          out[0].data<float>(),
+          g, in[0].data<float>(), *weights, fused_relu, out[0].data<float>(),
           scratch ? static_cast<float*>(ctx.workspace(scratch * sizeof(float))) : nullptr);
       return;
     }

@@ -13,8 +13,9 @@ namespace pymx {
 
 // Note [Packed weight cache]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
-// The direct convolution kernels (conv_direct.h, conv_direct_narrow.h) read their weights
-// rearranged into blocks of output channels. At batch 1 that rearrangement is a visible share of
+// The direct convolution kernels (conv_direct.h, conv_direct_narrow.h, and the fused inference
+// blocks of conv_pool_fused.h through conv2d_direct_f32_weights) read their weights rearranged
+// into blocks of output channels. At batch 1 that rearrangement is a visible share of
 // a layer (9.4 MB read and written for each 512->512 3x3 layer of resnet18, for 1.5 ms of
 // arithmetic), yet in inference the weights do not change between calls. So the packed weights
 // are kept here, under a key that names the bytes they came from:
