@@ -106,6 +106,27 @@ def test_outputs_and_saved_gates_match_reference(mode, reverse, steps, batch, hi
         assert_almost_equal(got, want, rtol=1e-12, atol=1e-13, names=(name, "reference"))
 
 
+# float32 steps run in blocks of hidden units beside their product (Note [Gates beside their
+# product]): about H / threads units per block, whole panels of 16 or 32 columns, so 33 and 70
+# leave a narrower last block, 1 one unit in a padded block, 100 no multiple of a vector width;
+# one sequence, and 9 rows (tiles of 4 and 5).
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("steps,batch,hidden,reverse",
+                         [(3, 1, 33, False), (2, 5, 70, True), (2, 9, 1, False),
+                          (2, 3, 100, True)])
+def test_float32_unit_blocks_match_reference(mode, steps, batch, hidden, reverse):
+    values, arrays = draw_inputs(onp.random.default_rng(7), mode, steps, batch, hidden,
+                                 "float32")
+    if mode in ("rnn_tanh", "rnn_relu"):  # keep sums of many terms out of tanh's flat tails
+        arrays[1] = from_numpy(values[1] / onp.sqrt(hidden), dtype="float32")
+        values[1] = arrays[1].astype("float64").asnumpy()
+    results = run_op(mode, arrays, reverse)
+    expected = [r for r in reference_of(mode, values, reverse) if r is not None]
+    for name, got, want in zip(["out", "h_last", "c_last/saved", "saved"], results, expected):
+        assert got.dtype == onp.float32, name
+        assert_almost_equal(got, want, rtol=1e-4, atol=1e-5, names=(name, "reference"))
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("reverse", [False, True])
 def test_gradients_against_finite_differences(mode, reverse):

@@ -48,11 +48,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/activation_math.h"
 #include "ops/nn_common.h"
 #include "ops/rnn_gates_rows.h"
+#include "ops/small_gemm.h"
 #include "parallel.h"
 
 namespace pymx {
@@ -181,20 +183,157 @@ class Scratch {
 
 // ---- forward ------------------------------------------------------------------------------------
 
+// h' of `units` hidden units of one Elman row from their projections.
 template <typename T>
-void elman_row_forward(Act act, const T* i2h, const T* h2h, T* h_next, nn::acc_t<T>* scratch,
-                       int64_t hidden) {
+void elman_units_forward(Act act, const T* i2h, const T* h2h, T* h_next, nn::acc_t<T>* scratch,
+                         int64_t units) {
   using A = nn::acc_t<T>;
-  for (int64_t j = 0; j < hidden; ++j) scratch[j] = static_cast<A>(i2h[j]) + static_cast<A>(h2h[j]);
-  nn::act_forward_span<A>(act, scratch, scratch, hidden);
-  for (int64_t j = 0; j < hidden; ++j) h_next[j] = static_cast<T>(scratch[j]);
+  for (int64_t j = 0; j < units; ++j)
+    scratch[j] = static_cast<A>(i2h[j]) + static_cast<A>(h2h[j]);
+  nn::act_forward_span<A>(act, scratch, scratch, units);
+  for (int64_t j = 0; j < units; ++j) h_next[j] = static_cast<T>(scratch[j]);
+}
+
+// Where one forward step reads and writes: its time index t, the previous state and the step's
+// slices of i2h, out and saved.
+template <typename T>
+struct ForwardStep {
+  bool first;
+  const T *h_prev, *x, *saved_prev;
+  T *h_next, *saved_t;
+};
+
+template <typename T>
+ForwardStep<T> forward_step(const Sequence& seq, int64_t s, const T* i2h, const T* h0, T* h_out,
+                            T* saved) {
+  const int64_t N = seq.batch, H = seq.hidden, S = seq.saved();
+  const int64_t t = seq.time_of(s);
+  const bool first = seq.is_first(t);
+  const int64_t prev = first ? 0 : seq.prev_of(t);
+  return {first,
+          first ? h0 : h_out + prev * N * H,
+          i2h + t * N * seq.gates(),
+          saved && !first ? saved + prev * N * S : nullptr,
+          h_out + t * N * H,
+          saved ? saved + t * N * S : nullptr};
+}
+
+// The gates of hidden units [u0, u0 + units) of row n, from their recurrent projections h2h
+// (gate g's values start g * h2h_stride in) and the step's input projections.
+template <typename T>
+void units_forward(const Sequence& seq, const ForwardStep<T>& step, const T* c0, int64_t n,
+                   int64_t u0, int64_t units, const T* h2h, int64_t h2h_stride,
+                   nn::acc_t<T>* scratch) {
+  const int64_t H = seq.hidden, GH = seq.gates(), S = seq.saved();
+  const T* x = step.x + n * GH + u0;
+  T* h_next = step.h_next + n * H + u0;
+  switch (seq.mode) {
+    case Mode::kLstm: {
+      // c_t is stored after the five gates of its row.
+      const T* c_prev = step.first ? c0 + n * H + u0 : step.saved_prev + n * S + 5 * H + u0;
+      T* gates = step.saved_t + n * S + u0;
+      nn::lstm_units_forward<T>(x, H, h2h, h2h_stride, c_prev, h_next, gates + 5 * H, gates, H,
+                                scratch, units);
+      break;
+    }
+    case Mode::kGru:
+      nn::gru_units_forward<T>(x, H, h2h, h2h_stride, step.h_prev + n * H + u0, h_next,
+                               step.saved_t + n * S + u0, H, scratch, units);
+      break;
+    default:
+      elman_units_forward<T>(seq.mode == Mode::kRnnRelu ? Act::kRelu : Act::kTanh, x, h2h, h_next,
+                             scratch, units);
+  }
+}
+
+// The steps through nn::gemm and a pass over rows: any float dtype, any CPU.
+template <typename T>
+void steps_through_gemm(const OpContext& ctx, const Sequence& seq, const T* i2h, const T* weight,
+                        const T* h0, const T* c0, const T* bias, T* h_out, T* saved) {
+  using A = nn::acc_t<T>;
+  const int64_t N = seq.batch, H = seq.hidden, GH = seq.gates();
+  const Scratch<T> scratch({N * GH});
+  T* h2h = scratch.carve(ctx.workspace(scratch.bytes()))[0];
+  for (int64_t s = 0; s < seq.steps; ++s) {
+    const ForwardStep<T> step = forward_step(seq, s, i2h, h0, h_out, saved);
+    // The recurrent product, as fully_connected computes it (GRU's with its bias).
+    if (bias) {
+      for (int64_t n = 0; n < N; ++n) std::copy_n(bias, GH, h2h + n * GH);
+    }
+    nn::gemm(false, true, N, GH, H, A(1), step.h_prev, H, weight, H, A(bias ? 1 : 0), h2h, GH);
+    // Captures by value: through references GCC reloads the pointers on every element.
+    parallel_for(0, N, nn::gate_row_grain(H), [=](int64_t lo, int64_t hi) {
+      std::vector<A> row(5 * H);  // the gate functions' scratch row
+      for (int64_t n = lo; n < hi; ++n)
+        units_forward<T>(seq, step, c0, n, 0, H, h2h + n * GH, H, row.data());
+    });
+  }
+}
+
+// Note [Gates beside their product]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Through nn::gemm a float step is two parallel loops: small_gemm_f32 splits the product's columns
+// across the threads, packing (transposing) the whole recurrent weight again every step (1 MB for
+// LSTM(256)), then a loop over rows reads the (N, G*H) product back for the gates. Here the
+// weight is packed once per call (small_gemm_pack_bt), its rows reordered into blocks of U hidden
+// units holding the G gates of the same units: block b, gate g, unit u is packed column
+// (b * G + g) * U + u, zero past H. A step is one parallel loop over the blocks: each block's
+// product (N x G*U, small_gemm_packed_f32) goes into that block's scratch and its units' gates
+// are computed from it while it is in cache, writing h_t, c_t and the saved gates.
+// U is a whole number of panels, about H / threads, so each thread takes one block; sizes left
+// over go to a last, narrower block. The values do not depend on U or the thread count: each
+// product is small_gemm_f32's value bitwise (its k terms summed in order 0..k-1; nn::gemm takes
+// small_gemm_f32 for the recurrent product at most batch sizes, and another kernel, to float
+// rounding, at the rest), the gates are per-unit formulas, and libmvec computes each element
+// alike wherever a span starts (activation_vector.h).
+void steps_in_unit_blocks(const OpContext& ctx, const Sequence& seq, const float* i2h,
+                          const float* weight, const float* h0, const float* c0,
+                          const float* bias, float* h_out, float* saved) {
+  const int64_t N = seq.batch, H = seq.hidden, G = gate_blocks(seq.mode);
+  const int64_t width = nn::small_gemm_panel_width();
+  const int64_t per_thread = (H + parallel_max_threads() - 1) / parallel_max_threads();
+  const int64_t U = (per_thread + width - 1) / width * width;
+  const int64_t blocks = (H + U - 1) / U, columns = blocks * G * U;
+  const Scratch<float> scratch({columns * H, N * columns, blocks * 5 * U});
+  const std::vector<float*> parts = scratch.carve(ctx.workspace(scratch.bytes()));
+  float* packed = parts[0];
+  float* h2h = parts[1];  // block b's product: N x G*U values from h2h + b * N * G * U
+  float* gate_scratch = parts[2];
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t u0 = b * U, units = std::min(U, H - u0);
+    for (int64_t g = 0; g < G; ++g) {
+      float* panels = packed + (b * G + g) * U * H;
+      if (units < U) std::fill_n(panels, U * H, 0.0f);
+      nn::small_gemm_pack_bt(units, H, weight + (g * H + u0) * H, H, panels);
+    }
+  }
+  const int64_t panels_per_block = G * U / width;
+  for (int64_t s = 0; s < seq.steps; ++s) {
+    const ForwardStep<float> step = forward_step(seq, s, i2h, h0, h_out, saved);
+    parallel_for(0, blocks, 1, [=](int64_t lo, int64_t hi) {
+      for (int64_t b = lo; b < hi; ++b) {
+        const int64_t u0 = b * U, units = std::min(U, H - u0);
+        float* product = h2h + b * N * G * U;
+        // The block's panels are its product's columns 0..G*U.
+        nn::small_gemm_packed_f32(N, 0, panels_per_block, H, step.h_prev, H,
+                                  packed + b * G * U * H, product, G * U);
+        for (int64_t n = 0; n < N; ++n) {
+          float* row = product + n * G * U;
+          if (bias) {  // as fully_connected adds it: one rounding of product + bias
+            for (int64_t g = 0; g < G; ++g)
+              for (int64_t j = 0; j < units; ++j) row[g * U + j] += bias[g * H + u0 + j];
+          }
+          units_forward<float>(seq, step, c0, n, u0, units, row, U, gate_scratch + b * 5 * U);
+        }
+      }
+    });
+  }
 }
 
 template <typename T>
 void sequence_forward(const OpContext& ctx, const Sequence& seq, const std::vector<TBlob>& in,
                       const std::vector<TBlob>& out) {
-  using A = nn::acc_t<T>;
-  const int64_t N = seq.batch, H = seq.hidden, GH = seq.gates(), S = seq.saved();
+  const int64_t N = seq.batch, H = seq.hidden, S = seq.saved();
   const T* i2h = in[0].data<T>();
   const T* weight = in[1].data<T>();
   const T* h0 = in[2].data<T>();
@@ -208,44 +347,14 @@ void sequence_forward(const OpContext& ctx, const Sequence& seq, const std::vect
     if (c0) std::copy_n(c0, N * H, out[2].data<T>());
     return;
   }
-  const Scratch<T> scratch({N * GH});
-  T* h2h = scratch.carve(ctx.workspace(scratch.bytes()))[0];
-  const Act elman = seq.mode == Mode::kRnnRelu ? Act::kRelu : Act::kTanh;
-  for (int64_t s = 0; s < seq.steps; ++s) {
-    const int64_t t = seq.time_of(s);
-    const bool first = seq.is_first(t);
-    const int64_t prev = first ? 0 : seq.prev_of(t);
-    const T* h_prev = first ? h0 : h_out + prev * N * H;
-    // The recurrent product, as fully_connected computes it (GRU's with its bias).
-    if (bias) {
-      for (int64_t n = 0; n < N; ++n) std::copy_n(bias, GH, h2h + n * GH);
+  if constexpr (std::is_same_v<T, float>) {
+    if (nn::fma_level() != nn::FmaLevel::kNone) {
+      steps_in_unit_blocks(ctx, seq, i2h, weight, h0, c0, bias, h_out, saved);
+    } else {
+      steps_through_gemm<T>(ctx, seq, i2h, weight, h0, c0, bias, h_out, saved);
     }
-    nn::gemm(false, true, N, GH, H, A(1), h_prev, H, weight, H, A(bias ? 1 : 0), h2h, GH);
-    const T* x = i2h + t * N * GH;
-    T* h_next = h_out + t * N * H;
-    T* saved_t = saved ? saved + t * N * S : nullptr;
-    const T* saved_prev = saved && !first ? saved + prev * N * S : nullptr;
-    // Captures by value: through references GCC reloads the pointers on every element.
-    parallel_for(0, N, nn::gate_row_grain(H), [=](int64_t lo, int64_t hi) {
-      std::vector<A> row(5 * H);  // the gate functions' scratch row
-      for (int64_t n = lo; n < hi; ++n) {
-        switch (seq.mode) {
-          case Mode::kLstm: {
-            // c_t is stored after the five gates of its row.
-            const T* c_prev = first ? c0 + n * H : saved_prev + n * S + 5 * H;
-            nn::lstm_row_forward<T>(x + n * GH, h2h + n * GH, c_prev, h_next + n * H,
-                                    saved_t + n * S + 5 * H, saved_t + n * S, row.data(), H);
-            break;
-          }
-          case Mode::kGru:
-            nn::gru_row_forward<T>(x + n * GH, h2h + n * GH, h_prev + n * H, h_next + n * H,
-                                   saved_t + n * S, row.data(), H);
-            break;
-          default:
-            elman_row_forward<T>(elman, x + n * GH, h2h + n * GH, h_next + n * H, row.data(), H);
-        }
-      }
-    });
+  } else {
+    steps_through_gemm<T>(ctx, seq, i2h, weight, h0, c0, bias, h_out, saved);
   }
   const int64_t last = seq.time_of(seq.steps - 1);
   std::copy_n(h_out + last * N * H, N * H, out[1].data<T>());
