@@ -62,12 +62,13 @@ void lstm_row_forward(const T* i2h, const T* h2h, const T* c, T* h_next, T* c_ne
                            hidden);
 }
 
-// The gradients of one LSTM row's gate pre-activations (4H) and of c, from those of h' and c'.
+// The gradients of `units` hidden units of one LSTM row: of their gate pre-activations (4 gates,
+// `stride` apart in d_gates, as the 5 saved gates are in gates) and of c, from those of h' and c'.
 template <typename T, typename A = acc_t<T>>
-void lstm_row_backward(const T* dh_next, const T* dc_next, const T* c, const T* gates, T* d_gates,
-                       T* d_c, int64_t hidden) {
-  const int64_t H = hidden;
-  for (int64_t j = 0; j < H; ++j) {
+void lstm_units_backward(const T* dh_next, const T* dc_next, const T* c, const T* gates,
+                         T* d_gates, T* d_c, int64_t stride, int64_t units) {
+  const int64_t H = stride;
+  for (int64_t j = 0; j < units; ++j) {
     const LstmGates<A> u{static_cast<A>(gates[j]), static_cast<A>(gates[H + j]),
                          static_cast<A>(gates[2 * H + j]), static_cast<A>(gates[3 * H + j]),
                          static_cast<A>(gates[4 * H + j])};
@@ -80,6 +81,13 @@ void lstm_row_backward(const T* dh_next, const T* dc_next, const T* c, const T* 
     d_gates[3 * H + j] = static_cast<T>(g.d_o);
     d_c[j] = static_cast<T>(g.d_c);
   }
+}
+
+// The gradients of one LSTM row's gate pre-activations (4H) and of c, from those of h' and c'.
+template <typename T, typename A = acc_t<T>>
+void lstm_row_backward(const T* dh_next, const T* dc_next, const T* c, const T* gates, T* d_gates,
+                       T* d_c, int64_t hidden) {
+  lstm_units_backward<T, A>(dh_next, dc_next, c, gates, d_gates, d_c, hidden, hidden);
 }
 
 // h' of `units` hidden units of one GRU row from their projections (h2h with its bias) and h;
@@ -115,13 +123,13 @@ void gru_row_forward(const T* i2h, const T* h2h, const T* h, T* h_next, T* gates
   gru_units_forward<T, A>(i2h, hidden, h2h, hidden, h, h_next, gates, hidden, scratch, hidden);
 }
 
-// The gradients of one GRU row's input projection, recurrent projection (3H each) and h, from
-// that of h'.
+// The gradients of `units` hidden units of one GRU row: of their input and recurrent projections
+// (3 gates, `stride` apart, as the 4 saved gates are in gates) and of h, from that of h'.
 template <typename T, typename A = acc_t<T>>
-void gru_row_backward(const T* dh_next, const T* h, const T* gates, T* d_i2h, T* d_h2h, T* d_h,
-                      int64_t hidden) {
-  const int64_t H = hidden;
-  for (int64_t j = 0; j < H; ++j) {
+void gru_units_backward(const T* dh_next, const T* h, const T* gates, T* d_i2h, T* d_h2h, T* d_h,
+                        int64_t stride, int64_t units) {
+  const int64_t H = stride;
+  for (int64_t j = 0; j < units; ++j) {
     const GruGates<A> u{static_cast<A>(gates[j]), static_cast<A>(gates[H + j]),
                         static_cast<A>(gates[2 * H + j]), static_cast<A>(gates[3 * H + j])};
     const GruUnitGrad<A> g = gru_unit_grad<A>(u, static_cast<A>(h[j]),
@@ -132,6 +140,14 @@ void gru_row_backward(const T* dh_next, const T* h, const T* gates, T* d_i2h, T*
     d_h2h[2 * H + j] = static_cast<T>(g.d_h_n);
     d_h[j] = static_cast<T>(g.d_h);
   }
+}
+
+// The gradients of one GRU row's input projection, recurrent projection (3H each) and h, from
+// that of h'.
+template <typename T, typename A = acc_t<T>>
+void gru_row_backward(const T* dh_next, const T* h, const T* gates, T* d_i2h, T* d_h2h, T* d_h,
+                      int64_t hidden) {
+  gru_units_backward<T, A>(dh_next, h, gates, d_i2h, d_h2h, d_h, hidden, hidden);
 }
 
 }  // namespace nn

@@ -286,13 +286,19 @@ void steps_through_gemm(const OpContext& ctx, const Sequence& seq, const T* i2h,
 // small_gemm_f32 for the recurrent product at most batch sizes, and another kernel, to float
 // rounding, at the rest), the gates are per-unit formulas, and libmvec computes each element
 // alike wherever a span starts (activation_vector.h).
+// Hidden units per block of Note [Gates beside their product]: about H / threads, whole panels.
+int64_t units_per_block(int64_t hidden) {
+  const int64_t width = nn::small_gemm_panel_width();
+  const int64_t per_thread = (hidden + parallel_max_threads() - 1) / parallel_max_threads();
+  return (per_thread + width - 1) / width * width;
+}
+
 void steps_in_unit_blocks(const OpContext& ctx, const Sequence& seq, const float* i2h,
                           const float* weight, const float* h0, const float* c0,
                           const float* bias, float* h_out, float* saved) {
   const int64_t N = seq.batch, H = seq.hidden, G = gate_blocks(seq.mode);
   const int64_t width = nn::small_gemm_panel_width();
-  const int64_t per_thread = (H + parallel_max_threads() - 1) / parallel_max_threads();
-  const int64_t U = (per_thread + width - 1) / width * width;
+  const int64_t U = units_per_block(H);
   const int64_t blocks = (H + U - 1) / U, columns = blocks * G * U;
   const Scratch<float> scratch({columns * H, N * columns, blocks * 5 * U});
   const std::vector<float*> parts = scratch.carve(ctx.workspace(scratch.bytes()));
@@ -422,12 +428,128 @@ void backward_infer(const Attrs& attrs, const std::vector<Shape>& in, const std:
   *out_dt = std::vector<DType>(out->size(), dt[0]);
 }
 
+// Where one backward step reads and writes: the forward's step at time t, its previous state and
+// saved values, the gradients of its output, and where its gate gradients go.
+template <typename T>
+struct BackwardStep {
+  bool first;
+  const T *h_prev, *dy, *y, *saved_t, *saved_prev;
+  T *dx, *dr;
+};
+
+template <typename T>
+BackwardStep<T> backward_step(const Sequence& seq, int64_t s, const T* d_out, const T* h0,
+                              const T* h_out, const T* saved, T* d_i2h, T* d_h2h) {
+  const int64_t N = seq.batch, H = seq.hidden, GH = seq.gates(), S = seq.saved();
+  const int64_t t = seq.time_of(s);
+  const bool first = seq.is_first(t);
+  const int64_t prev = first ? 0 : seq.prev_of(t);
+  return {first,
+          first ? h0 : h_out + prev * N * H,
+          d_out + t * N * H,
+          h_out + t * N * H,
+          saved ? saved + t * N * S : nullptr,
+          saved && !first ? saved + prev * N * S : nullptr,
+          d_i2h + t * N * GH,
+          d_h2h + t * N * GH};
+}
+
+// The gate gradients of hidden units [u0, u0 + units) of row n from d_total, their output's whole
+// gradient (`units` values); updates d_c (LSTM), writes d_h's direct part (GRU).
+template <typename T>
+void units_backward(const Sequence& seq, const BackwardStep<T>& step, const T* c0, int64_t n,
+                    int64_t u0, int64_t units, const T* d_total, T* d_h, T* d_c) {
+  using A = nn::acc_t<T>;
+  const int64_t H = seq.hidden, GH = seq.gates(), S = seq.saved();
+  T* dx = step.dx + n * GH + u0;
+  switch (seq.mode) {
+    case Mode::kLstm: {
+      const T* c_prev = step.first ? c0 + n * H + u0 : step.saved_prev + n * S + 5 * H + u0;
+      nn::lstm_units_backward<T>(d_total, d_c + n * H + u0, c_prev, step.saved_t + n * S + u0, dx,
+                                 d_c + n * H + u0, H, units);
+      break;
+    }
+    case Mode::kGru:  // d_h gets the direct part; the recurrent product adds the rest
+      nn::gru_units_backward<T>(d_total, step.h_prev + n * H + u0, step.saved_t + n * S + u0, dx,
+                                step.dr + n * GH + u0, d_h + n * H + u0, H, units);
+      break;
+    default: {
+      const Act act = seq.mode == Mode::kRnnRelu ? Act::kRelu : Act::kTanh;
+      const T* y = step.y + n * H + u0;
+      for (int64_t j = 0; j < units; ++j) {
+        const A out_j = static_cast<A>(y[j]);
+        dx[j] = static_cast<T>(static_cast<A>(d_total[j]) *
+                               nn::act_derivative<A>(act, out_j, out_j));
+      }
+    }
+  }
+}
+
+// The backward's steps through nn::gemm and a pass over rows: any float dtype, any CPU. d_total
+// holds N * H values.
+template <typename T>
+void backward_steps_through_gemm(const Sequence& seq, const T* d_out, const T* weight,
+                                 const T* h0, const T* c0, const T* h_out, const T* saved,
+                                 T* d_i2h, T* d_h2h, T* d_h, T* d_c, T* d_total) {
+  using A = nn::acc_t<T>;
+  const int64_t N = seq.batch, H = seq.hidden, GH = seq.gates();
+  for (int64_t s = seq.steps - 1; s >= 0; --s) {
+    const BackwardStep<T> step = backward_step(seq, s, d_out, h0, h_out, saved, d_i2h, d_h2h);
+    for (int64_t k = 0; k < N * H; ++k)
+      d_total[k] = static_cast<T>(static_cast<A>(step.dy[k]) + static_cast<A>(d_h[k]));
+    parallel_for(0, N, nn::gate_row_grain(H), [=](int64_t lo, int64_t hi) {
+      for (int64_t n = lo; n < hi; ++n)
+        units_backward<T>(seq, step, c0, n, 0, H, d_total + n * H, d_h, d_c);
+    });
+    // The recurrent data gradient, d_h2h . weight: replaces d_h (LSTM, Elman) or adds to the
+    // direct part (GRU).
+    nn::gemm(false, false, N, H, GH, A(1), step.dr, GH, weight, H,
+             A(seq.mode == Mode::kGru ? 1 : 0), d_h, H);
+  }
+}
+
+// The backward's steps in blocks of hidden units (Note [Gates beside their product]): one
+// parallel loop per step over the blocks, each computing the recurrent data gradient of its
+// units from the gate gradients of the step after (small_gemm_f32 on the block's columns of the
+// weight, a value independent of the split) and then its units' gate gradients of this step.
+// A last loop gives h0's gradient. d_total holds U values per block.
+void backward_steps_in_unit_blocks(const Sequence& seq, const float* d_out, const float* weight,
+                                   const float* h0, const float* c0, const float* h_out,
+                                   const float* saved, float* d_i2h, float* d_h2h, float* d_h,
+                                   float* d_c, float* d_total) {
+  const int64_t N = seq.batch, H = seq.hidden, GH = seq.gates();
+  const int64_t U = units_per_block(H), blocks = (H + U - 1) / U;
+  const float beta = seq.mode == Mode::kGru ? 1.0f : 0.0f;  // GRU: d_h holds the direct part
+  for (int64_t s = seq.steps - 1; s >= -1; --s) {
+    const float* dr_after = s + 1 < seq.steps ? d_h2h + seq.time_of(s + 1) * N * GH : nullptr;
+    const BackwardStep<float> step =
+        s >= 0 ? backward_step(seq, s, d_out, h0, h_out, saved, d_i2h, d_h2h)
+               : BackwardStep<float>{};
+    parallel_for(0, blocks, 1, [=](int64_t lo, int64_t hi) {
+      for (int64_t b = lo; b < hi; ++b) {
+        const int64_t u0 = b * U, units = std::min(U, H - u0);
+        if (dr_after) {  // nested in this loop, small_gemm_f32 runs on this thread
+          nn::small_gemm_f32(false, false, N, units, GH, 1.0f, dr_after, GH, weight + u0, H, beta,
+                             d_h + u0, H);
+        }
+        if (s < 0) continue;
+        float* total = d_total + b * U;
+        for (int64_t n = 0; n < N; ++n) {
+          for (int64_t j = 0; j < units; ++j)
+            total[j] = step.dy[n * H + u0 + j] + d_h[n * H + u0 + j];
+          units_backward<float>(seq, step, c0, n, u0, units, total, d_h, d_c);
+        }
+      }
+    });
+  }
+}
+
 template <typename T>
 void sequence_backward(const OpContext& ctx, const Sequence& seq, const std::vector<TBlob>& in,
                        const std::vector<TBlob>& out) {
   using A = nn::acc_t<T>;
   const BackwardInputs at(seq.mode);
-  const int64_t N = seq.batch, H = seq.hidden, GH = seq.gates(), S = seq.saved();
+  const int64_t N = seq.batch, H = seq.hidden, GH = seq.gates();
   const int64_t rows = seq.steps * N;  // of the whole sequence
   const T* d_out = in[at.d_out].data<T>();
   const T* weight = in[at.weight].data<T>();
@@ -449,54 +571,27 @@ void sequence_backward(const OpContext& ctx, const Sequence& seq, const std::vec
     if (d_bias) std::fill_n(d_bias, GH, static_cast<T>(0.0f));
     return;
   }
-  // d_total: the step's whole output gradient; d_h2h: GRU's recurrent projection gradients,
-  // which differ from d_i2h in the n gate; h_prev: each step's previous state, in time order.
-  const Scratch<T> scratch({N * H, seq.mode == Mode::kGru ? rows * GH : 0, rows * H});
+  // d_total: the output gradient of a step (all rows) or of a block of units (one row per
+  // block); d_h2h: GRU's recurrent projection gradients, which differ from d_i2h in the n gate;
+  // h_prev: each step's previous state, in time order.
+  const int64_t U = units_per_block(H), blocks = (H + U - 1) / U;
+  const Scratch<T> scratch(
+      {std::max(N * H, blocks * U), seq.mode == Mode::kGru ? rows * GH : 0, rows * H});
   const std::vector<T*> parts = scratch.carve(ctx.workspace(scratch.bytes()));
   T* d_total = parts[0];
   T* d_h2h = seq.mode == Mode::kGru ? parts[1] : d_i2h;  // LSTM, Elman: the same gradient
   T* h_prev_stack = parts[2];
-  const Act elman = seq.mode == Mode::kRnnRelu ? Act::kRelu : Act::kTanh;
-  for (int64_t s = seq.steps - 1; s >= 0; --s) {
-    const int64_t t = seq.time_of(s);
-    const bool first = seq.is_first(t);
-    const int64_t prev = first ? 0 : seq.prev_of(t);
-    const T* h_prev = first ? h0 : h_out + prev * N * H;
-    const T* dy = d_out + t * N * H;
-    const T* y = h_out + t * N * H;
-    for (int64_t k = 0; k < N * H; ++k)
-      d_total[k] = static_cast<T>(static_cast<A>(dy[k]) + static_cast<A>(d_h[k]));
-    T* dx = d_i2h + t * N * GH;
-    T* dr = d_h2h + t * N * GH;
-    const T* saved_t = saved ? saved + t * N * S : nullptr;
-    const T* saved_prev = saved && !first ? saved + prev * N * S : nullptr;
-    parallel_for(0, N, nn::gate_row_grain(H), [=](int64_t lo, int64_t hi) {
-      for (int64_t n = lo; n < hi; ++n) {
-        const T* dh_row = d_total + n * H;
-        switch (seq.mode) {
-          case Mode::kLstm: {
-            const T* c_prev = first ? c0 + n * H : saved_prev + n * S + 5 * H;
-            nn::lstm_row_backward<T>(dh_row, d_c + n * H, c_prev, saved_t + n * S, dx + n * GH,
-                                     d_c + n * H, H);
-            break;
-          }
-          case Mode::kGru:  // d_h gets the direct part; the product below adds the rest
-            nn::gru_row_backward<T>(dh_row, h_prev + n * H, saved_t + n * S, dx + n * GH,
-                                    dr + n * GH, d_h + n * H, H);
-            break;
-          default:
-            for (int64_t j = 0; j < H; ++j) {
-              const A out_j = static_cast<A>(y[n * H + j]);
-              dx[n * GH + j] = static_cast<T>(static_cast<A>(dh_row[j]) *
-                                              nn::act_derivative<A>(elman, out_j, out_j));
-            }
-        }
-      }
-    });
-    // The recurrent data gradient, d_h2h . weight: replaces d_h (LSTM, Elman) or adds to the
-    // direct part (GRU).
-    nn::gemm(false, false, N, H, GH, A(1), dr, GH, weight, H, A(seq.mode == Mode::kGru ? 1 : 0),
-             d_h, H);
+  if constexpr (std::is_same_v<T, float>) {
+    if (nn::fma_level() != nn::FmaLevel::kNone) {
+      backward_steps_in_unit_blocks(seq, d_out, weight, h0, c0, h_out, saved, d_i2h, d_h2h, d_h,
+                                    d_c, d_total);
+    } else {
+      backward_steps_through_gemm<T>(seq, d_out, weight, h0, c0, h_out, saved, d_i2h, d_h2h, d_h,
+                                     d_c, d_total);
+    }
+  } else {
+    backward_steps_through_gemm<T>(seq, d_out, weight, h0, c0, h_out, saved, d_i2h, d_h2h, d_h,
+                                   d_c, d_total);
   }
   // The previous state of every step in time order: h0 where the forward began, out shifted by
   // one step elsewhere.
