@@ -26,23 +26,27 @@
 // the gate backward, the recurrent product's data and weight gradients and an add accumulating
 // the (G*H, H) weight gradient (for H 256, a 1 MB matrix read and written T times). Here one
 // operator runs the loop:
-//  - forward, per step: the recurrent product into a scratch (N, G*H) (nn::gemm, as
-//    fully_connected calls it, so each product is the same value) and the gate arithmetic of
-//    rnn_gates_rows.h row by row, writing h_t straight into out[t];
+//  - forward, per step: the recurrent product and the gate arithmetic of rnn_gates_rows.h,
+//    writing h_t straight into out[t]; in float, one parallel loop over blocks of hidden units
+//    with the weight packed once per call (Note [Gates beside their product]), else the product
+//    through nn::gemm (as fully_connected calls it) and a pass over rows;
 //  - backward, steps in reverse: the gate gradients written straight into d_i2h[t] (the layer's
 //    input projection takes them as one (T, N, G*H) tensor) and the recurrent data gradient
-//    d_gates . weight carried to the step before; then the weight gradient as ONE product over
+//    d_gates . weight carried to the step before (in float, in the same blocks of units: the
+//    data gradient of a block's units, then their gate gradients of the step before, one
+//    parallel loop per step); then the weight gradient as ONE product over
 //    all T*N rows, d_weight = d_gates^T . h_prev with h_prev the (T*N, H) stack of each step's
 //    previous state (h0 and out shifted by one step), and GRU's bias gradient as one sum over
 //    those rows. One (G*H x T*N) . (T*N x H) product keeps the weight gradient's sums in
 //    registers over all T*N terms instead of writing the matrix back every N terms.
 // Nothing is recorded per step, so autograd and a hybridized graph see one node per layer and
 // direction, and the engine pushes one operation instead of ~3T (forward) and ~5T (backward).
-// Results equal the composed path's to float rounding: the products and the gate formulas are
-// the same functions; only sums change order (the weight gradient over all rows at once, the
-// state gradients' two terms). Deterministic: the rows of a step are split into fixed chunks that
-// write disjoint outputs, and each product sums its terms in a fixed order whatever the thread
-// count (Note [Small GEMM], Note [Parallel GEMM]).
+// Results equal the composed path's to float rounding: the products sum their terms in the same
+// order as nn::gemm's small_gemm_f32 (another kernel where nn::gemm takes one) and the gate
+// formulas are the same functions; only sums change order (the weight gradient over all rows at
+// once, the state gradients' two terms). Deterministic: a step's rows or units are split into
+// parts that write disjoint outputs, and each product sums its terms in a fixed order whatever
+// the thread count or the split (Note [Small GEMM], Note [Parallel GEMM]).
 // CPU only: a GPU keeps the composed per-step path (rnn_layer.py chooses by device), whose
 // per-step kernels are already one launch each; this operator registers no CUDA kernel.
 #include <algorithm>

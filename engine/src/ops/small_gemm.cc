@@ -22,6 +22,10 @@
 // Every output is therefore one running sum of its k products in the order 0..k-1, fused
 // multiply-adds throughout: the same value whatever the thread count, the split or the vector
 // width (AVX2 and AVX-512 agree bitwise; tests/cpp/test_small_gemm.cc checks it).
+// A B used for many products (a recurrent weight over a sequence's steps) can be packed once
+// (small_gemm_pack_bt: the same panels, each over all k rows) and multiplied panel by panel on
+// the caller's thread (small_gemm_packed_f32, the same micro-kernel and order of terms, so the
+// same values); rnn_sequence.cc's Note [Gates beside their product] uses them.
 // bench/cpp/small_gemm.cc, against sgemm split over the threads as nn::gemm does, two cores
 // (AVX-512): the recurrent product 1.9x (~100 -> ~195 GFLOP/s), its data gradient 2.3x, the
 // weight gradients 1.3-1.6x, LeafNetwork's first Dense layer at batch 9-64 1.5-3x.
