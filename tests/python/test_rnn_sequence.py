@@ -1,10 +1,11 @@
 """The rnn_sequence operator, which runs one recurrent layer and direction over a whole sequence
 (Note [Recurrent time loop in one operator]): its outputs and saved gates against a float64 NumPy
 loop, its gradients against central differences, its float32 steps in blocks of hidden units
-(Note [Gates beside their product]) against those at sizes that leave narrower or padded blocks, the layers that use it against their composed
-per-step path (forward and every gradient, each mode, both directions, several layers, odd
-sizes), when the layers use it, hybridized against imperative, the serial engine and one thread
-as the parallel kernels' oracles, GPU layers against CPU, and the errors."""
+(Note [Gates beside their product]) against those at sizes that leave narrower or padded blocks,
+the layers that use it against their composed per-step path (forward and every gradient, each
+mode, both directions, several layers, odd sizes), when the layers use it, hybridized against
+imperative, the serial engine and one thread as the parallel kernels' oracles, GPU layers against
+CPU, and the errors."""
 import numpy as onp
 import pytest
 
