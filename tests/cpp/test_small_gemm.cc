@@ -5,7 +5,7 @@
 // a column block, k across several packed blocks and with tails, padded leading dimensions,
 // alpha, and beta = 0 (C's NaN overwritten) and beta != 0. Also: AVX2 and AVX-512 agree bitwise,
 // and computing C's columns in two calls gives the bits of one call (what makes results
-// independent of the thread split).
+// independent of the thread split); products over B^T packed once give the same bits.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -106,6 +106,34 @@ void check_bitwise(FmaLevel best, bool trans_a, bool trans_b, int64_t m, int64_t
     EXPECT(same_bits(whole[i], halves[i]), what, ": split at column ", split, " differs at ", i);
 }
 
+// small_gemm_packed_f32 over B^T packed once gives small_gemm_f32's bits (alpha 1, beta 0), for
+// all panels in one call and for the panels split at `split` into two calls.
+void check_packed(FmaLevel level, int64_t m, int64_t n, int64_t k, int64_t split,
+                  std::mt19937* rng) {
+  const std::string what = pymx::str_cat("packed m ", m, " n ", n, " k ", k);
+  const Problem p = make_problem(false, true, m, n, k, 1.0f, 0.0f, rng);
+  const std::vector<float> want = run(p, level);
+  const int64_t width = pymx::nn::small_gemm_panel_width(level);
+  const int64_t panels = (n + width - 1) / width, ldc = panels * width;
+  std::vector<float> packed(pymx::nn::small_gemm_packed_size(n, k, level), NAN);
+  pymx::nn::small_gemm_pack_bt(n, k, p.b.data(), p.ldb, packed.data(), level);
+  std::vector<float> whole(m * ldc, NAN), halves(m * ldc, NAN);
+  pymx::nn::small_gemm_packed_f32(m, 0, panels, k, p.a.data(), p.lda, packed.data(),
+                                  whole.data(), ldc, level);
+  pymx::nn::small_gemm_packed_f32(m, 0, split, k, p.a.data(), p.lda, packed.data(),
+                                  halves.data(), ldc, level);
+  pymx::nn::small_gemm_packed_f32(m, split, panels, k, p.a.data(), p.lda, packed.data(),
+                                  halves.data(), ldc, level);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      const float expected = j < n ? want[r * p.ldc + j] : 0.0f;  // zero past n
+      EXPECT(same_bits(whole[r * ldc + j], expected), what, ": row ", r, " column ", j);
+      EXPECT(same_bits(halves[r * ldc + j], expected), what, ": split at panel ", split,
+             ", row ", r, " column ", j);
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -141,6 +169,15 @@ int main() {
     check_bitwise(best, trans_a, trans_b, 32, 1024, 256, 512, &rng);
     check_bitwise(best, trans_a, trans_b, 13, 300, 777, 32, &rng);
     cases += 2;
+  }
+  // Products over B^T packed once: tile boundaries, partial panels, one and several panels.
+  for (FmaLevel level : levels) {
+    for (int64_t m : {1, 7, 9, 32}) {
+      check_packed(level, m, 100, 300, 1, &rng);
+      check_packed(level, m, 17, 37, 0, &rng);
+      check_packed(level, m, 1024, 256, 3, &rng);  // an LSTM's recurrence
+      cases += 3;
+    }
   }
   // Where each level takes products (the measured ranges of Note [Small GEMM]).
   for (FmaLevel level : levels) {

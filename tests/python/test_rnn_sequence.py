@@ -1,9 +1,11 @@
 """The rnn_sequence operator, which runs one recurrent layer and direction over a whole sequence
 (Note [Recurrent time loop in one operator]): its outputs and saved gates against a float64 NumPy
-loop, its gradients against central differences, the layers that use it against their composed
-per-step path (forward and every gradient, each mode, both directions, several layers, odd
-sizes), when the layers use it, hybridized against imperative, the serial engine and one thread
-as the parallel kernels' oracles, GPU layers against CPU, and the errors."""
+loop, its gradients against central differences, its float32 steps in blocks of hidden units
+(Note [Gates beside their product]) against those at sizes that leave narrower or padded blocks,
+the layers that use it against their composed per-step path (forward and every gradient, each
+mode, both directions, several layers, odd sizes), when the layers use it, hybridized against
+imperative, the serial engine and one thread as the parallel kernels' oracles, GPU layers against
+CPU, and the errors."""
 import numpy as onp
 import pytest
 
@@ -104,6 +106,56 @@ def test_outputs_and_saved_gates_match_reference(mode, reverse, steps, batch, hi
     for name, got, want in zip(["out", "h_last", "c_last/saved", "saved"], results, expected):
         assert got.shape == want.shape, name
         assert_almost_equal(got, want, rtol=1e-12, atol=1e-13, names=(name, "reference"))
+
+
+# float32 steps run in blocks of hidden units beside their product (Note [Gates beside their
+# product]): about H / threads units per block, whole panels of 16 or 32 columns, so 33 and 70
+# leave a narrower last block, 1 one unit in a padded block, 100 no multiple of a vector width;
+# one sequence, and 9 rows (tiles of 4 and 5).
+UNIT_BLOCK_SHAPES = [(3, 1, 33, False), (2, 5, 70, True), (2, 9, 1, False), (2, 3, 100, True)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("steps,batch,hidden,reverse", UNIT_BLOCK_SHAPES)
+def test_float32_unit_blocks_match_reference(mode, steps, batch, hidden, reverse):
+    values, arrays = draw_inputs(onp.random.default_rng(7), mode, steps, batch, hidden,
+                                 "float32")
+    if mode in ("rnn_tanh", "rnn_relu"):  # keep sums of many terms out of tanh's flat tails
+        arrays[1] = from_numpy(values[1] / onp.sqrt(hidden), dtype="float32")
+        values[1] = arrays[1].astype("float64").asnumpy()
+    results = run_op(mode, arrays, reverse)
+    expected = [r for r in reference_of(mode, values, reverse) if r is not None]
+    for name, got, want in zip(["out", "h_last", "c_last/saved", "saved"], results, expected):
+        assert got.dtype == onp.float32, name
+        assert_almost_equal(got, want, rtol=1e-4, atol=1e-5, names=(name, "reference"))
+
+
+def gradients(mode, arrays, heads, reverse):
+    """The gradients of every input through all outputs but `saved`, with head gradients."""
+    for a in arrays:
+        a.attach_grad()
+    with autograd.record():
+        results = run_op(mode, arrays, reverse)[:3 if mode == "lstm" else 2]
+    autograd.backward(results, heads)
+    return [a.grad for a in arrays]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("steps,batch,hidden,reverse", UNIT_BLOCK_SHAPES)
+def test_float32_unit_block_gradients_match_float64(mode, steps, batch, hidden, reverse):
+    """float32 backward steps in blocks of units against the float64 operator (its steps through
+    nn::gemm, checked against central differences below)."""
+    rng = onp.random.default_rng(8)
+    values, arrays32 = draw_inputs(rng, mode, steps, batch, hidden, "float32")
+    arrays32[1] = from_numpy(values[1] / onp.sqrt(hidden), dtype="float32")
+    arrays64 = [a.astype("float64") for a in arrays32]
+    shapes = [(steps, batch, hidden)] + [(batch, hidden)] * (2 if mode == "lstm" else 1)
+    heads = [rng.uniform(-1, 1, size=shape) for shape in shapes]
+    got = gradients(mode, arrays32, [from_numpy(h, dtype="float32") for h in heads], reverse)
+    want = gradients(mode, arrays64, [from_numpy(h, dtype="float64") for h in heads], reverse)
+    for name, g, w in zip(["d_i2h", "d_weight", "d_h0", "d_c0/d_bias"], got, want):
+        assert g.dtype == onp.float32, name
+        assert_almost_equal(g, w, rtol=1e-4, atol=1e-5, names=(name, "float64"))
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -24,32 +24,51 @@ inline int64_t gate_row_grain(int64_t hidden) {
   return std::max<int64_t>(1, kGrainUnits / std::max<int64_t>(hidden, 1));
 }
 
+// h' and c' of `units` hidden units of one LSTM row from their projections and c; saves the 5
+// activated gates. Each gate's values start `stride` apart: i2h_stride in i2h, h2h_stride in h2h
+// and gates_stride in gates (a row's H, or the width of a block of units, Note [Gates beside
+// their product] in rnn_sequence.cc). `scratch` holds 5 * units values.
+template <typename T, typename A = acc_t<T>>
+void lstm_units_forward(const T* i2h, int64_t i2h_stride, const T* h2h, int64_t h2h_stride,
+                        const T* c, T* h_next, T* c_next, T* gates, int64_t gates_stride,
+                        A* scratch, int64_t units) {
+  const int64_t U = units;
+  A* v = scratch;  // i, f, g, o, then c' and tanh(c')
+  for (int64_t g = 0; g < 4; ++g) {
+    for (int64_t j = 0; j < U; ++j)
+      v[g * U + j] = static_cast<A>(i2h[g * i2h_stride + j]) +
+                     static_cast<A>(h2h[g * h2h_stride + j]);
+  }
+  act_forward_span<A>(Act::kSigmoid, v, v, 2 * U);
+  act_forward_span<A>(Act::kTanh, v + 2 * U, v + 2 * U, U);
+  act_forward_span<A>(Act::kSigmoid, v + 3 * U, v + 3 * U, U);
+  for (int64_t j = 0; j < U; ++j) {
+    v[4 * U + j] = lstm_c_next(v[j], v[U + j], v[2 * U + j], static_cast<A>(c[j]));
+    c_next[j] = static_cast<T>(v[4 * U + j]);
+  }
+  act_forward_span<A>(Act::kTanh, v + 4 * U, v + 4 * U, U);
+  for (int64_t j = 0; j < U; ++j)
+    h_next[j] = static_cast<T>(lstm_h_next(v[3 * U + j], v[4 * U + j]));
+  for (int64_t g = 0; g < 5; ++g) {
+    for (int64_t j = 0; j < U; ++j) gates[g * gates_stride + j] = static_cast<T>(v[g * U + j]);
+  }
+}
+
 // h' and c' of one LSTM row from its projections and c; saves the 5H activated gates.
 template <typename T, typename A = acc_t<T>>
 void lstm_row_forward(const T* i2h, const T* h2h, const T* c, T* h_next, T* c_next, T* gates,
                       A* scratch, int64_t hidden) {
-  const int64_t H = hidden;
-  A* v = scratch;  // i, f, g, o, then c' and tanh(c')
-  for (int64_t k = 0; k < 4 * H; ++k) v[k] = static_cast<A>(i2h[k]) + static_cast<A>(h2h[k]);
-  act_forward_span<A>(Act::kSigmoid, v, v, 2 * H);
-  act_forward_span<A>(Act::kTanh, v + 2 * H, v + 2 * H, H);
-  act_forward_span<A>(Act::kSigmoid, v + 3 * H, v + 3 * H, H);
-  for (int64_t j = 0; j < H; ++j) {
-    v[4 * H + j] = lstm_c_next(v[j], v[H + j], v[2 * H + j], static_cast<A>(c[j]));
-    c_next[j] = static_cast<T>(v[4 * H + j]);
-  }
-  act_forward_span<A>(Act::kTanh, v + 4 * H, v + 4 * H, H);
-  for (int64_t j = 0; j < H; ++j)
-    h_next[j] = static_cast<T>(lstm_h_next(v[3 * H + j], v[4 * H + j]));
-  for (int64_t k = 0; k < 5 * H; ++k) gates[k] = static_cast<T>(v[k]);
+  lstm_units_forward<T, A>(i2h, hidden, h2h, hidden, c, h_next, c_next, gates, hidden, scratch,
+                           hidden);
 }
 
-// The gradients of one LSTM row's gate pre-activations (4H) and of c, from those of h' and c'.
+// The gradients of `units` hidden units of one LSTM row: of their gate pre-activations (4 gates,
+// `stride` apart in d_gates, as the 5 saved gates are in gates) and of c, from those of h' and c'.
 template <typename T, typename A = acc_t<T>>
-void lstm_row_backward(const T* dh_next, const T* dc_next, const T* c, const T* gates, T* d_gates,
-                       T* d_c, int64_t hidden) {
-  const int64_t H = hidden;
-  for (int64_t j = 0; j < H; ++j) {
+void lstm_units_backward(const T* dh_next, const T* dc_next, const T* c, const T* gates,
+                         T* d_gates, T* d_c, int64_t stride, int64_t units) {
+  const int64_t H = stride;
+  for (int64_t j = 0; j < units; ++j) {
     const LstmGates<A> u{static_cast<A>(gates[j]), static_cast<A>(gates[H + j]),
                          static_cast<A>(gates[2 * H + j]), static_cast<A>(gates[3 * H + j]),
                          static_cast<A>(gates[4 * H + j])};
@@ -64,31 +83,53 @@ void lstm_row_backward(const T* dh_next, const T* dc_next, const T* c, const T* 
   }
 }
 
+// The gradients of one LSTM row's gate pre-activations (4H) and of c, from those of h' and c'.
+template <typename T, typename A = acc_t<T>>
+void lstm_row_backward(const T* dh_next, const T* dc_next, const T* c, const T* gates, T* d_gates,
+                       T* d_c, int64_t hidden) {
+  lstm_units_backward<T, A>(dh_next, dc_next, c, gates, d_gates, d_c, hidden, hidden);
+}
+
+// h' of `units` hidden units of one GRU row from their projections (h2h with its bias) and h;
+// saves the 4 gates. Strides as for lstm_units_forward; `scratch` holds 4 * units values.
+template <typename T, typename A = acc_t<T>>
+void gru_units_forward(const T* i2h, int64_t i2h_stride, const T* h2h, int64_t h2h_stride,
+                       const T* h, T* h_next, T* gates, int64_t gates_stride, A* scratch,
+                       int64_t units) {
+  const int64_t U = units;
+  A* v = scratch;  // r, z, n, h_n
+  for (int64_t g = 0; g < 2; ++g) {
+    for (int64_t j = 0; j < U; ++j)
+      v[g * U + j] = static_cast<A>(i2h[g * i2h_stride + j]) +
+                     static_cast<A>(h2h[g * h2h_stride + j]);
+  }
+  act_forward_span<A>(Act::kSigmoid, v, v, 2 * U);
+  for (int64_t j = 0; j < U; ++j) {
+    v[3 * U + j] = static_cast<A>(h2h[2 * h2h_stride + j]);
+    v[2 * U + j] = gru_cand_pre(static_cast<A>(i2h[2 * i2h_stride + j]), v[j], v[3 * U + j]);
+  }
+  act_forward_span<A>(Act::kTanh, v + 2 * U, v + 2 * U, U);
+  for (int64_t j = 0; j < U; ++j)
+    h_next[j] = static_cast<T>(gru_h_next(v[2 * U + j], v[U + j], static_cast<A>(h[j])));
+  for (int64_t g = 0; g < 4; ++g) {
+    for (int64_t j = 0; j < U; ++j) gates[g * gates_stride + j] = static_cast<T>(v[g * U + j]);
+  }
+}
+
 // h' of one GRU row from its projections (h2h with its bias) and h; saves the 4H gates.
 template <typename T, typename A = acc_t<T>>
 void gru_row_forward(const T* i2h, const T* h2h, const T* h, T* h_next, T* gates, A* scratch,
                      int64_t hidden) {
-  const int64_t H = hidden;
-  A* v = scratch;  // r, z, n, h_n
-  for (int64_t k = 0; k < 2 * H; ++k) v[k] = static_cast<A>(i2h[k]) + static_cast<A>(h2h[k]);
-  act_forward_span<A>(Act::kSigmoid, v, v, 2 * H);
-  for (int64_t j = 0; j < H; ++j) {
-    v[3 * H + j] = static_cast<A>(h2h[2 * H + j]);
-    v[2 * H + j] = gru_cand_pre(static_cast<A>(i2h[2 * H + j]), v[j], v[3 * H + j]);
-  }
-  act_forward_span<A>(Act::kTanh, v + 2 * H, v + 2 * H, H);
-  for (int64_t j = 0; j < H; ++j)
-    h_next[j] = static_cast<T>(gru_h_next(v[2 * H + j], v[H + j], static_cast<A>(h[j])));
-  for (int64_t k = 0; k < 4 * H; ++k) gates[k] = static_cast<T>(v[k]);
+  gru_units_forward<T, A>(i2h, hidden, h2h, hidden, h, h_next, gates, hidden, scratch, hidden);
 }
 
-// The gradients of one GRU row's input projection, recurrent projection (3H each) and h, from
-// that of h'.
+// The gradients of `units` hidden units of one GRU row: of their input and recurrent projections
+// (3 gates, `stride` apart, as the 4 saved gates are in gates) and of h, from that of h'.
 template <typename T, typename A = acc_t<T>>
-void gru_row_backward(const T* dh_next, const T* h, const T* gates, T* d_i2h, T* d_h2h, T* d_h,
-                      int64_t hidden) {
-  const int64_t H = hidden;
-  for (int64_t j = 0; j < H; ++j) {
+void gru_units_backward(const T* dh_next, const T* h, const T* gates, T* d_i2h, T* d_h2h, T* d_h,
+                        int64_t stride, int64_t units) {
+  const int64_t H = stride;
+  for (int64_t j = 0; j < units; ++j) {
     const GruGates<A> u{static_cast<A>(gates[j]), static_cast<A>(gates[H + j]),
                         static_cast<A>(gates[2 * H + j]), static_cast<A>(gates[3 * H + j])};
     const GruUnitGrad<A> g = gru_unit_grad<A>(u, static_cast<A>(h[j]),
@@ -99,6 +140,14 @@ void gru_row_backward(const T* dh_next, const T* h, const T* gates, T* d_i2h, T*
     d_h2h[2 * H + j] = static_cast<T>(g.d_h_n);
     d_h[j] = static_cast<T>(g.d_h);
   }
+}
+
+// The gradients of one GRU row's input projection, recurrent projection (3H each) and h, from
+// that of h'.
+template <typename T, typename A = acc_t<T>>
+void gru_row_backward(const T* dh_next, const T* h, const T* gates, T* d_i2h, T* d_h2h, T* d_h,
+                      int64_t hidden) {
+  gru_units_backward<T, A>(dh_next, h, gates, d_i2h, d_h2h, d_h, hidden, hidden);
 }
 
 }  // namespace nn

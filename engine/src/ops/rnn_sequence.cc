@@ -26,33 +26,39 @@
 // the gate backward, the recurrent product's data and weight gradients and an add accumulating
 // the (G*H, H) weight gradient (for H 256, a 1 MB matrix read and written T times). Here one
 // operator runs the loop:
-//  - forward, per step: the recurrent product into a scratch (N, G*H) (nn::gemm, as
-//    fully_connected calls it, so each product is the same value) and the gate arithmetic of
-//    rnn_gates_rows.h row by row, writing h_t straight into out[t];
+//  - forward, per step: the recurrent product and the gate arithmetic of rnn_gates_rows.h,
+//    writing h_t straight into out[t]; in float, one parallel loop over blocks of hidden units
+//    with the weight packed once per call (Note [Gates beside their product]), else the product
+//    through nn::gemm (as fully_connected calls it) and a pass over rows;
 //  - backward, steps in reverse: the gate gradients written straight into d_i2h[t] (the layer's
 //    input projection takes them as one (T, N, G*H) tensor) and the recurrent data gradient
-//    d_gates . weight carried to the step before; then the weight gradient as ONE product over
+//    d_gates . weight carried to the step before (in float, in the same blocks of units: the
+//    data gradient of a block's units, then their gate gradients of the step before, one
+//    parallel loop per step); then the weight gradient as ONE product over
 //    all T*N rows, d_weight = d_gates^T . h_prev with h_prev the (T*N, H) stack of each step's
 //    previous state (h0 and out shifted by one step), and GRU's bias gradient as one sum over
 //    those rows. One (G*H x T*N) . (T*N x H) product keeps the weight gradient's sums in
 //    registers over all T*N terms instead of writing the matrix back every N terms.
 // Nothing is recorded per step, so autograd and a hybridized graph see one node per layer and
 // direction, and the engine pushes one operation instead of ~3T (forward) and ~5T (backward).
-// Results equal the composed path's to float rounding: the products and the gate formulas are
-// the same functions; only sums change order (the weight gradient over all rows at once, the
-// state gradients' two terms). Deterministic: the rows of a step are split into fixed chunks that
-// write disjoint outputs, and each product sums its terms in a fixed order whatever the thread
-// count (Note [Small GEMM], Note [Parallel GEMM]).
+// Results equal the composed path's to float rounding: the products sum their terms in the same
+// order as nn::gemm's small_gemm_f32 (another kernel where nn::gemm takes one) and the gate
+// formulas are the same functions; only sums change order (the weight gradient over all rows at
+// once, the state gradients' two terms). Deterministic: a step's rows or units are split into
+// parts that write disjoint outputs, and each product sums its terms in a fixed order whatever
+// the thread count or the split (Note [Small GEMM], Note [Parallel GEMM]).
 // CPU only: a GPU keeps the composed per-step path (rnn_layer.py chooses by device), whose
 // per-step kernels are already one launch each; this operator registers no CUDA kernel.
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/activation_math.h"
 #include "ops/nn_common.h"
 #include "ops/rnn_gates_rows.h"
+#include "ops/small_gemm.h"
 #include "parallel.h"
 
 namespace pymx {
@@ -181,20 +187,169 @@ class Scratch {
 
 // ---- forward ------------------------------------------------------------------------------------
 
+// h' of `units` hidden units of one Elman row from their projections.
 template <typename T>
-void elman_row_forward(Act act, const T* i2h, const T* h2h, T* h_next, nn::acc_t<T>* scratch,
-                       int64_t hidden) {
+void elman_units_forward(Act act, const T* i2h, const T* h2h, T* h_next, nn::acc_t<T>* scratch,
+                         int64_t units) {
   using A = nn::acc_t<T>;
-  for (int64_t j = 0; j < hidden; ++j) scratch[j] = static_cast<A>(i2h[j]) + static_cast<A>(h2h[j]);
-  nn::act_forward_span<A>(act, scratch, scratch, hidden);
-  for (int64_t j = 0; j < hidden; ++j) h_next[j] = static_cast<T>(scratch[j]);
+  for (int64_t j = 0; j < units; ++j)
+    scratch[j] = static_cast<A>(i2h[j]) + static_cast<A>(h2h[j]);
+  nn::act_forward_span<A>(act, scratch, scratch, units);
+  for (int64_t j = 0; j < units; ++j) h_next[j] = static_cast<T>(scratch[j]);
+}
+
+// Where one forward step reads and writes: its time index t, the previous state and the step's
+// slices of i2h, out and saved.
+template <typename T>
+struct ForwardStep {
+  bool first;
+  const T *h_prev, *x, *saved_prev;
+  T *h_next, *saved_t;
+};
+
+template <typename T>
+ForwardStep<T> forward_step(const Sequence& seq, int64_t s, const T* i2h, const T* h0, T* h_out,
+                            T* saved) {
+  const int64_t N = seq.batch, H = seq.hidden, S = seq.saved();
+  const int64_t t = seq.time_of(s);
+  const bool first = seq.is_first(t);
+  const int64_t prev = first ? 0 : seq.prev_of(t);
+  return {first,
+          first ? h0 : h_out + prev * N * H,
+          i2h + t * N * seq.gates(),
+          saved && !first ? saved + prev * N * S : nullptr,
+          h_out + t * N * H,
+          saved ? saved + t * N * S : nullptr};
+}
+
+// The gates of hidden units [u0, u0 + units) of row n, from their recurrent projections h2h
+// (gate g's values start g * h2h_stride in) and the step's input projections.
+template <typename T>
+void units_forward(const Sequence& seq, const ForwardStep<T>& step, const T* c0, int64_t n,
+                   int64_t u0, int64_t units, const T* h2h, int64_t h2h_stride,
+                   nn::acc_t<T>* scratch) {
+  const int64_t H = seq.hidden, GH = seq.gates(), S = seq.saved();
+  const T* x = step.x + n * GH + u0;
+  T* h_next = step.h_next + n * H + u0;
+  switch (seq.mode) {
+    case Mode::kLstm: {
+      // c_t is stored after the five gates of its row.
+      const T* c_prev = step.first ? c0 + n * H + u0 : step.saved_prev + n * S + 5 * H + u0;
+      T* gates = step.saved_t + n * S + u0;
+      nn::lstm_units_forward<T>(x, H, h2h, h2h_stride, c_prev, h_next, gates + 5 * H, gates, H,
+                                scratch, units);
+      break;
+    }
+    case Mode::kGru:
+      nn::gru_units_forward<T>(x, H, h2h, h2h_stride, step.h_prev + n * H + u0, h_next,
+                               step.saved_t + n * S + u0, H, scratch, units);
+      break;
+    default:
+      elman_units_forward<T>(seq.mode == Mode::kRnnRelu ? Act::kRelu : Act::kTanh, x, h2h, h_next,
+                             scratch, units);
+  }
+}
+
+// The steps through nn::gemm and a pass over rows: any float dtype, any CPU.
+template <typename T>
+void steps_through_gemm(const OpContext& ctx, const Sequence& seq, const T* i2h, const T* weight,
+                        const T* h0, const T* c0, const T* bias, T* h_out, T* saved) {
+  using A = nn::acc_t<T>;
+  const int64_t N = seq.batch, H = seq.hidden, GH = seq.gates();
+  const Scratch<T> scratch({N * GH});
+  T* h2h = scratch.carve(ctx.workspace(scratch.bytes()))[0];
+  for (int64_t s = 0; s < seq.steps; ++s) {
+    const ForwardStep<T> step = forward_step(seq, s, i2h, h0, h_out, saved);
+    // The recurrent product, as fully_connected computes it (GRU's with its bias).
+    if (bias) {
+      for (int64_t n = 0; n < N; ++n) std::copy_n(bias, GH, h2h + n * GH);
+    }
+    nn::gemm(false, true, N, GH, H, A(1), step.h_prev, H, weight, H, A(bias ? 1 : 0), h2h, GH);
+    // Captures by value: through references GCC reloads the pointers on every element.
+    parallel_for(0, N, nn::gate_row_grain(H), [=](int64_t lo, int64_t hi) {
+      std::vector<A> row(5 * H);  // the gate functions' scratch row
+      for (int64_t n = lo; n < hi; ++n)
+        units_forward<T>(seq, step, c0, n, 0, H, h2h + n * GH, H, row.data());
+    });
+  }
+}
+
+// Note [Gates beside their product]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Through nn::gemm a float step is two parallel loops: small_gemm_f32 splits the product's columns
+// across the threads, packing (transposing) the whole recurrent weight again every step (1 MB for
+// LSTM(256)), then a loop over rows reads the (N, G*H) product back for the gates. Here the
+// weight is packed once per call (small_gemm_pack_bt), its rows reordered into blocks of U hidden
+// units holding the G gates of the same units: block b, gate g, unit u is packed column
+// (b * G + g) * U + u, zero past H. A step is one parallel loop over the blocks: each block's
+// product (N x G*U, small_gemm_packed_f32) goes into that block's scratch and its units' gates
+// are computed from it while it is in cache, writing h_t, c_t and the saved gates.
+// U is a whole number of panels, about H / threads, so each thread takes one block; sizes left
+// over go to a last, narrower block. The values do not depend on U or the thread count: each
+// product is small_gemm_f32's value bitwise (its k terms summed in order 0..k-1; nn::gemm takes
+// small_gemm_f32 for the recurrent product at most batch sizes, and another kernel, to float
+// rounding, at the rest), the gates are per-unit formulas, and libmvec computes each element
+// alike wherever a span starts (activation_vector.h). The backward's steps take the same blocks
+// (backward_steps_in_unit_blocks).
+// Measured on two AVX-512 cores shared with other jobs (load 3-5), LSTM(256) at batch 32: a
+// forward step's CPU time on one core 122 -> 110 us (the product ~75 us at ~225 GFLOP/s, the gates
+// ~20 us; batch 4: 30 -> 15 us, H 1024: 1960 -> 1450 us); bench/measure_pymx.py lstm --mode
+// infer --hybridize on both cores ~1340 -> ~1640 samples/s (medians of 4 interleaved runs).
+
+// Hidden units per block of Note [Gates beside their product]: about H / threads, whole panels.
+int64_t units_per_block(int64_t hidden) {
+  const int64_t width = nn::small_gemm_panel_width();
+  const int64_t per_thread = (hidden + parallel_max_threads() - 1) / parallel_max_threads();
+  return (per_thread + width - 1) / width * width;
+}
+
+void steps_in_unit_blocks(const OpContext& ctx, const Sequence& seq, const float* i2h,
+                          const float* weight, const float* h0, const float* c0,
+                          const float* bias, float* h_out, float* saved) {
+  const int64_t N = seq.batch, H = seq.hidden, G = gate_blocks(seq.mode);
+  const int64_t width = nn::small_gemm_panel_width();
+  const int64_t U = units_per_block(H);
+  const int64_t blocks = (H + U - 1) / U, columns = blocks * G * U;
+  const Scratch<float> scratch({columns * H, N * columns, blocks * 5 * U});
+  const std::vector<float*> parts = scratch.carve(ctx.workspace(scratch.bytes()));
+  float* packed = parts[0];
+  float* h2h = parts[1];  // block b's product: N x G*U values from h2h + b * N * G * U
+  float* gate_scratch = parts[2];
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t u0 = b * U, units = std::min(U, H - u0);
+    for (int64_t g = 0; g < G; ++g) {
+      float* panels = packed + (b * G + g) * U * H;
+      if (units < U) std::fill_n(panels, U * H, 0.0f);
+      nn::small_gemm_pack_bt(units, H, weight + (g * H + u0) * H, H, panels);
+    }
+  }
+  const int64_t panels_per_block = G * U / width;
+  for (int64_t s = 0; s < seq.steps; ++s) {
+    const ForwardStep<float> step = forward_step(seq, s, i2h, h0, h_out, saved);
+    parallel_for(0, blocks, 1, [=](int64_t lo, int64_t hi) {
+      for (int64_t b = lo; b < hi; ++b) {
+        const int64_t u0 = b * U, units = std::min(U, H - u0);
+        float* product = h2h + b * N * G * U;
+        // The block's panels are its product's columns 0..G*U.
+        nn::small_gemm_packed_f32(N, 0, panels_per_block, H, step.h_prev, H,
+                                  packed + b * G * U * H, product, G * U);
+        for (int64_t n = 0; n < N; ++n) {
+          float* row = product + n * G * U;
+          if (bias) {  // as fully_connected adds it: one rounding of product + bias
+            for (int64_t g = 0; g < G; ++g)
+              for (int64_t j = 0; j < units; ++j) row[g * U + j] += bias[g * H + u0 + j];
+          }
+          units_forward<float>(seq, step, c0, n, u0, units, row, U, gate_scratch + b * 5 * U);
+        }
+      }
+    });
+  }
 }
 
 template <typename T>
 void sequence_forward(const OpContext& ctx, const Sequence& seq, const std::vector<TBlob>& in,
                       const std::vector<TBlob>& out) {
-  using A = nn::acc_t<T>;
-  const int64_t N = seq.batch, H = seq.hidden, GH = seq.gates(), S = seq.saved();
+  const int64_t N = seq.batch, H = seq.hidden, S = seq.saved();
   const T* i2h = in[0].data<T>();
   const T* weight = in[1].data<T>();
   const T* h0 = in[2].data<T>();
@@ -208,44 +363,14 @@ void sequence_forward(const OpContext& ctx, const Sequence& seq, const std::vect
     if (c0) std::copy_n(c0, N * H, out[2].data<T>());
     return;
   }
-  const Scratch<T> scratch({N * GH});
-  T* h2h = scratch.carve(ctx.workspace(scratch.bytes()))[0];
-  const Act elman = seq.mode == Mode::kRnnRelu ? Act::kRelu : Act::kTanh;
-  for (int64_t s = 0; s < seq.steps; ++s) {
-    const int64_t t = seq.time_of(s);
-    const bool first = seq.is_first(t);
-    const int64_t prev = first ? 0 : seq.prev_of(t);
-    const T* h_prev = first ? h0 : h_out + prev * N * H;
-    // The recurrent product, as fully_connected computes it (GRU's with its bias).
-    if (bias) {
-      for (int64_t n = 0; n < N; ++n) std::copy_n(bias, GH, h2h + n * GH);
+  if constexpr (std::is_same_v<T, float>) {
+    if (nn::fma_level() != nn::FmaLevel::kNone) {
+      steps_in_unit_blocks(ctx, seq, i2h, weight, h0, c0, bias, h_out, saved);
+    } else {
+      steps_through_gemm<T>(ctx, seq, i2h, weight, h0, c0, bias, h_out, saved);
     }
-    nn::gemm(false, true, N, GH, H, A(1), h_prev, H, weight, H, A(bias ? 1 : 0), h2h, GH);
-    const T* x = i2h + t * N * GH;
-    T* h_next = h_out + t * N * H;
-    T* saved_t = saved ? saved + t * N * S : nullptr;
-    const T* saved_prev = saved && !first ? saved + prev * N * S : nullptr;
-    // Captures by value: through references GCC reloads the pointers on every element.
-    parallel_for(0, N, nn::gate_row_grain(H), [=](int64_t lo, int64_t hi) {
-      std::vector<A> row(5 * H);  // the gate functions' scratch row
-      for (int64_t n = lo; n < hi; ++n) {
-        switch (seq.mode) {
-          case Mode::kLstm: {
-            // c_t is stored after the five gates of its row.
-            const T* c_prev = first ? c0 + n * H : saved_prev + n * S + 5 * H;
-            nn::lstm_row_forward<T>(x + n * GH, h2h + n * GH, c_prev, h_next + n * H,
-                                    saved_t + n * S + 5 * H, saved_t + n * S, row.data(), H);
-            break;
-          }
-          case Mode::kGru:
-            nn::gru_row_forward<T>(x + n * GH, h2h + n * GH, h_prev + n * H, h_next + n * H,
-                                   saved_t + n * S, row.data(), H);
-            break;
-          default:
-            elman_row_forward<T>(elman, x + n * GH, h2h + n * GH, h_next + n * H, row.data(), H);
-        }
-      }
-    });
+  } else {
+    steps_through_gemm<T>(ctx, seq, i2h, weight, h0, c0, bias, h_out, saved);
   }
   const int64_t last = seq.time_of(seq.steps - 1);
   std::copy_n(h_out + last * N * H, N * H, out[1].data<T>());
@@ -313,12 +438,128 @@ void backward_infer(const Attrs& attrs, const std::vector<Shape>& in, const std:
   *out_dt = std::vector<DType>(out->size(), dt[0]);
 }
 
+// Where one backward step reads and writes: the forward's step at time t, its previous state and
+// saved values, the gradients of its output, and where its gate gradients go.
+template <typename T>
+struct BackwardStep {
+  bool first;
+  const T *h_prev, *dy, *y, *saved_t, *saved_prev;
+  T *dx, *dr;
+};
+
+template <typename T>
+BackwardStep<T> backward_step(const Sequence& seq, int64_t s, const T* d_out, const T* h0,
+                              const T* h_out, const T* saved, T* d_i2h, T* d_h2h) {
+  const int64_t N = seq.batch, H = seq.hidden, GH = seq.gates(), S = seq.saved();
+  const int64_t t = seq.time_of(s);
+  const bool first = seq.is_first(t);
+  const int64_t prev = first ? 0 : seq.prev_of(t);
+  return {first,
+          first ? h0 : h_out + prev * N * H,
+          d_out + t * N * H,
+          h_out + t * N * H,
+          saved ? saved + t * N * S : nullptr,
+          saved && !first ? saved + prev * N * S : nullptr,
+          d_i2h + t * N * GH,
+          d_h2h + t * N * GH};
+}
+
+// The gate gradients of hidden units [u0, u0 + units) of row n from d_total, their output's whole
+// gradient (`units` values); updates d_c (LSTM), writes d_h's direct part (GRU).
+template <typename T>
+void units_backward(const Sequence& seq, const BackwardStep<T>& step, const T* c0, int64_t n,
+                    int64_t u0, int64_t units, const T* d_total, T* d_h, T* d_c) {
+  using A = nn::acc_t<T>;
+  const int64_t H = seq.hidden, GH = seq.gates(), S = seq.saved();
+  T* dx = step.dx + n * GH + u0;
+  switch (seq.mode) {
+    case Mode::kLstm: {
+      const T* c_prev = step.first ? c0 + n * H + u0 : step.saved_prev + n * S + 5 * H + u0;
+      nn::lstm_units_backward<T>(d_total, d_c + n * H + u0, c_prev, step.saved_t + n * S + u0, dx,
+                                 d_c + n * H + u0, H, units);
+      break;
+    }
+    case Mode::kGru:  // d_h gets the direct part; the recurrent product adds the rest
+      nn::gru_units_backward<T>(d_total, step.h_prev + n * H + u0, step.saved_t + n * S + u0, dx,
+                                step.dr + n * GH + u0, d_h + n * H + u0, H, units);
+      break;
+    default: {
+      const Act act = seq.mode == Mode::kRnnRelu ? Act::kRelu : Act::kTanh;
+      const T* y = step.y + n * H + u0;
+      for (int64_t j = 0; j < units; ++j) {
+        const A out_j = static_cast<A>(y[j]);
+        dx[j] = static_cast<T>(static_cast<A>(d_total[j]) *
+                               nn::act_derivative<A>(act, out_j, out_j));
+      }
+    }
+  }
+}
+
+// The backward's steps through nn::gemm and a pass over rows: any float dtype, any CPU. d_total
+// holds N * H values.
+template <typename T>
+void backward_steps_through_gemm(const Sequence& seq, const T* d_out, const T* weight,
+                                 const T* h0, const T* c0, const T* h_out, const T* saved,
+                                 T* d_i2h, T* d_h2h, T* d_h, T* d_c, T* d_total) {
+  using A = nn::acc_t<T>;
+  const int64_t N = seq.batch, H = seq.hidden, GH = seq.gates();
+  for (int64_t s = seq.steps - 1; s >= 0; --s) {
+    const BackwardStep<T> step = backward_step(seq, s, d_out, h0, h_out, saved, d_i2h, d_h2h);
+    for (int64_t k = 0; k < N * H; ++k)
+      d_total[k] = static_cast<T>(static_cast<A>(step.dy[k]) + static_cast<A>(d_h[k]));
+    parallel_for(0, N, nn::gate_row_grain(H), [=](int64_t lo, int64_t hi) {
+      for (int64_t n = lo; n < hi; ++n)
+        units_backward<T>(seq, step, c0, n, 0, H, d_total + n * H, d_h, d_c);
+    });
+    // The recurrent data gradient, d_h2h . weight: replaces d_h (LSTM, Elman) or adds to the
+    // direct part (GRU).
+    nn::gemm(false, false, N, H, GH, A(1), step.dr, GH, weight, H,
+             A(seq.mode == Mode::kGru ? 1 : 0), d_h, H);
+  }
+}
+
+// The backward's steps in blocks of hidden units (Note [Gates beside their product]): one
+// parallel loop per step over the blocks, each computing the recurrent data gradient of its
+// units from the gate gradients of the step after (small_gemm_f32 on the block's columns of the
+// weight, a value independent of the split) and then its units' gate gradients of this step.
+// A last loop gives h0's gradient. d_total holds U values per block.
+void backward_steps_in_unit_blocks(const Sequence& seq, const float* d_out, const float* weight,
+                                   const float* h0, const float* c0, const float* h_out,
+                                   const float* saved, float* d_i2h, float* d_h2h, float* d_h,
+                                   float* d_c, float* d_total) {
+  const int64_t N = seq.batch, H = seq.hidden, GH = seq.gates();
+  const int64_t U = units_per_block(H), blocks = (H + U - 1) / U;
+  const float beta = seq.mode == Mode::kGru ? 1.0f : 0.0f;  // GRU: d_h holds the direct part
+  for (int64_t s = seq.steps - 1; s >= -1; --s) {
+    const float* dr_after = s + 1 < seq.steps ? d_h2h + seq.time_of(s + 1) * N * GH : nullptr;
+    const BackwardStep<float> step =
+        s >= 0 ? backward_step(seq, s, d_out, h0, h_out, saved, d_i2h, d_h2h)
+               : BackwardStep<float>{};
+    parallel_for(0, blocks, 1, [=](int64_t lo, int64_t hi) {
+      for (int64_t b = lo; b < hi; ++b) {
+        const int64_t u0 = b * U, units = std::min(U, H - u0);
+        if (dr_after) {  // nested in this loop, small_gemm_f32 runs on this thread
+          nn::small_gemm_f32(false, false, N, units, GH, 1.0f, dr_after, GH, weight + u0, H, beta,
+                             d_h + u0, H);
+        }
+        if (s < 0) continue;
+        float* total = d_total + b * U;
+        for (int64_t n = 0; n < N; ++n) {
+          for (int64_t j = 0; j < units; ++j)
+            total[j] = step.dy[n * H + u0 + j] + d_h[n * H + u0 + j];
+          units_backward<float>(seq, step, c0, n, u0, units, total, d_h, d_c);
+        }
+      }
+    });
+  }
+}
+
 template <typename T>
 void sequence_backward(const OpContext& ctx, const Sequence& seq, const std::vector<TBlob>& in,
                        const std::vector<TBlob>& out) {
   using A = nn::acc_t<T>;
   const BackwardInputs at(seq.mode);
-  const int64_t N = seq.batch, H = seq.hidden, GH = seq.gates(), S = seq.saved();
+  const int64_t N = seq.batch, H = seq.hidden, GH = seq.gates();
   const int64_t rows = seq.steps * N;  // of the whole sequence
   const T* d_out = in[at.d_out].data<T>();
   const T* weight = in[at.weight].data<T>();
@@ -340,54 +581,27 @@ void sequence_backward(const OpContext& ctx, const Sequence& seq, const std::vec
     if (d_bias) std::fill_n(d_bias, GH, static_cast<T>(0.0f));
     return;
   }
-  // d_total: the step's whole output gradient; d_h2h: GRU's recurrent projection gradients,
-  // which differ from d_i2h in the n gate; h_prev: each step's previous state, in time order.
-  const Scratch<T> scratch({N * H, seq.mode == Mode::kGru ? rows * GH : 0, rows * H});
+  // d_total: the output gradient of a step (all rows) or of a block of units (one row per
+  // block); d_h2h: GRU's recurrent projection gradients, which differ from d_i2h in the n gate;
+  // h_prev: each step's previous state, in time order.
+  const int64_t U = units_per_block(H), blocks = (H + U - 1) / U;
+  const Scratch<T> scratch(
+      {std::max(N * H, blocks * U), seq.mode == Mode::kGru ? rows * GH : 0, rows * H});
   const std::vector<T*> parts = scratch.carve(ctx.workspace(scratch.bytes()));
   T* d_total = parts[0];
   T* d_h2h = seq.mode == Mode::kGru ? parts[1] : d_i2h;  // LSTM, Elman: the same gradient
   T* h_prev_stack = parts[2];
-  const Act elman = seq.mode == Mode::kRnnRelu ? Act::kRelu : Act::kTanh;
-  for (int64_t s = seq.steps - 1; s >= 0; --s) {
-    const int64_t t = seq.time_of(s);
-    const bool first = seq.is_first(t);
-    const int64_t prev = first ? 0 : seq.prev_of(t);
-    const T* h_prev = first ? h0 : h_out + prev * N * H;
-    const T* dy = d_out + t * N * H;
-    const T* y = h_out + t * N * H;
-    for (int64_t k = 0; k < N * H; ++k)
-      d_total[k] = static_cast<T>(static_cast<A>(dy[k]) + static_cast<A>(d_h[k]));
-    T* dx = d_i2h + t * N * GH;
-    T* dr = d_h2h + t * N * GH;
-    const T* saved_t = saved ? saved + t * N * S : nullptr;
-    const T* saved_prev = saved && !first ? saved + prev * N * S : nullptr;
-    parallel_for(0, N, nn::gate_row_grain(H), [=](int64_t lo, int64_t hi) {
-      for (int64_t n = lo; n < hi; ++n) {
-        const T* dh_row = d_total + n * H;
-        switch (seq.mode) {
-          case Mode::kLstm: {
-            const T* c_prev = first ? c0 + n * H : saved_prev + n * S + 5 * H;
-            nn::lstm_row_backward<T>(dh_row, d_c + n * H, c_prev, saved_t + n * S, dx + n * GH,
-                                     d_c + n * H, H);
-            break;
-          }
-          case Mode::kGru:  // d_h gets the direct part; the product below adds the rest
-            nn::gru_row_backward<T>(dh_row, h_prev + n * H, saved_t + n * S, dx + n * GH,
-                                    dr + n * GH, d_h + n * H, H);
-            break;
-          default:
-            for (int64_t j = 0; j < H; ++j) {
-              const A out_j = static_cast<A>(y[n * H + j]);
-              dx[n * GH + j] = static_cast<T>(static_cast<A>(dh_row[j]) *
-                                              nn::act_derivative<A>(elman, out_j, out_j));
-            }
-        }
-      }
-    });
-    // The recurrent data gradient, d_h2h . weight: replaces d_h (LSTM, Elman) or adds to the
-    // direct part (GRU).
-    nn::gemm(false, false, N, H, GH, A(1), dr, GH, weight, H, A(seq.mode == Mode::kGru ? 1 : 0),
-             d_h, H);
+  if constexpr (std::is_same_v<T, float>) {
+    if (nn::fma_level() != nn::FmaLevel::kNone) {
+      backward_steps_in_unit_blocks(seq, d_out, weight, h0, c0, h_out, saved, d_i2h, d_h2h, d_h,
+                                    d_c, d_total);
+    } else {
+      backward_steps_through_gemm<T>(seq, d_out, weight, h0, c0, h_out, saved, d_i2h, d_h2h, d_h,
+                                     d_c, d_total);
+    }
+  } else {
+    backward_steps_through_gemm<T>(seq, d_out, weight, h0, c0, h_out, saved, d_i2h, d_h2h, d_h,
+                                   d_c, d_total);
   }
   // The previous state of every step in time order: h0 where the forward began, out shifted by
   // one step elsewhere.

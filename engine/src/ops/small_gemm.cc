@@ -22,6 +22,10 @@
 // Every output is therefore one running sum of its k products in the order 0..k-1, fused
 // multiply-adds throughout: the same value whatever the thread count, the split or the vector
 // width (AVX2 and AVX-512 agree bitwise; tests/cpp/test_small_gemm.cc checks it).
+// A B used for many products (a recurrent weight over a sequence's steps) can be packed once
+// (small_gemm_pack_bt: the same panels, each over all k rows) and multiplied panel by panel on
+// the caller's thread (small_gemm_packed_f32, the same micro-kernel and order of terms, so the
+// same values); rnn_sequence.cc's Note [Gates beside their product] uses them.
 // bench/cpp/small_gemm.cc, against sgemm split over the threads as nn::gemm does, two cores
 // (AVX-512): the recurrent product 1.9x (~100 -> ~195 GFLOP/s), its data gradient 2.3x, the
 // weight gradients 1.3-1.6x, LeafNetwork's first Dense layer at batch 9-64 1.5-3x.
@@ -240,7 +244,67 @@ __attribute__((target("avx512f"))) void columns_avx512(bool trans_a, bool trans_
   }
 }
 
+// C[:, panels [p0, p1)) = A . packed panels (small_gemm_pack_bt), rows in tiles of at most
+// kTileRows; every tile sums all k terms in registers, starting from zero.
+template <typename V, int kTileRows>
+__attribute__((always_inline)) inline void packed_panels(int64_t m, int64_t p0, int64_t p1,
+                                                         int64_t k, const float* a, int64_t lda,
+                                                         const float* packed, float* c,
+                                                         int64_t ldc) {
+  constexpr int64_t kPanel = 2 * sizeof(V) / sizeof(float);
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* panel = packed + p * k * kPanel;
+    float* c_panel = c + p * kPanel;
+    for (int64_t r = 0; r < m; ++r) std::fill_n(c_panel + r * ldc, kPanel, 0.0f);
+    const int64_t tiles = (m + kTileRows - 1) / kTileRows;
+    for (int64_t t = 0, r = 0; t < tiles; ++t) {
+      const int64_t tile_rows = (m - r) / (tiles - t);  // as even as kTileRows allows
+      tile_of<V, kTileRows, false>(static_cast<int>(tile_rows), k, a + r * lda, lda, panel,
+                                   kPanel, c_panel + r * ldc, ldc);
+      r += tile_rows;
+    }
+  }
+}
+
+__attribute__((target("avx2,fma"))) void packed_panels_avx2(int64_t m, int64_t p0, int64_t p1,
+                                                             int64_t k, const float* a,
+                                                             int64_t lda, const float* packed,
+                                                             float* c, int64_t ldc) {
+  packed_panels<Floats8, 6>(m, p0, p1, k, a, lda, packed, c, ldc);
+}
+
+__attribute__((target("avx512f"))) void packed_panels_avx512(int64_t m, int64_t p0, int64_t p1,
+                                                              int64_t k, const float* a,
+                                                              int64_t lda, const float* packed,
+                                                              float* c, int64_t ldc) {
+  packed_panels<Floats16, 8>(m, p0, p1, k, a, lda, packed, c, ldc);
+}
+
 }  // namespace
+
+int64_t small_gemm_panel_width(FmaLevel level) { return level == FmaLevel::kAvx512 ? 32 : 16; }
+
+int64_t small_gemm_packed_size(int64_t n, int64_t k, FmaLevel level) {
+  const int64_t width = small_gemm_panel_width(level);
+  return (n + width - 1) / width * width * k;
+}
+
+void small_gemm_pack_bt(int64_t n, int64_t k, const float* b, int64_t ldb, float* packed,
+                        FmaLevel level) {
+  const int64_t width = small_gemm_panel_width(level);
+  for (int64_t j = 0; j < n; j += width)
+    pack(true, b, ldb, 0, k, j, std::min(width, n - j), width, packed + j * k);
+}
+
+void small_gemm_packed_f32(int64_t m, int64_t p0, int64_t p1, int64_t k, const float* a,
+                           int64_t lda, const float* packed, float* c, int64_t ldc,
+                           FmaLevel level) {
+  if (level == FmaLevel::kAvx512) {
+    packed_panels_avx512(m, p0, p1, k, a, lda, packed, c, ldc);
+  } else {
+    packed_panels_avx2(m, p0, p1, k, a, lda, packed, c, ldc);
+  }
+}
 
 bool small_gemm_handles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                         FmaLevel level) {

@@ -30,5 +30,22 @@ void small_gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc, FmaLevel level = fma_level());
 
+// B^T packed once for many products with the same B (a recurrent weight over a sequence's steps):
+// B (n x k, row stride ldb) as ceil(n / width) panels of width = small_gemm_panel_width(level)
+// columns of B^T, each k x width contiguous, zero past n; small_gemm_packed_size floats in all.
+int64_t small_gemm_panel_width(FmaLevel level = fma_level());
+int64_t small_gemm_packed_size(int64_t n, int64_t k, FmaLevel level = fma_level());
+void small_gemm_pack_bt(int64_t n, int64_t k, const float* b, int64_t ldb, float* packed,
+                        FmaLevel level = fma_level());
+
+// C[:, p0 * width : p1 * width) = A . B^T over panels [p0, p1) of small_gemm_pack_bt's `packed`,
+// on the calling thread (the caller splits panels across threads); A is m x k (row stride lda),
+// C holds whole panels (zero columns past n). Each output is the running sum of its k products in
+// order 0..k-1, fused multiply-adds throughout: bitwise small_gemm_f32's value with alpha 1,
+// beta 0. level must not be kNone.
+void small_gemm_packed_f32(int64_t m, int64_t p0, int64_t p1, int64_t k, const float* a,
+                           int64_t lda, const float* packed, float* c, int64_t ldc,
+                           FmaLevel level = fma_level());
+
 }  // namespace nn
 }  // namespace pymx
