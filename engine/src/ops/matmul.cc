@@ -54,7 +54,8 @@ MatmulDims matmul_dims(const Attrs& attrs, const Shape& a, const Shape& b) {
   const int64_t b_k = d.trans_b ? b_cols : b_rows;
   PMX_CHECK(b_k == d.k, "matmul: input operand 1 has a mismatch in its core dimension 0 "
             "(size ", b_k, " is different from ", d.k, "); shapes ", shape_str(a), " and ",
-            shape_str(b), " (transpose_a=", d.trans_a, ", transpose_b=", d.trans_b, ")");
+            shape_str(b), " (transpose_a=", d.trans_a ? "True" : "False", ", transpose_b=",
+            d.trans_b ? "True" : "False", ")");
   const Shape batch_a(a.begin(), a.end() - 2), batch_b(b.begin(), b.end() - 2);
   for (size_t i = 1; i <= std::min(batch_a.size(), batch_b.size()); ++i) {
     const int64_t x = batch_a[batch_a.size() - i], y = batch_b[batch_b.size() - i];
