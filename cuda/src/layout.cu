@@ -12,7 +12,7 @@
 // | concatenate / stack         | x0, x1, ... | axis                      |
 // | split                       | x           | indices, axis             |
 // | where                       | cond, x, y  |                           |
-// | matmul                      | a, b        | (batch axes broadcast)    |
+// | matmul                      | a, b        | transpose_a, transpose_b  |
 #include <numeric>
 
 #include "kernel_util.cuh"
@@ -180,18 +180,25 @@ void where_compute(const OpContext& ctx, const std::vector<TBlob>& in,
 
 // ---------------------------------------------------------------------------------------------
 // matmul: batch axes broadcast; float dtypes through cuBLAS strided-batched GEMM, the others by
-// a plain kernel (one thread per output element, accumulating in the compute type).
+// a plain kernel (one thread per output element, accumulating in the compute type). With
+// transpose_a / transpose_b an operand is read with its last two axes swapped, in place (cuBLAS's
+// transpose operations; the plain kernel's strides).
 // ---------------------------------------------------------------------------------------------
 template <typename T>
 __global__ void matmul_kernel(const T* a, const T* b, T* c, int64_t batch, int64_t n, int64_t k,
-                              int64_t m, StridedIndex ia, StridedIndex ib) {
+                              int64_t m, bool trans_a, bool trans_b, StridedIndex ia,
+                              StridedIndex ib) {
   using C = AccT<T>;
+  // Element strides of op(a)'s rows and columns and op(b)'s, in the stored layouts.
+  const int64_t a_row = trans_a ? 1 : k, a_col = trans_a ? n : 1;
+  const int64_t b_row = trans_b ? 1 : m, b_col = trans_b ? k : 1;
   PMX_GRID_STRIDE_LOOP(e, batch * n * m) {
     const int64_t j = e % m, i = (e / m) % n, q = e / (n * m);
-    const T* ap = a + ia.offset(q) * n * k + i * k;
-    const T* bp = b + ib.offset(q) * k * m + j;
+    const T* ap = a + ia.offset(q) * n * k + i * a_row;
+    const T* bp = b + ib.offset(q) * k * m + j * b_col;
     C acc = 0;
-    for (int64_t p = 0; p < k; ++p) acc = C(acc + convert<C>(ap[p]) * convert<C>(bp[p * m]));
+    for (int64_t p = 0; p < k; ++p)
+      acc = C(acc + convert<C>(ap[p * a_col]) * convert<C>(bp[p * b_row]));
     c[e] = convert<T>(acc);
   }
 }
@@ -220,7 +227,11 @@ void matmul_compute(const OpContext& ctx, const std::vector<TBlob>& inputs,
   const std::vector<TBlob> in = blobs_as(ctx, inputs, c.dtype);
   const Shape& sa = in[0].shape;
   const Shape& sb = in[1].shape;
-  const int64_t n = sa[sa.size() - 2], k = sa.back(), m = sb.back();
+  const bool trans_a = ctx.attrs->get_bool("transpose_a", false);
+  const bool trans_b = ctx.attrs->get_bool("transpose_b", false);
+  const int64_t n = trans_a ? sa.back() : sa[sa.size() - 2];
+  const int64_t k = trans_a ? sa[sa.size() - 2] : sa.back();
+  const int64_t m = trans_b ? sb[sb.size() - 2] : sb.back();
   const Shape batch(c.shape.begin(), c.shape.end() - 2);
   const int64_t nbatch = shape_size(batch);
   if (k == 0) {
@@ -230,13 +241,13 @@ void matmul_compute(const OpContext& ctx, const std::vector<TBlob>& inputs,
   const StridedIndex ia = batch_index(sa, batch), ib = batch_index(sb, batch);
   const int64_t stride_a = affine_stride(ia, n * k), stride_b = affine_stride(ib, k * m);
   if (is_float(c.dtype) && stride_a >= 0 && stride_b >= 0) {
-    gemm(ctx, c.dtype, false, false, n, m, k, 1.0, in[0].dptr, k, in[1].dptr, m, 0.0, c.dptr, m,
-         nbatch, stride_a, stride_b, n * m);
+    gemm(ctx, c.dtype, trans_a, trans_b, n, m, k, 1.0, in[0].dptr, trans_a ? n : k, in[1].dptr,
+         trans_b ? k : m, 0.0, c.dptr, m, nbatch, stride_a, stride_b, n * m);
     return;
   }
   PMX_GPU_TYPE_SWITCH(c.dtype, T, {
     matmul_kernel<T><<<grid_for(c.size()), kBlock, 0, stream_of(ctx)>>>(
-        in[0].data<T>(), in[1].data<T>(), c.data<T>(), nbatch, n, k, m, ia, ib);
+        in[0].data<T>(), in[1].data<T>(), c.data<T>(), nbatch, n, k, m, trans_a, trans_b, ia, ib);
   });
   PMX_KERNEL_LAUNCH_CHECK();
 }

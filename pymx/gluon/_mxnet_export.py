@@ -63,6 +63,13 @@ def _with_act_types(translate, act_types):
     return checked
 
 
+def _matmul(attrs, num_inputs):
+    """matmul reading an operand transposed in place comes from npx.batch_dot (operands of the
+    same rank >= 3 and the same batch axes): MXNet's batch_dot with the same flags."""
+    flags = {k: attrs[k] for k in ('transpose_a', 'transpose_b') if attrs.get(k) == 'True'}
+    return ('batch_dot', flags) if flags else ('_npi_matmul', {})
+
+
 _CONV = ('kernel', 'num_filter', 'num_group', 'no_bias', 'layout', 'stride', 'dilate', 'pad',
          'cudnn_off', 'cudnn_tune', 'workspace')
 _TRANSLATIONS = {
@@ -98,7 +105,7 @@ _TRANSLATIONS = {
     'reshape': lambda a, n: ('_np_reshape', {'newshape': a['newshape']}),
     'slice': _slice,
     'where': _copy('_npi_where'),
-    'matmul': _copy('_npi_matmul'),
+    'matmul': _matmul,
     'zeros': _copy('_npi_zeros', 'shape', 'dtype'),
     'ones': _copy('_npi_ones', 'shape', 'dtype'),
     'full': _copy('_npi_full', 'shape', 'dtype', 'value'),

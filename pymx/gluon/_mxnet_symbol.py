@@ -694,18 +694,10 @@ for _fn, _legacy, _numpy in ((np.mean, ('mean',), ('_npi_mean', '_np_mean')),
 
 # ---- products ---------------------------------------------------------------------------------
 
-def _swap_last(x):
-    return np.swapaxes(x, -1, -2)
-
-
 @_op('batch_dot')
 def _batch_dot(inputs, attrs):
-    lhs, rhs = inputs
-    if attrs.bool('transpose_a', False):
-        lhs = _swap_last(lhs)
-    if attrs.bool('transpose_b', False):
-        rhs = _swap_last(rhs)
-    return [np.matmul(lhs, rhs)]
+    return [npx.batch_dot(inputs[0], inputs[1], transpose_a=attrs.bool('transpose_a', False),
+                          transpose_b=attrs.bool('transpose_b', False))]
 
 
 @_op('dot')

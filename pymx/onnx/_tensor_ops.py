@@ -1,6 +1,6 @@
 """ONNX translations of MXNet's tensor operators: arithmetic (array and scalar), unary math,
 comparisons, reductions, shape manipulation (reshape with MXNet's special codes, transpose,
-squeeze, expand_dims, slicing, concatenation, split, stack), clip, cast, where, matmul."""
+squeeze, expand_dims, slicing, concatenation, split, stack), clip, cast, where, matmul and batch_dot."""
 import math
 
 import numpy as _onp
@@ -321,6 +321,20 @@ def _swap_axis(cv, node, inputs):
     perm = list(range(rank))
     perm[first], perm[second] = perm[second], perm[first]
     return [cv.add('Transpose', inputs[:1], node.name, perm=perm)]
+
+
+@translates('batch_dot')
+def _batch_dot(cv, node, inputs):
+    """MatMul, after a Transpose of the last two axes of each operand read transposed."""
+    operands = []
+    for index, flag in enumerate(('transpose_a', 'transpose_b')):
+        operand = inputs[index]
+        if attr_bool(node.attrs, flag, False):
+            rank = cv.rank(operand)
+            perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+            operand = cv.add('Transpose', [operand], f'{node.name}_{flag}', perm=perm)
+        operands.append(operand)
+    return [cv.add('MatMul', operands, node.name)]
 
 
 @translates('_np_squeeze', 'squeeze')

@@ -10,7 +10,11 @@
 // by 1 / (1 - p): mask = keep / (1 - p) (0 when p == 1), out = data * mask. `axes` shares one
 // draw along the listed axes (variational dropout). The mask has data's shape and dtype and is
 // what the backward multiplies by. Random numbers: see Note [Counter-based random numbers].
+#include <algorithm>
+#include <cmath>
+
 #include "ops/nn_common.h"
+#include "parallel.h"
 
 namespace pymx {
 namespace {
@@ -34,12 +38,54 @@ void dropout_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::
   *out_dt = {dt[0], dt[0]};
 }
 
+// Note [Dropout draws]
+// ~~~~~~~~~~~~~~~~~~~~
+// Element i is kept when uniform01(seed, i) < keep. uniform01 is r * 2^-24 for the integer
+// r = mix64(seed ^ mix64(i)) >> 40, and scaling by 2^24 is exact in float, so the test is
+// r < keep * 2^24, i.e. r < ceil(keep * 2^24) in integers: the same mask (and the same mask as
+// the GPU kernel) without a float conversion per element. The hashes are computed 8 lanes at a
+// time (GCC vector extensions: one source, compiled for AVX-512, whose 64-bit multiplies do a
+// lane each, and for the baseline ISA, chosen at run time), into a block of keep flags that the
+// dtype's loop then reads. Each element depends only on its own index, so the loop is split
+// over the intra-op threads in any way without changing a bit.
+constexpr int64_t kGrain = 16384;
+constexpr int64_t kBlock = 1024;  // keep flags per block (on the stack)
+
+uint64_t keep_threshold(float keep) {
+  return static_cast<uint64_t>(std::ceil(static_cast<double>(keep) * 16777216.0));
+}
+
+inline bool kept(uint64_t seed, uint64_t draw, uint64_t threshold) {
+  return (nn::mix64(seed ^ nn::mix64(draw)) >> 40) < threshold;
+}
+
+typedef uint64_t Lanes8 __attribute__((vector_size(64)));
+
+// flags[j] = whether draw first + j is kept, for j in [0, count).
+__attribute__((target_clones("arch=x86-64-v4", "default"))) void draw_keep_flags(
+    uint64_t seed, uint64_t first, int64_t count, uint64_t threshold, uint8_t* flags) {
+  int64_t j = 0;
+  for (; j + 8 <= count; j += 8) {
+    Lanes8 h = Lanes8{0, 1, 2, 3, 4, 5, 6, 7} + (first + static_cast<uint64_t>(j));
+    for (int round = 0; round < 2; ++round) {  // mix64(seed ^ mix64(draw)), as kept()
+      if (round == 1) h ^= seed;
+      h += 0x9E3779B97F4A7C15ull;
+      h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+      h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+      h ^= h >> 31;
+    }
+    const auto keep = (h >> 40) < threshold;
+    for (int lane = 0; lane < 8; ++lane) flags[j + lane] = keep[lane] != 0;
+  }
+  for (; j < count; ++j) flags[j] = kept(seed, first + static_cast<uint64_t>(j), threshold);
+}
+
 void dropout_forward(const OpContext& ctx, const std::vector<TBlob>& in,
                      const std::vector<TBlob>& out) {
   const Attrs& attrs = *ctx.attrs;
   const double p = drop_probability(attrs);
   const bool active = nn::dropout_draws_mask(attrs, ctx.is_train);
-  const Shape& shape = in[0].shape;
+  const Shape shape = in[0].shape;
   const int ndim = in[0].ndim();
   // Strides of the index used for the draw: 0 along shared axes, so they reuse one number.
   std::vector<int64_t> draw_stride(ndim, 0);
@@ -52,31 +98,51 @@ void dropout_forward(const OpContext& ctx, const std::vector<TBlob>& in,
     draw_stride[d] = shared[d] ? 0 : s;
     if (!shared[d]) s *= shape[d];
   }
-  const float keep = static_cast<float>(1 - p);
+  const uint64_t threshold = keep_threshold(static_cast<float>(1 - p));  // Note [Dropout draws]
+  const uint64_t seed = ctx.seed;
   const double scale = p < 1 ? 1.0 / (1 - p) : 0.0;
+  const int64_t n = in[0].size();
   PMX_FLOAT_SWITCH(in[0].dtype, T, {
+    using A = nn::acc_t<T>;
     const T* x = in[0].data<T>();
     T* y = out[0].data<T>();
     T* mask = out[1].data<T>();
-    const int64_t n = in[0].size();
+    const T on = static_cast<T>(scale), off = static_cast<T>(0.0);
     if (!active) {
-      for (int64_t i = 0; i < n; ++i) {
-        y[i] = x[i];
-        mask[i] = T(1);
-      }
+      parallel_for(0, n, kGrain, [=](int64_t lo, int64_t hi) {
+        std::copy(x + lo, x + hi, y + lo);
+        std::fill(mask + lo, mask + hi, T(1));
+      });
+    } else if (!any_shared) {
+      parallel_for(0, n, kGrain, [=](int64_t lo, int64_t hi) {
+        uint8_t flags[kBlock];
+        for (int64_t start = lo; start < hi; start += kBlock) {
+          const int64_t count = std::min(kBlock, hi - start);
+          draw_keep_flags(seed, static_cast<uint64_t>(start), count, threshold, flags);
+          for (int64_t j = 0; j < count; ++j) {
+            const T m = flags[j] ? on : off;
+            mask[start + j] = m;
+            y[start + j] = static_cast<T>(static_cast<A>(x[start + j]) * static_cast<A>(m));
+          }
+        }
+      });
     } else {
-      std::vector<int64_t> idx(ndim, 0);
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t draw = i;
-        if (any_shared) {
-          draw = 0;
+      parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+        std::vector<int64_t> idx(ndim, 0);  // the multi-index of element lo
+        int64_t r = lo;
+        for (int d = ndim - 1; d >= 0; --d) {
+          idx[d] = r % shape[d];
+          r /= shape[d];
+        }
+        for (int64_t i = lo; i < hi; ++i) {
+          int64_t draw = 0;
           for (int d = 0; d < ndim; ++d) draw += idx[d] * draw_stride[d];
           for (int d = ndim - 1; d >= 0 && ++idx[d] == shape[d]; --d) idx[d] = 0;
+          const T m = kept(seed, static_cast<uint64_t>(draw), threshold) ? on : off;
+          mask[i] = m;
+          y[i] = static_cast<T>(static_cast<A>(x[i]) * static_cast<A>(m));
         }
-        const T m = static_cast<T>(nn::uniform01(ctx.seed, draw) < keep ? scale : 0.0);
-        mask[i] = m;
-        y[i] = static_cast<T>(static_cast<nn::acc_t<T>>(x[i]) * static_cast<nn::acc_t<T>>(m));
-      }
+      });
     }
   });
 }
@@ -97,8 +163,10 @@ void dropout_backward(const OpContext&, const std::vector<TBlob>& in,
     const T* dy = in[0].data<T>();
     const T* mask = in[1].data<T>();
     T* dx = out[0].data<T>();
-    for (int64_t i = 0; i < in[0].size(); ++i)
-      dx[i] = static_cast<T>(static_cast<nn::acc_t<T>>(dy[i]) * static_cast<nn::acc_t<T>>(mask[i]));
+    parallel_for(0, in[0].size(), kGrain, [=](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        dx[i] = static_cast<T>(static_cast<nn::acc_t<T>>(dy[i]) * static_cast<nn::acc_t<T>>(mask[i]));
+    });
   });
 }
 
