@@ -47,6 +47,21 @@ def assert_engines_agree(script, tmp_path):
                                        err_msg=key)
 
 
+def assert_thread_count_independent(script, tmp_path):
+    """Runs `script` (as for assert_engines_agree) on one core, where the operators have no
+    helper threads, and on all cores, and asserts the arrays bitwise equal."""
+    one_core = "import os\nos.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+    outputs = {}
+    for label, prefix in (("one core", one_core), ("all cores", "")):
+        path = str(tmp_path / f"{label}.npz")
+        done = run_python(prefix + f"OUT = {path!r}\n" + script)
+        assert done.returncode == 0, done.stderr
+        outputs[label] = onp.load(path)
+    for key in outputs["one core"].files:
+        onp.testing.assert_array_equal(outputs["all cores"][key], outputs["one core"][key],
+                                       err_msg=key)
+
+
 def ops_ran(fn, device="cpu(0)"):
     """{op name: count} of the ops the engine ran on `device` while fn() ran, from the profiler
     (host timeline). Waits for earlier work first, so that only fn()'s ops are counted."""

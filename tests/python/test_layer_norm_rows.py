@@ -15,7 +15,7 @@ from pymx import autograd, np, npx
 from pymx._op import invoke
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
 
-from conftest import assert_engines_agree, requires_gpu, run_python
+from conftest import assert_engines_agree, assert_thread_count_independent, requires_gpu
 
 # (shape, axis): rows of 1, 7, 8, 9, 17 elements (around the 8 lanes), BERT's rows of 256 and
 # enough of them to split over threads and over several gradient blocks, many short rows (more
@@ -172,16 +172,7 @@ def test_naive_and_threaded_engines_agree(tmp_path):
 
 
 def test_one_thread_gives_the_same_bits(tmp_path):
-    one_core = "import os\nos.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
-    results = {}
-    for label, prefix in (("one thread", one_core), ("all threads", "")):
-        path = str(tmp_path / f"{label}.npz")
-        done = run_python(prefix + f"OUT = {path!r}\n" + _ARRAYS_SCRIPT)
-        assert done.returncode == 0, done.stderr
-        results[label] = onp.load(path)
-    for key in results["one thread"].files:
-        onp.testing.assert_array_equal(results["all threads"][key], results["one thread"][key],
-                                       err_msg=key)
+    assert_thread_count_independent(_ARRAYS_SCRIPT, tmp_path)
 
 
 @requires_gpu

@@ -10,7 +10,6 @@ near float32's largest) give what the float64 formula gives; exponents below the
 smallest normal number. Results do not depend on the thread count or the engine. The normal
 sampler still draws element i from the uniforms 2i and 2i + 1 of its stream, so it equals
 Box-Muller over np.random.uniform's draws for the same seed."""
-import os
 
 import numpy as onp
 import pytest
@@ -20,7 +19,7 @@ from pymx import autograd, gluon, np, npx
 from pymx._op import invoke
 from pymx.test_utils import assert_almost_equal, bfloat16, check_numeric_gradient
 
-from conftest import assert_engines_agree, requires_gpu, run_python
+from conftest import assert_engines_agree, assert_thread_count_independent, requires_gpu
 
 # (shape, axis): rows of 0, 1, 15, 16, 17 elements (around the vector widths), rows long enough
 # to take several exp blocks and to split over threads, and axes with inner strides (a panel
@@ -332,16 +331,7 @@ def test_naive_and_threaded_engines_agree(tmp_path):
 
 
 def test_one_thread_gives_the_same_bits(tmp_path):
-    one_core = "import os\nos.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
-    results = {}
-    for label, prefix in (("one thread", one_core), ("all threads", "")):
-        path = str(tmp_path / f"{label}.npz")
-        done = run_python(prefix + f"OUT = {path!r}\n" + _ARRAYS_SCRIPT)
-        assert done.returncode == 0, done.stderr
-        results[label] = onp.load(path)
-    for key in results["one thread"].files:
-        onp.testing.assert_array_equal(results["all threads"][key], results["one thread"][key],
-                                       err_msg=key)
+    assert_thread_count_independent(_ARRAYS_SCRIPT, tmp_path)
 
 
 def box_muller(uniforms):
