@@ -15,7 +15,7 @@ from pymx.device import cpu, gpu
 from pymx.gluon.rnn import rnn_layer
 from pymx.ndarray import from_numpy
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
-from conftest import assert_engines_agree, ops_ran, requires_gpu, run_python
+from conftest import assert_engines_agree, assert_thread_count_independent, ops_ran, requires_gpu
 
 MODES = ["lstm", "gru", "rnn_tanh", "rnn_relu"]
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
@@ -325,18 +325,7 @@ def test_threaded_engine_matches_naive(tmp_path):
 
 
 def test_results_do_not_depend_on_the_thread_count(tmp_path):
-    """One usable core (the intra-op pool then runs every loop serially) against all of them."""
-    outputs = {}
-    for name, pin in [("all cores", ""),
-                      ("one core", "import os\nos.sched_setaffinity(0, "
-                                   "{min(os.sched_getaffinity(0))})\n")]:
-        path = str(tmp_path / f"{name.replace(' ', '_')}.npz")
-        done = run_python(pin + f"OUT = {path!r}\n" + _TRAINING_SCRIPT)
-        assert done.returncode == 0, done.stderr
-        outputs[name] = onp.load(path)
-    for key in outputs["one core"].files:
-        onp.testing.assert_array_equal(outputs["all cores"][key], outputs["one core"][key],
-                                       err_msg=key)
+    assert_thread_count_independent(_TRAINING_SCRIPT, tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------
