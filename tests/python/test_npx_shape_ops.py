@@ -111,7 +111,8 @@ def test_nonzero_in_a_hybridized_block_follows_the_values(device):
     block.hybridize()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for values in ([[1.0, 0.0], [0.0, 2.0]], [[1.0, 1.0], [0.0, 2.0]], [[0.0, 0.0], [0.0, 3.0]]):
+        for values in ([[1.0, 0.0], [0.0, 2.0]], [[1.0, 1.0], [0.0, 2.0]],
+                       [[0.0, 0.0], [0.0, 3.0]]):
             got = block(np.array(values, device=device))
             onp.testing.assert_array_equal(got.asnumpy(), onp.argwhere(onp.array(values)) + 1)
     assert any("npx.nonzero" in str(w.message) for w in caught)
