@@ -44,6 +44,12 @@ __all__ = ["relu", "sigmoid", "activation", "leaky_relu", "erf", "erfinv", "soft
            "sequence_reverse", "masked_softmax", "masked_log_softmax", "smooth_l1",
            "stop_gradient", "BlockGrad", "l2_normalization", "cast"]
 
+# Shape queries, value checks and the CTC loss (composed of np operators)
+from pymx.numpy_extension._shape_ops import (constraint_check, nonzero,  # noqa: E402
+                                             reshape_like, shape_array)
+from pymx.numpy_extension._ctc_loss import ctc_loss  # noqa: E402
+__all__ += ["shape_array", "reshape_like", "nonzero", "constraint_check", "ctc_loss"]
+
 # Array files (.npy, .npz, MXNet's legacy list): npx.save, npx.savez, npx.load
 from pymx.numpy_extension._files import load, save, savez  # noqa: E402
 __all__ += ["save", "savez", "load"]

@@ -1,5 +1,5 @@
 """Contributed Gluon APIs (MXNet's ``mxnet.gluon.contrib``): the high-level training loop
-``estimator``."""
-from . import estimator
+``estimator`` and the contributed layers ``nn``."""
+from . import estimator, nn
 
-__all__ = ['estimator']
+__all__ = ['estimator', 'nn']

@@ -13,7 +13,7 @@ Deliberate differences from MXNet 2.x:
 - `begin_state` creates states on the current device (MXNet: cpu()) unless `device` is given;
   `unroll` creates them on the device and with the dtype of the inputs;
 - bad arguments raise ValueError / TypeError naming the values where MXNet asserts;
-- the cells take a `dtype` argument for their parameters; VariationalDropoutCell, LSTMPCell and
+- the cells take a `dtype` argument for their parameters; LSTMPCell and
   dynamic_unroll are not provided.
 """
 from ... import numpy as np
