@@ -10,6 +10,7 @@ import warnings
 
 import numpy as _onp
 
+from pymx._c import autograd as _c_autograd
 from pymx._c import core as _core
 from pymx.base import DEFAULT_DTYPE, as_dtype, bfloat16, bfloat16_to_float32, dtype_name
 from pymx.device import Device, current_device
@@ -87,6 +88,25 @@ class ndarray(_core.NDArrayBase):
 
     as_in_ctx = as_in_context
 
+    def _host_values(self):
+        """NDArrayBase._host_values, which asnumpy, item, bool(), tolist and NumPy conversion
+        read through. While a hybridized block traces its forward, a value read on the host could
+        steer the code or end up in the graph as a constant fixed at tracing, so reading one stops
+        the trace and the block runs imperatively (Note [Hybridize] in gluon/block.py)."""
+        if _c_autograd.is_tracing():
+            from pymx import autograd  # imported late: autograd imports this module
+            autograd._stop_tracing("asnumpy, item, bool(), tolist or a NumPy conversion, "
+                                   "which read an array's values on the host: a native graph "
+                                   "would replay what they gave when it was traced")
+        return _core.NDArrayBase._host_values(self)
+
+    def _values_outside_trace(self):
+        """asnumpy() for reads that change nothing a traced graph computes, so a trace in
+        progress goes on: printing (it shows the tracing call's values) and argument checks
+        that only raise (they check the tracing call; the graph's replays are not checked)."""
+        values = _core.NDArrayBase._host_values(self)
+        return bfloat16_to_float32(values) if values.dtype == bfloat16 else values
+
     def __array__(self, dtype=None, copy=None):
         values = self.asnumpy()
         return values if dtype is None else values.astype(dtype, copy=False)
@@ -133,7 +153,7 @@ class ndarray(_core.NDArrayBase):
 
     # ---- printing (MXNet's format) -------------------------------------------------------
     def __repr__(self):
-        text = repr(self.asnumpy())
+        text = repr(self._values_outside_trace())
         # NumPy names float32 for a bfloat16 array's values (asnumpy widens them).
         if "dtype=" in text and self.dtype in (DEFAULT_DTYPE, bfloat16):
             text = text[:text.rindex(",")] + ")"
@@ -144,14 +164,14 @@ class ndarray(_core.NDArrayBase):
         return f"{text[:-1]}, device={self.device})"
 
     def __str__(self):
-        text = str(self.asnumpy())
+        text = str(self._values_outside_trace())
         if self.device.device_type == "cpu" or self.ndim == 0:
             return text
         return f"{text} @{self.device}"
 
     def __format__(self, spec):
         if spec and self.size == 1:
-            return format(self.item(), spec)
+            return format(self._values_outside_trace().item(), spec)
         return format(str(self), spec)
 
     # ---- shape and type ------------------------------------------------------------------

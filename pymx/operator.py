@@ -264,7 +264,8 @@ def custom(*data, op_type=None, **kwargs):
     device = _input_device(op_type, data)
     if _c_autograd.is_tracing():
         # A native graph cannot call back into Python: the traced block runs imperatively.
-        autograd._stop_tracing(f"npx.custom(op_type={op_type!r})")
+        autograd._stop_tracing(f"npx.custom(op_type={op_type!r}), which runs Python code "
+                                   f"that a native graph cannot replay")
     args, aux = list(data[:num_args]), list(data[num_args:])
     out_shapes, out_dtypes = _output_shapes_and_dtypes(op_type, prop, names, args, aux)
     operator = _call_user(op_type, prop, "create_operator", device,

@@ -535,10 +535,13 @@ class HybridBlock(Block):
     # walk, and the parameter arrays are cached per graph (see _CachedGraph.param_arrays).
     # hybridize(static_alloc=True) lets the native graph keep and reuse its output buffers
     # across calls (Note [Static allocation] in engine/src/graph.cc). An operation that runs
-    # Python code (npx.custom) stops the trace when it is reached (autograd._stop_tracing):
-    # forward goes on imperatively, and the block runs imperatively for that signature from
-    # then on, with a warning; its children are still called through their own __call__, so
-    # those that do not reach such an operation are hybridized on their own.
+    # Python code (npx.custom), and reading an array's values on the host (asnumpy, item,
+    # bool(): data-dependent control flow, or results such as np.unique's computed on the host,
+    # which a graph would replay as constants), stop the trace when they are reached
+    # (autograd._stop_tracing): forward goes on imperatively, and the block runs imperatively
+    # for that signature from then on, with a warning; its children are still called through
+    # their own __call__, so those that do not reach such an operation are hybridized on their
+    # own. Printing an array leaves the trace running.
 
     def _signature(self, args):
         """(cache key, flat list of the argument arrays, their device)."""
@@ -585,8 +588,7 @@ class HybridBlock(Block):
         if isinstance(cached, str):
             self._untraced[key] = cached
             warnings.warn(f"{self.__class__.__name__} runs imperatively although hybridized: "
-                          f"its forward calls {cached}, which runs Python code that a native "
-                          f"graph cannot replay", stacklevel=3)
+                          f"its forward calls {cached}", stacklevel=3)
             return out
         self._cached_graphs[key] = cached
         return out

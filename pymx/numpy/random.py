@@ -101,8 +101,8 @@ def _check(op, name, value, valid, requirement):
         if not valid(value):
             raise ValueError(f"{op}: {name} must be {requirement}, got {value}")
         return
-    if value.size and bool(_np.any(_np.logical_not(valid(value))).item()):
-        host = value.asnumpy()
+    if value.size and bool(_np.any(_np.logical_not(valid(value)))._values_outside_trace()):
+        host = value._values_outside_trace()
         bad = host[~valid(host)]
         raise ValueError(f"{op}: {name} must be {requirement}, got {bad.flat[0]} (one of "
                          f"{bad.size} such values in an array of shape {host.shape})")

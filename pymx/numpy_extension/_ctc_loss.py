@@ -11,8 +11,8 @@ convention, so 'first' moves data's class 0 to the end and shifts the labels dow
 Deliberate differences from MXNet 2.x: an impossible alignment gives a loss near 1e30 (CTCLoss's
 stand-in for inf); a label value outside the alphabet raises a ValueError. The labels are read
 on the host for that check at every imperative call and when a hybridized block is traced, but
-not when its graph replays (a check there would stop the trace, and CTCLoss's unrolled graph is
-what makes it fast).
+not when its graph replays (the graph checks nothing on the host, and CTCLoss's unrolled graph
+is what makes it fast).
 """
 from pymx import numpy as _np
 from pymx.numpy_extension._shape_ops import _check_array
@@ -22,7 +22,7 @@ __all__ = ["ctc_loss"]
 
 def _check_labels(label, blank_label, alphabet_size):
     """Labels must be classes of the alphabet other than the blank, or the padding value."""
-    values = label.asnumpy()
+    values = label._values_outside_trace()
     if blank_label == "first":
         bad = values[(values < 0) | (values >= alphabet_size)]
         valid = f"1 .. {alphabet_size - 1}, or 0 for padding"

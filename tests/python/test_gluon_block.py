@@ -156,6 +156,57 @@ def test_export(tmp_path):
     assert 'arg:0.weight' in params and 'aux:1.running_var' in params
 
 
+class ReadsValues(HybridBlock):
+    """A forward whose result depends on values read on the host: np.unique computes there, and
+    the branch is data-dependent control flow."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = nn.Dense(2, in_units=3)
+
+    def forward(self, x):
+        h = self.dense(x)
+        if float(x.sum()) > 0:
+            h = h * 2
+        return h, np.unique(np.round(x))
+
+
+def test_hybridized_forward_reading_values_runs_imperatively():
+    net = ReadsValues()
+    net.initialize()
+    reference = ReadsValues()
+    reference.initialize()
+    reference.load_dict({k: v.data() for k, v in net.collect_params().items()})
+    net.hybridize()
+    inputs = [np.array([[1.0, 2.0, 2.0]]), np.array([[-1.0, -5.0, 0.0]]),
+              np.array([[7.0, 7.0, 3.0]])]
+    with pytest.warns(UserWarning, match="ReadsValues runs imperatively although hybridized.*"
+                                         "values on the host"):
+        net(inputs[0])
+    for x in inputs:  # each call follows its own values, never the first call's
+        for got, expected in zip(net(x), reference(x)):
+            onp.testing.assert_array_equal(got.asnumpy(), expected.asnumpy())
+
+
+def test_printing_inside_a_traced_forward_keeps_the_graph(capsys):
+    class Prints(HybridBlock):
+        def forward(self, x):
+            y = x * 3
+            print(y, f"{y.sum():.1f}")
+            return y + 1
+
+    net = Prints()
+    net.hybridize()
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a stopped trace would warn
+        out = net(np.array([1.0, 2.0]))
+        assert net._cached_graphs  # traced into a graph
+        onp.testing.assert_array_equal(net(np.array([5.0, 6.0])).asnumpy(), [16.0, 19.0])
+    onp.testing.assert_array_equal(out.asnumpy(), [4.0, 7.0])
+    assert "[3. 6.] 9.0" in capsys.readouterr().out
+
+
 def test_summary_rejects_hybridized_and_counts(capsys):
     net = nn.HybridSequential()
     net.add(nn.Dense(3, in_units=2), nn.BatchNorm(in_channels=3))
