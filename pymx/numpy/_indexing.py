@@ -3,8 +3,10 @@
 Basic indices (ints, slices, None, Ellipsis) become one `slice` op and a reshape; in place
 assignment is `slice_assign` writing into the array itself. Advanced indices (integer arrays,
 lists, boolean masks) on leading axes, followed by full slices, become `take` / `index_update`
-of whole rows of the array viewed with those axes flattened. A boolean mask is turned into
-positions on the host (the result's size depends on the mask's values), as MXNet does.
+of whole rows of the array viewed with those axes flattened (an index outside its axis raises IndexError when
+that operator runs, at the next wait; with several pymx index arrays the message names the
+position one past the end of the flattened axes; lists and NumPy arrays are checked at once). A boolean mask is turned into positions on the host
+(the result's size depends on the mask's values), as MXNet does.
 
 Any other mix of basic and advanced indices (an array index after a slice, arrays separated by
 a slice, integers beside arrays, masks beside arrays) follows NumPy's rules exactly by letting
@@ -169,27 +171,41 @@ def _advanced_plan(arr, key):
         raise IndexError(f"too many indices for array: array is {arr.ndim}-dimensional, but "
                          f"{lead} were indexed")
     # Several integer arrays: broadcast them and combine into positions of the flattened axes.
+    for axis, k in enumerate(parts):
+        if not isinstance(k, ndarray):  # values known here: checked at once, as NumPy does
+            _check_within_axis(_onp.asarray(k), arr.shape[axis], axis)
     indices = [_positions(k, arr.device) for k in parts]
     if any(i is None for i in indices):
         raise IndexError("pymx does not combine boolean masks with other array indices")
     from pymx.numpy import _core as _np
-    indices = _np.broadcast_arrays(*indices)
-    flat = None
-    for axis, index in enumerate(indices):
-        n = arr.shape[axis]
-        index = _invoke("mod_scalar", [index], {"scalar": n, "reverse": False})[0] \
-            if _needs_wrap(index, n) else index
-        flat = index if flat is None else _np.add(_np.multiply(flat, n), index)
-    return lead, flat
+    return lead, flat_positions(_np.broadcast_arrays(*indices), arr.shape)
 
 
-def _needs_wrap(index, n):
-    """Negative positions count from the end; out-of-range ones must still raise."""
-    values = index.asnumpy()
-    if values.size and (values.min() < -n or values.max() >= n):
-        raise IndexError(f"index {int(values.max() if values.max() >= n else values.min())} is "
-                         f"out of bounds for an axis with size {n}")
-    return bool(values.size and values.min() < 0)
+def _check_within_axis(values, n, axis):
+    if values.dtype.kind in "iu":
+        outside = values[(values < -n) | (values >= n)]
+        if outside.size:
+            raise IndexError(f"index {outside.flat[0]} is out of bounds for axis {axis} with "
+                             f"size {n}")
+
+
+def flat_positions(indices, shape):
+    """The positions that the integer index arrays `indices` (one per leading axis of `shape`,
+    all of one shape) select in those axes flattened, computed on the device without reading
+    the indices. Negative entries count from the end of their axis. An entry outside its axis
+    gives the flattened size, one past the end, for the take / index_update operator to refuse
+    when it runs: combined with the other axes it could fall inside the array (row 0, column 3
+    of a 2 x 2 array is its element 3) and select another element."""
+    from pymx.numpy import _core as _np
+    flat = outside = None
+    size = 1
+    for index, n in zip(indices, shape):
+        index = _np.where(index < 0, index + n, index)
+        outside_axis = (index < 0) | (index >= n)
+        outside = outside_axis if outside is None else outside | outside_axis
+        flat = index if flat is None else flat * n + index
+        size *= n
+    return _np.where(outside, size, flat)
 
 
 def getitem(arr, key):

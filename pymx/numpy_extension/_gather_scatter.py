@@ -12,6 +12,7 @@ import numpy as _onp
 
 from pymx import numpy as _np
 from pymx._op import invoke as _invoke
+from pymx.numpy._indexing import flat_positions
 
 
 def _index_rows(indices, op):
@@ -27,22 +28,12 @@ def _index_rows(indices, op):
 
 def _flat_positions(indices, shape, op):
     """The positions that indices[:, ...] (one row per leading axis of `shape`) select in the
-    leading axes flattened; negative entries count from the end of their axis."""
+    leading axes flattened (see pymx.numpy._indexing.flat_positions)."""
     num_axes = indices.shape[0]
     if num_axes > len(shape):
         raise ValueError(f"{op}: indices of shape {indices.shape} index {num_axes} axes, but the "
                          f"array of shape {tuple(shape)} has {len(shape)}")
-    flat, outside = None, None
-    for axis in range(num_axes):
-        row = indices[axis]
-        row = _np.where(row < 0, row + shape[axis], row)
-        outside_axis = (row < 0) | (row >= shape[axis])
-        outside = outside_axis if outside is None else outside | outside_axis
-        flat = row if flat is None else flat * shape[axis] + row
-    # A position outside its own axis may still fall inside the flattened array (row 1, column
-    # 3 of a 2 x 2 array is its element 5 - 2 = 3): it becomes one past the end, so that the
-    # take / index_update operator refuses it when it runs.
-    return _np.where(outside, _leading_flattened(shape, num_axes)[0], flat)
+    return flat_positions([indices[axis] for axis in range(num_axes)], shape)
 
 
 def _leading_flattened(shape, num_axes):

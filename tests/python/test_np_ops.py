@@ -1,4 +1,6 @@
 """pymx.np operators against NumPy (float64 reference), gradients against finite differences."""
+import warnings
+
 import numpy as onp
 import pytest
 
@@ -341,6 +343,42 @@ def test_mixed_advanced_index_errors_are_numpys():
         x[:, onp.array([0.5])]
     with pytest.raises(ValueError, match="could not broadcast"):
         x[:, [0, 1]] = np.zeros((3,))
+
+
+def test_several_index_arrays_stay_within_their_axes():
+    a = rand((4, 6))
+    x = np.array(a)
+    rows, cols = onp.array([0, 3, -1]), onp.array([5, -6, 2])
+    onp.testing.assert_array_equal(x[np.array(rows), np.array(cols)].asnumpy(), a[rows, cols])
+    # (0, 6) and (1, -7) lie outside axis 1 although their flattened positions (6, 5) lie
+    # inside the array: refused, never another element.
+    for bad_rows, bad_cols in (([0, 1], [6, 0]), ([1, 0], [-7, 0]), ([4, 0], [0, 0])):
+        with pytest.raises(IndexError, match="out of bounds"):
+            x[np.array(bad_rows), np.array(bad_cols)].asnumpy()
+        with pytest.raises(IndexError, match=r"index -?\d+ is out of bounds for axis [01] with size"):
+            x[bad_rows, bad_cols]  # values known on the host: NumPy's message at once
+        target = np.array(a)
+        target[np.array(bad_rows), np.array(bad_cols)] = 1.0
+        with pytest.raises(IndexError, match="out of bounds"):
+            target.asnumpy()
+
+
+def test_several_index_arrays_trace_into_a_graph():
+    from pymx.gluon import HybridBlock
+
+    class Gather(HybridBlock):
+        def forward(self, x, rows, cols):
+            return x[rows, cols] * 2
+
+    net = Gather()
+    net.hybridize()
+    a = rand((4, 6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # reading the indices on the host would stop the trace
+        for rows, cols in (([0, 3], [1, -1]), ([-4, 2], [0, 5])):
+            got = net(np.array(a), np.array(rows), np.array(cols))
+            onp.testing.assert_array_equal(got.asnumpy(), a[rows, cols] * 2)
+    assert net._cached_graphs
 
 
 def test_setitem():
