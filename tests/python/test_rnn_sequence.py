@@ -2,10 +2,11 @@
 (Note [Recurrent time loop in one operator]): its outputs and saved gates against a float64 NumPy
 loop, its gradients against central differences, its float32 steps in blocks of hidden units
 (Note [Gates beside their product]) against those at sizes that leave narrower or padded blocks,
-the layers that use it against their composed per-step path (forward and every gradient, each
-mode, both directions, several layers, odd sizes), when the layers use it, hybridized against
-imperative, the serial engine and one thread as the parallel kernels' oracles, GPU layers against
-CPU, and the errors."""
+the gates' libmvec spans at hidden sizes no multiple of a vector width and at saturating
+pre-activations (+-30, +-90: exact 0, 1, +-1, finite gradients), the layers that use it against
+their composed per-step path (forward and every gradient, each mode, both directions, several
+layers, odd sizes), when the layers use it, hybridized against imperative, the serial engine and
+one thread as the parallel kernels' oracles, GPU layers against CPU, and the errors."""
 import numpy as onp
 import pytest
 
@@ -128,6 +129,82 @@ def test_float32_unit_blocks_match_reference(mode, steps, batch, hidden, reverse
     for name, got, want in zip(["out", "h_last", "c_last/saved", "saved"], results, expected):
         assert got.dtype == onp.float32, name
         assert_almost_equal(got, want, rtol=1e-4, atol=1e-5, names=(name, "reference"))
+
+
+# The gate functions compute sigmoid and tanh over spans of units through libmvec (Note [Vector
+# math through libmvec]), whose results are within a few ulp of libm's: hidden sizes 1, 3, 17 and
+# 33 leave spans shorter than a vector and tails past whole vectors (in float32, on two threads
+# with AVX-512, 33 units are a block of 32 and one of 1). Tolerances against the float64 reference: float64 1e-12 relative (a few
+# ulp per function, compounded over the steps); float32 1e-5 relative, 1e-6 absolute (float
+# rounding of the recurrent products and the gates, ~1e-7 each).
+SPAN_TOLERANCES = {"float64": (1e-12, 1e-13), "float32": (1e-5, 1e-6)}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("hidden", [1, 3, 17, 33])
+def test_gate_spans_of_any_width_match_reference(mode, dtype, hidden):
+    values, arrays = draw_inputs(onp.random.default_rng(hidden), mode, 3, 2, hidden, dtype)
+    arrays[1] = from_numpy(values[1] / onp.sqrt(hidden), dtype=dtype)
+    values[1] = arrays[1].astype("float64").asnumpy()
+    results = run_op(mode, arrays, reverse=hidden % 2 == 1)
+    expected = [r for r in reference_of(mode, values, hidden % 2 == 1) if r is not None]
+    rtol, atol = SPAN_TOLERANCES[dtype]
+    for name, got, want in zip(["out", "h_last", "c_last/saved", "saved"], results, expected):
+        assert got.dtype == onp.dtype(dtype), name
+        assert_almost_equal(got, want, rtol=rtol, atol=atol, names=(name, "reference"))
+
+
+def extreme_inputs(rng, mode, dtype, steps=2, batch=3, hidden=19):
+    """Inputs whose gate pre-activations are +-30 or +-90 (sigmoid and tanh saturate; float32's
+    exp overflows past 88.7) or moderate, the recurrent products small beside them."""
+    values, _ = draw_inputs(rng, mode, steps, batch, hidden)
+    magnitudes = rng.choice([30.0, 90.0, 0.5], size=values[0].shape)
+    values[0] = magnitudes * rng.choice([-1.0, 1.0], size=values[0].shape)
+    values[1] = values[1] / hidden
+    arrays = [from_numpy(v, dtype=dtype) for v in values]
+    return [a.astype("float64").asnumpy() for a in arrays], arrays
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_extreme_pre_activations_saturate_without_nan(mode, dtype):
+    """Saturated gates are exactly 0, 1 or +-1 where the reference rounds to them, and every
+    output and gradient is finite (no 0 * inf, no inf / inf) and right: float32 against float64,
+    float64 against central differences."""
+    rng = onp.random.default_rng(11)
+    values, arrays = extreme_inputs(rng, mode, dtype)
+    results = run_op(mode, arrays)
+    expected = [r for r in reference_of(mode, values, False) if r is not None]
+    rtol, atol = SPAN_TOLERANCES[dtype]
+    for name, got, want in zip(["out", "h_last", "c_last/saved", "saved"], results, expected):
+        got = got.asnumpy()
+        assert onp.isfinite(got).all(), name
+        assert_almost_equal(got, want, rtol=rtol, atol=atol, names=(name, "reference"))
+    if mode in ("lstm", "gru"):  # sigmoid(90), tanh(+-30) and beyond round to 1 and +-1
+        saved = results[-1].asnumpy().astype(onp.float64)
+        want = expected[-1]
+        saturated = onp.isin(want, [0.0, 1.0, -1.0])
+        assert saturated.any()
+        onp.testing.assert_array_equal(saved[saturated], want[saturated])
+    steps, (batch, hidden) = values[0].shape[0], values[2].shape
+    shapes = [(steps, batch, hidden)] + [(batch, hidden)] * (2 if mode == "lstm" else 1)
+    heads = [rng.uniform(-1, 1, size=shape) for shape in shapes]
+    got = gradients(mode, arrays, [from_numpy(h, dtype=dtype) for h in heads], False)
+    for name, g in zip(["d_i2h", "d_weight", "d_h0", "d_c0/d_bias"], got):
+        assert onp.isfinite(g.asnumpy()).all(), name
+    if dtype == "float32":
+        arrays64 = [from_numpy(v, dtype="float64") for v in values]
+        want = gradients(mode, arrays64, [from_numpy(h, dtype="float64") for h in heads], False)
+        for name, g, w in zip(["d_i2h", "d_weight", "d_h0", "d_c0/d_bias"], got, want):
+            assert_almost_equal(g, w, rtol=rtol, atol=atol, names=(name, "float64"))
+    else:
+        def outputs(*inputs):
+            states = run_op(mode, list(inputs))[:3 if mode == "lstm" else 2]
+            return np.concatenate([s.reshape(-1) for s in states])
+
+        # Outputs up to ~90 (ReLU passes them on): central differences carry ~1e-8 of rounding.
+        check_numeric_gradient(outputs, values, eps=1e-6, rtol=1e-5, atol=1e-7)
 
 
 def gradients(mode, arrays, heads, reverse):
