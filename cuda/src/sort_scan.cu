@@ -1,0 +1,256 @@
+// sort, argsort, cumsum and cumsum_backward on the GPU (CPU definitions, with Note [Sort order]
+// and Note [cumsum dtypes]: engine/src/ops/sort_scan.cc; the row geometry both use:
+// engine/src/ops/sort_scan_geometry.h).
+//
+// | op              | inputs   | outputs   | attrs |
+// |-----------------|----------|-----------|-------|
+// | sort            | data     | out       | axis (-1, or None), is_ascend (True) |
+// | argsort         | data     | indices   | axis (-1, or None), is_ascend (True), dtype (int64: of indices) |
+// | cumsum          | data     | out       | axis (None, or an int), dtype (None) |
+// | cumsum_backward | out_grad | data_grad | axis (None, or an int) |
+//
+// Note [GPU sort by a stable segmented sort]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Rows run along `axis` with stride `inner`; they are gathered into contiguous segments of
+// (key, position) pairs and sorted by CUB's segmented sort, which is stable in both directions
+// and ties -0.0 with +0.0. Radix order would put NaNs with the sign bit set before -inf, so every
+// NaN key is replaced by the positive quiet NaN: all NaNs then tie, after +inf (before it when
+// descending), which is the CPU's order. argsort writes the sorted positions; sort gathers the
+// input at them, so it moves the original values (NaN payloads, signs of zeros) as the CPU does,
+// and both give the same bits. bool keys sort as uint8.
+//
+// Note [GPU cumsum by block scans]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// One block scans one row, tile by tile of kScanBlock elements: cub::BlockScan gives the tile's
+// inclusive sums in the accumulation type (Note [cumsum dtypes]), the running total of the
+// earlier tiles is added to each, and the tile's last sum becomes the new total. The order of
+// additions depends only on the row length, so results are deterministic; float rows differ from
+// the CPU's sequential sums in rounding only (integers are exact, and wrap around alike).
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_segmented_sort.cuh>
+
+#include <limits>
+#include <type_traits>
+
+#include "kernel_util.cuh"
+#include "launch.h"
+#include "ops/sort_scan_geometry.h"
+
+namespace pymx {
+namespace gpu {
+namespace {
+
+using nn::AxisView;
+using nn::row_geom;
+using nn::RowGeom;
+
+// ---------------------------------------------------------------------------------------------
+// sort and argsort (Note [GPU sort by a stable segmented sort])
+// ---------------------------------------------------------------------------------------------
+template <typename T> struct SortKey { using type = T; };
+template <> struct SortKey<bool> { using type = uint8_t; };
+
+// `value` as a sort key: NaNs all become the positive quiet NaN.
+template <typename T, typename K>
+__device__ __forceinline__ K sort_key(T value) {
+  if constexpr (kIsFloat<T>) {
+    const AccT<T> v = convert<AccT<T>>(value);
+    if (v != v) return convert<K>(__int_as_float(0x7fc00000));
+    return value;
+  } else {
+    return static_cast<K>(value);
+  }
+}
+
+// keys[r * n + j] = sort_key(x[(o * n + j) * inner + i]) for row r = o * inner + i, and
+// positions[r * n + j] = j.
+template <typename T, typename K>
+__global__ void gather_keys_kernel(const T* x, K* keys, int32_t* positions, AxisView v) {
+  PMX_GRID_STRIDE_LOOP(e, v.outer * v.inner * v.n) {
+    const int64_t j = e % v.n, r = e / v.n, o = r / v.inner, i = r % v.inner;
+    keys[e] = sort_key<T, K>(x[(o * v.n + j) * v.inner + i]);
+    positions[e] = static_cast<int32_t>(j);
+  }
+}
+
+__global__ void segment_offsets_kernel(int64_t* offsets, int64_t rows, int64_t n) {
+  PMX_GRID_STRIDE_LOOP(r, rows + 1) offsets[r] = r * n;
+}
+
+// y[(o * n + j) * inner + i] = x[(o * n + sorted[r * n + j]) * inner + i].
+template <typename T>
+__global__ void gather_sorted_kernel(const T* x, const int32_t* sorted, T* y, AxisView v) {
+  PMX_GRID_STRIDE_LOOP(e, v.outer * v.inner * v.n) {
+    const int64_t j = e % v.n, r = e / v.n, o = r / v.inner, i = r % v.inner;
+    y[(o * v.n + j) * v.inner + i] = x[(o * v.n + sorted[e]) * v.inner + i];
+  }
+}
+
+// indices[(o * n + j) * inner + i] = sorted[r * n + j].
+template <typename I>
+__global__ void write_positions_kernel(const int32_t* sorted, I* indices, AxisView v) {
+  PMX_GRID_STRIDE_LOOP(e, v.outer * v.inner * v.n) {
+    const int64_t j = e % v.n, r = e / v.n, o = r / v.inner, i = r % v.inner;
+    indices[(o * v.n + j) * v.inner + i] = convert<I>(sorted[e]);
+  }
+}
+
+// Sorts every row of x (of dtype T) and leaves each row's positions, in sorted order, in the
+// returned workspace array of v.outer * v.inner * v.n int32s.
+template <typename T>
+const int32_t* sorted_positions(const OpContext& ctx, const T* x, const AxisView& v, bool ascend,
+                                const char* op) {
+  using K = typename SortKey<T>::type;
+  PMX_CHECK(v.n <= std::numeric_limits<int32_t>::max(), op, ": a row of ", v.n,
+            " elements is longer than the GPU sort's limit of 2^31 - 1");
+  const int64_t rows = v.outer * v.inner, items = rows * v.n;
+  cudaStream_t s = stream_of(ctx);
+  // One call shape for both passes of CUB (size query with null buffers, then the sort).
+  auto sort = [&](void* tmp, size_t& bytes, const K* keys_in, K* keys_out, const int32_t* pos_in,
+                  int32_t* pos_out, const int64_t* offsets) {
+    if (ascend) {
+      PMX_CUDA_CHECK(cub::DeviceSegmentedSort::StableSortPairs(
+          tmp, bytes, keys_in, keys_out, pos_in, pos_out, items, rows, offsets, offsets + 1, s));
+    } else {
+      PMX_CUDA_CHECK(cub::DeviceSegmentedSort::StableSortPairsDescending(
+          tmp, bytes, keys_in, keys_out, pos_in, pos_out, items, rows, offsets, offsets + 1, s));
+    }
+  };
+  size_t sort_bytes = 0;
+  sort(nullptr, sort_bytes, nullptr, nullptr, nullptr, nullptr, nullptr);
+  const size_t key_bytes = workspace_aligned(items * sizeof(K));
+  const size_t pos_bytes = workspace_aligned(items * sizeof(int32_t));
+  const size_t offset_bytes = workspace_aligned((rows + 1) * sizeof(int64_t));
+  char* ws = static_cast<char*>(
+      ctx.workspace(2 * key_bytes + 2 * pos_bytes + offset_bytes + sort_bytes));
+  K* keys = reinterpret_cast<K*>(ws);
+  K* sorted_keys = reinterpret_cast<K*>(ws + key_bytes);
+  int32_t* positions = reinterpret_cast<int32_t*>(ws + 2 * key_bytes);
+  int32_t* sorted = reinterpret_cast<int32_t*>(ws + 2 * key_bytes + pos_bytes);
+  int64_t* offsets = reinterpret_cast<int64_t*>(ws + 2 * key_bytes + 2 * pos_bytes);
+  void* sort_tmp = ws + 2 * key_bytes + 2 * pos_bytes + offset_bytes;
+
+  gather_keys_kernel<T, K><<<grid_for(items), kBlock, 0, s>>>(x, keys, positions, v);
+  PMX_KERNEL_LAUNCH_CHECK();
+  segment_offsets_kernel<<<grid_for(rows + 1), kBlock, 0, s>>>(offsets, rows, v.n);
+  PMX_KERNEL_LAUNCH_CHECK();
+  sort(sort_tmp, sort_bytes, keys, sorted_keys, positions, sorted, offsets);
+  return sorted;
+}
+
+void sort_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+                  const std::vector<TBlob>& out) {
+  const RowGeom g = row_geom(*ctx.attrs, in[0].shape, "sort", "-1");
+  if (in[0].size() == 0) return;
+  const bool ascend = ctx.attrs->get_bool("is_ascend", true);
+  const int64_t items = in[0].size();
+  PMX_GPU_TYPE_SWITCH(in[0].dtype, T, {
+    const int32_t* sorted = sorted_positions<T>(ctx, in[0].data<T>(), g.view, ascend, "sort");
+    gather_sorted_kernel<T><<<grid_for(items), kBlock, 0, stream_of(ctx)>>>(
+        in[0].data<T>(), sorted, out[0].data<T>(), g.view);
+    PMX_KERNEL_LAUNCH_CHECK();
+  });
+}
+
+void argsort_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+                     const std::vector<TBlob>& out) {
+  const RowGeom g = row_geom(*ctx.attrs, in[0].shape, "argsort", "-1");
+  if (in[0].size() == 0) return;
+  const bool ascend = ctx.attrs->get_bool("is_ascend", true);
+  const int64_t items = in[0].size();
+  PMX_GPU_TYPE_SWITCH(in[0].dtype, T, {
+    const int32_t* sorted = sorted_positions<T>(ctx, in[0].data<T>(), g.view, ascend, "argsort");
+    PMX_GPU_TYPE_SWITCH(out[0].dtype, I, {
+      write_positions_kernel<I><<<grid_for(items), kBlock, 0, stream_of(ctx)>>>(
+          sorted, out[0].data<I>(), g.view);
+    });
+    PMX_KERNEL_LAUNCH_CHECK();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// cumsum and cumsum_backward (Note [GPU cumsum by block scans])
+// ---------------------------------------------------------------------------------------------
+constexpr int kScanBlock = 256;
+
+// a + b with integers wrapping around and bools saturating at true, as the CPU kernel adds.
+struct WrappingAdd {
+  template <typename A>
+  __device__ __forceinline__ A operator()(const A& a, const A& b) const {
+    if constexpr (std::is_same_v<A, bool>) {
+      return a || b;
+    } else if constexpr (std::is_integral_v<A>) {
+      using U = std::make_unsigned_t<A>;
+      return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
+    } else {
+      return a + b;
+    }
+  }
+};
+
+// Each block scans rows blockIdx.x, blockIdx.x + gridDim.x, ...: y along the row = the running
+// sum of x converted to Out, last element first when `reverse`.
+template <typename In, typename Out>
+__global__ void __launch_bounds__(kScanBlock) scan_rows_kernel(const In* x, Out* y, AxisView v,
+                                                               bool reverse) {
+  using Acc = AccT<Out>;
+  using BlockScan = cub::BlockScan<Acc, kScanBlock>;
+  __shared__ typename BlockScan::TempStorage scan_storage;
+  __shared__ Acc tile_total;
+  const WrappingAdd add;
+  for (int64_t r = blockIdx.x; r < v.outer * v.inner; r += gridDim.x) {
+    const int64_t row_start = (r / v.inner) * v.n * v.inner + r % v.inner;
+    Acc total{};
+    for (int64_t tile = 0; tile < v.n; tile += kScanBlock) {
+      const int64_t tile_end = tile + kScanBlock < v.n ? tile + kScanBlock : v.n;
+      const int64_t step = tile + threadIdx.x;
+      const int64_t at = row_start + (reverse ? v.n - 1 - step : step) * v.inner;
+      // Threads past the row's end scan a zero that no valid sum includes (inclusive scan).
+      Acc sum = step < v.n ? convert<Acc>(convert<Out>(x[at])) : Acc{};
+      BlockScan(scan_storage).InclusiveScan(sum, sum, add);
+      if (tile > 0) sum = add(total, sum);
+      if (step < v.n) y[at] = convert<Out>(sum);
+      if (step == tile_end - 1) tile_total = sum;
+      __syncthreads();  // tile_total written; scan_storage free for the next tile
+      total = tile_total;
+      __syncthreads();  // every thread read tile_total before the next tile writes it
+    }
+  }
+}
+
+template <typename In, typename Out>
+void scan_rows(const OpContext& ctx, const In* x, Out* y, const AxisView& v, bool reverse) {
+  const int64_t rows = v.outer * v.inner;
+  if (rows * v.n == 0) return;
+  scan_rows_kernel<In, Out><<<grid_for(rows, 1), kScanBlock, 0, stream_of(ctx)>>>(x, y, v,
+                                                                                 reverse);
+  PMX_KERNEL_LAUNCH_CHECK();
+}
+
+void cumsum_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+                    const std::vector<TBlob>& out) {
+  const RowGeom g = row_geom(*ctx.attrs, in[0].shape, "cumsum", "None");
+  PMX_GPU_TYPE_SWITCH(in[0].dtype, In, {
+    PMX_GPU_TYPE_SWITCH(out[0].dtype, Out,
+                        { scan_rows(ctx, in[0].data<In>(), out[0].data<Out>(), g.view, false); });
+  });
+}
+
+void cumsum_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+                             const std::vector<TBlob>& out) {
+  const RowGeom g = row_geom(*ctx.attrs, in[0].shape, "cumsum_backward", "None");
+  PMX_GPU_FLOAT_SWITCH(in[0].dtype, T,
+                       { scan_rows(ctx, in[0].data<T>(), out[0].data<T>(), g.view, true); });
+}
+
+const bool registered = [] {
+  op_registry::get_or_create("sort").set_gpu(sort_compute);
+  op_registry::get_or_create("argsort").set_gpu(argsort_compute);
+  op_registry::get_or_create("cumsum").set_gpu(cumsum_compute);
+  op_registry::get_or_create("cumsum_backward").set_gpu(cumsum_backward_compute);
+  return true;
+}();
+
+}  // namespace
+}  // namespace gpu
+}  // namespace pymx
