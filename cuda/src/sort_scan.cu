@@ -189,11 +189,11 @@ struct WrappingAdd {
 };
 
 // Each block scans rows blockIdx.x, blockIdx.x + gridDim.x, ...: y along the row = the running
-// sum of x converted to Out, last element first when `reverse`.
-template <typename In, typename Out>
-__global__ void __launch_bounds__(kScanBlock) scan_rows_kernel(const In* x, Out* y, AxisView v,
+// sum of x, last element first when `reverse`.
+template <typename T>
+__global__ void __launch_bounds__(kScanBlock) scan_rows_kernel(const T* x, T* y, AxisView v,
                                                                bool reverse) {
-  using Acc = AccT<Out>;
+  using Acc = AccT<T>;
   using BlockScan = cub::BlockScan<Acc, kScanBlock>;
   __shared__ typename BlockScan::TempStorage scan_storage;
   __shared__ Acc tile_total;
@@ -206,10 +206,10 @@ __global__ void __launch_bounds__(kScanBlock) scan_rows_kernel(const In* x, Out*
       const int64_t step = tile + threadIdx.x;
       const int64_t at = row_start + (reverse ? v.n - 1 - step : step) * v.inner;
       // Threads past the row's end scan a zero that no valid sum includes (inclusive scan).
-      Acc sum = step < v.n ? convert<Acc>(convert<Out>(x[at])) : Acc{};
+      Acc sum = step < v.n ? convert<Acc>(x[at]) : Acc{};
       BlockScan(scan_storage).InclusiveScan(sum, sum, add);
       if (tile > 0) sum = add(total, sum);
-      if (step < v.n) y[at] = convert<Out>(sum);
+      if (step < v.n) y[at] = convert<T>(sum);
       if (step == tile_end - 1) tile_total = sum;
       __syncthreads();  // tile_total written; scan_storage free for the next tile
       total = tile_total;
@@ -218,22 +218,23 @@ __global__ void __launch_bounds__(kScanBlock) scan_rows_kernel(const In* x, Out*
   }
 }
 
-template <typename In, typename Out>
-void scan_rows(const OpContext& ctx, const In* x, Out* y, const AxisView& v, bool reverse) {
+template <typename T>
+void scan_rows(const OpContext& ctx, const T* x, T* y, const AxisView& v, bool reverse) {
   const int64_t rows = v.outer * v.inner;
   if (rows * v.n == 0) return;
-  scan_rows_kernel<In, Out><<<grid_for(rows, 1), kScanBlock, 0, stream_of(ctx)>>>(x, y, v,
-                                                                                 reverse);
+  scan_rows_kernel<T><<<grid_for(rows, 1), kScanBlock, 0, stream_of(ctx)>>>(x, y, v, reverse);
   PMX_KERNEL_LAUNCH_CHECK();
 }
 
 void cumsum_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                     const std::vector<TBlob>& out) {
   const RowGeom g = row_geom(*ctx.attrs, in[0].shape, "cumsum", "None");
-  PMX_GPU_TYPE_SWITCH(in[0].dtype, In, {
-    PMX_GPU_TYPE_SWITCH(out[0].dtype, Out,
-                        { scan_rows(ctx, in[0].data<In>(), out[0].data<Out>(), g.view, false); });
-  });
+  if (in[0].size() == 0) return;
+  // Each element is first converted to the output dtype (Note [cumsum dtypes]): data of another
+  // dtype is cast into the workspace, so one kernel per output dtype does the scan.
+  const TBlob data = blobs_as(ctx, {in[0]}, out[0].dtype)[0];
+  PMX_GPU_TYPE_SWITCH(out[0].dtype, T,
+                      { scan_rows(ctx, data.data<T>(), out[0].data<T>(), g.view, false); });
 }
 
 void cumsum_backward_compute(const OpContext& ctx, const std::vector<TBlob>& in,

@@ -31,6 +31,7 @@
 // MXNet) round every partial sum to float16, whose error grows with the row (a 4096-long row of
 // 0.1s ends at 256 in NumPy's float16, instead of 410).
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 #include <vector>
 
@@ -72,13 +73,22 @@ void for_row_tiles(const AxisView& v, Fn fn) {
 // sort and argsort (Note [Sort order])
 // ---------------------------------------------------------------------------------------------
 template <typename C>
+bool is_nan(C v) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return std::isnan(v);
+  } else {
+    return false;
+  }
+}
+
+template <typename C>
 bool ascending_before(C a, C b) {
-  return a < b || (a == a && b != b);  // NaN (a != a) after everything else
+  return a < b || (is_nan(b) && !is_nan(a));  // NaNs after everything else
 }
 
 template <typename C>
 bool descending_before(C a, C b) {
-  return b < a || (a != a && b == b);  // NaN before everything else
+  return b < a || (is_nan(a) && !is_nan(b));  // NaNs before everything else
 }
 
 // Stable-sorts [first, last) by key(element) in the order `ascend` says.
