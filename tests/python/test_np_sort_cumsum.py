@@ -14,6 +14,7 @@ import pytest
 from pymx import autograd, gluon, np
 from pymx._c import core as _core
 from pymx.base import bfloat16
+from pymx.device import cpu, gpu
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
 from conftest import (assert_engines_agree, assert_thread_count_independent, ops_ran,
                       requires_gpu)
@@ -112,7 +113,7 @@ def test_long_rows_over_threads(axis, device):
 def test_argsort_index_dtypes():
     values = values_of("float32", (3, 7))
     for dtype in ("int32", "float32", "float64"):
-        got = _core.invoke("argsort", [on("cpu", values)], {"axis": 0, "dtype": dtype})[0]
+        got = _core.invoke("argsort", [on(cpu(), values)], {"axis": 0, "dtype": dtype})[0]
         assert_bitwise(got, onp.argsort(values, axis=0, kind="stable").astype(dtype))
 
 
@@ -327,14 +328,14 @@ def test_gpu_matches_cpu(dtype):
         values[0, :3, 0] = onp.nan
         values[1, 4, 1] = -onp.float32("nan")
         values[2, :2, 2] = [-0.0, 0.0]
-    cpu, gpu = on("cpu", values, dtype), on("gpu", values, dtype)
+    on_cpu, on_gpu = on(cpu(), values, dtype), on(gpu(), values, dtype)
     for axis in (0, 1, -1, None):
         for op in ("sort", "argsort"):
             for ascend in (True, False):
                 attrs = {"axis": axis, "is_ascend": ascend}
-                assert_bitwise(_core.invoke(op, [gpu], attrs)[0].asnumpy(),
-                               _core.invoke(op, [cpu], attrs)[0].asnumpy())
-        got, want = np.cumsum(gpu, axis=axis), np.cumsum(cpu, axis=axis)
+                assert_bitwise(_core.invoke(op, [on_gpu], attrs)[0].asnumpy(),
+                               _core.invoke(op, [on_cpu], attrs)[0].asnumpy())
+        got, want = np.cumsum(on_gpu, axis=axis), np.cumsum(on_cpu, axis=axis)
         assert got.dtype == want.dtype
         if dtype in FLOATS:
             assert_almost_equal(got, want, equal_nan=True)
@@ -347,7 +348,7 @@ def test_gpu_gradients_match_cpu():
     values = onp.random.permutation(60).reshape(3, 20).astype(onp.float32)
     head = onp.random.randn(3, 20).astype(onp.float32)
     grads = {}
-    for device in ("cpu", "gpu"):
+    for device in (cpu(), gpu()):
         for name, fn in (("sort", lambda v: np.sort(v, axis=0)),
                          ("cumsum", lambda v: np.cumsum(v, axis=1))):
             x = on(device, values)
@@ -355,6 +356,6 @@ def test_gpu_gradients_match_cpu():
             with autograd.record():
                 y = fn(x)
             y.backward(on(device, head))
-            grads[device, name] = x.grad.asnumpy()
+            grads[device.device_type, name] = x.grad.asnumpy()
     assert_bitwise(grads["gpu", "sort"], grads["cpu", "sort"])
     assert_almost_equal(grads["gpu", "cumsum"], grads["cpu", "cumsum"])

@@ -173,7 +173,7 @@ std::vector<NDArray> sort_gradient(const GradContext& ctx) {
   index_attrs.set("dtype", "int64");
   NDArray positions = ops::call("argsort", {ctx.inputs[0]}, index_attrs);
   // topk_backward with k=0 takes the whole axis: dx[.., positions[.., j, ..], ..] = dy[.., j, ..].
-  Attrs scatter_attrs{{"axis", ctx.attrs.get_str("axis", "-1")}, {"k", "0"}};
+  Attrs scatter_attrs{{"axis", nn::axis_text(ctx.attrs, "-1")}, {"k", "0"}};
   return {ops::call("topk_backward", {ctx.out_grads[0], ctx.inputs[0], positions}, scatter_attrs)};
 }
 
@@ -278,7 +278,7 @@ void cumsum_forward(const OpContext& ctx, const std::vector<TBlob>& in,
 std::vector<NDArray> cumsum_gradient(const GradContext& ctx) {
   if (!is_float(ctx.input_dtypes[0]) || !is_float(ctx.output_dtypes[0])) return {NDArray()};
   NDArray dx = ops::call("cumsum_backward", {ctx.out_grads[0]},
-                         Attrs{{"axis", ctx.attrs.get_str("axis", "None")}});
+                         Attrs{{"axis", nn::axis_text(ctx.attrs, "None")}});
   if (dx.shape() != ctx.input_shapes[0])  // axis None flattened the data
     dx = ops::call("reshape", {dx}, Attrs{{"newshape", ops::shape_attr(ctx.input_shapes[0])}});
   if (dx.dtype() != ctx.input_dtypes[0])  // a dtype argument changed the output's
@@ -315,7 +315,7 @@ PMX_REGISTER_OP(cumsum_backward)
     .set_gradient([](const GradContext& ctx) {
       // cumsum_backward is linear: its gradient is the forward scan of the incoming gradient.
       return std::vector<NDArray>{ops::call("cumsum", {ctx.out_grads[0]},
-                                            Attrs{{"axis", ctx.attrs.get_str("axis", "None")}})};
+                                            Attrs{{"axis", nn::axis_text(ctx.attrs, "None")}})};
     })
     .set_grad_uses({}, {});
 

@@ -21,19 +21,26 @@ struct RowGeom {
   Shape out_shape(const Shape& data) const { return flat ? Shape{shape_size(data)} : data; }
 };
 
-// `axis_default` is the axis when the attribute is absent: "-1" (sort, argsort) or "None"
-// (cumsum). An axis on 0-d data is out of range.
+// The text of the attribute `axis`, "None" included (Attrs::get_str takes "None" as absent);
+// `axis_default` when it is absent: "-1" (sort, argsort) or "None" (cumsum).
+inline std::string axis_text(const Attrs& attrs, const std::string& axis_default) {
+  const std::string* given = attrs.find("axis");
+  return given ? *given : axis_default;
+}
+
+// An axis on 0-d data is out of range.
 inline RowGeom row_geom(const Attrs& attrs, const Shape& data, const char* op,
                         const std::string& axis_default) {
   RowGeom g;
-  const std::string axis_text = attrs.get_str("axis", axis_default);
-  g.flat = axis_text == "None";
+  const std::string text = axis_text(attrs, axis_default);
+  g.flat = text == "None";
   if (g.flat) {
     g.view = {1, shape_size(data), 1};
   } else {
-    PMX_CHECK(!data.empty(), op, ": axis ", axis_text, " is out of range for a 0-d array; pass "
+    PMX_CHECK(!data.empty(), op, ": axis ", text, " is out of range for a 0-d array; pass "
               "axis None to work on it as a 1-d array");
-    g.view = axis_view(data, attrs.get_int("axis"), op);
+    const int64_t axis = attrs.find("axis") ? attrs.get_int("axis") : std::stoll(axis_default);
+    g.view = axis_view(data, axis, op);
   }
   return g;
 }
