@@ -62,11 +62,16 @@ def test_sort_argsort_match_numpy(dtype, axis, device):
     assert_bitwise(np.argsort(x, axis=axis), onp.argsort(values, axis=axis, kind="stable"))
 
 
+# Rows of 12 take the insertion sort, of 240 the radix passes (Note [CPU sort by radix]).
+@pytest.mark.parametrize("repeats", [1, 20])
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_nan_inf_and_signed_zero_placement(dtype, device):
+def test_nan_inf_and_signed_zero_placement(dtype, repeats, device):
     neg_nan = -onp.float32("nan")
     values = onp.array([onp.nan, 1.0, -onp.inf, neg_nan, -0.0, 0.0, onp.inf, -1.0, 0.0, -0.0,
-                        onp.nan, 1.0], dtype=onp.float32 if dtype == "bfloat16" else dtype)
+                        onp.nan, 1.0] * repeats, dtype=onp.float32 if dtype == "bfloat16" else dtype)
+    values[::7] *= onp.random.uniform(0.5, 2, len(values[::7])).astype(values.dtype)
+    if dtype == "bfloat16":  # the values bfloat16 holds
+        values = on(cpu(), values, dtype).asnumpy()
     x = on(device, values, dtype)
     order = onp.argsort(values, kind="stable")
     assert_bitwise(np.argsort(x), order)
@@ -74,10 +79,11 @@ def test_nan_inf_and_signed_zero_placement(dtype, device):
     assert_bitwise(np.sort(x), values[order])
 
 
-@pytest.mark.parametrize("dtype", ["float32", "int32", "bfloat16"])
-def test_descending_is_the_stable_reverse_with_nan_first(dtype, device):
-    values = values_of(dtype, (4, 9))
-    if dtype != "int32":
+@pytest.mark.parametrize("width", [9, 90])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bfloat16", "uint8", "float16"])
+def test_descending_is_the_stable_reverse_with_nan_first(dtype, width, device):
+    values = values_of(dtype, (4, width))
+    if dtype.startswith("float") or dtype == "bfloat16":
         values[1, 3] = values[2, 0] = values[2, 5] = onp.nan
     x = on(device, values, dtype)
 

@@ -32,7 +32,10 @@
 // 0.1s ends at 256 in NumPy's float16, instead of 410).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ops/elemwise.h"
@@ -72,84 +75,119 @@ void for_row_tiles(const AxisView& v, Fn fn) {
 // ---------------------------------------------------------------------------------------------
 // sort and argsort (Note [Sort order])
 // ---------------------------------------------------------------------------------------------
-template <typename C>
-bool is_nan(C v) {
-  if constexpr (std::is_floating_point_v<C>) {
-    return std::isnan(v);
+// Note [CPU sort by radix]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// Each element maps to an unsigned key whose integer order is the sort order: floats by their
+// sign-flipped bits, with every NaN the largest key and -0.0 the key of +0.0 (so the two tie),
+// signed integers with the sign bit flipped; descending order takes the complement. Rows are
+// then sorted by a stable least-significant-digit radix sort on 8-bit digits, carrying the value
+// (sort) or its position (argsort) along, and a digit that all keys of a row share costs no
+// pass (small integers in int64). A (1000, 1000) float32 sort ran 4-6 times faster so than
+// std::stable_sort with a NaN-aware comparison. Rows shorter than kRadixMinRow, where the 256
+// counters of a pass cost more than they save, take an insertion sort on the same keys: one
+// definition of the order either way.
+constexpr int64_t kRadixMinRow = 64;
+
+template <typename T> struct RadixKeyOf { using type = std::make_unsigned_t<T>; };
+template <> struct RadixKeyOf<bool> { using type = uint8_t; };
+template <> struct RadixKeyOf<float> { using type = uint32_t; };
+template <> struct RadixKeyOf<double> { using type = uint64_t; };
+template <> struct RadixKeyOf<half_t> { using type = uint16_t; };
+template <> struct RadixKeyOf<bf16_t> { using type = uint16_t; };
+
+template <typename T>
+typename RadixKeyOf<T>::type radix_key(T value, bool ascend) {
+  using K = typename RadixKeyOf<T>::type;
+  constexpr K kSign = K(K(1) << (sizeof(K) * 8 - 1));
+  K key;
+  if constexpr (std::is_floating_point_v<compute_t<T>>) {
+    const compute_t<T> v = static_cast<compute_t<T>>(value);
+    if (std::isnan(v)) {
+      key = std::numeric_limits<K>::max();
+    } else {
+      K bits = 0;
+      if (v != 0) std::memcpy(&bits, &value, sizeof bits);  // -0.0 keeps the bits of +0.0
+      key = (bits & kSign) ? K(~bits) : K(bits | kSign);
+    }
+  } else if constexpr (std::is_signed_v<T>) {
+    key = K(static_cast<K>(value) ^ kSign);
   } else {
-    return false;
+    key = static_cast<K>(value);
   }
+  return ascend ? key : K(~key);
 }
 
-template <typename C>
-bool ascending_before(C a, C b) {
-  return a < b || (is_nan(b) && !is_nan(a));  // NaNs after everything else
-}
-
-template <typename C>
-bool descending_before(C a, C b) {
-  return b < a || (is_nan(a) && !is_nan(b));  // NaNs before everything else
-}
-
-// Stable-sorts [first, last) by key(element) in the order `ascend` says.
-template <typename It, typename Key>
-void stable_sort_by(It first, It last, bool ascend, Key key) {
-  if (ascend) {
-    std::stable_sort(first, last, [&](const auto& a, const auto& b) {
-      return ascending_before(key(a), key(b));
-    });
-  } else {
-    std::stable_sort(first, last, [&](const auto& a, const auto& b) {
-      return descending_before(key(a), key(b));
-    });
+// Stable-sorts the n (key, payload) pairs at `keys` / `payloads` by key, using `spare_keys` /
+// `spare_payloads` (n each) as the other buffers of the radix passes; returns the buffer of
+// payloads that holds the result (either of the two).
+template <typename K, typename P>
+P* sort_pairs(K* keys, P* payloads, K* spare_keys, P* spare_payloads, int64_t n) {
+  if (n < kRadixMinRow) {
+    for (int64_t i = 1; i < n; ++i) {
+      const K key = keys[i];
+      const P payload = payloads[i];
+      int64_t j = i;
+      for (; j > 0 && key < keys[j - 1]; --j) {
+        keys[j] = keys[j - 1];
+        payloads[j] = payloads[j - 1];
+      }
+      keys[j] = key;
+      payloads[j] = payload;
+    }
+    return payloads;
   }
+  for (int shift = 0; shift < static_cast<int>(sizeof(K) * 8); shift += 8) {
+    int64_t start[256] = {};
+    for (int64_t i = 0; i < n; ++i) ++start[(keys[i] >> shift) & 0xff];
+    if (start[(keys[0] >> shift) & 0xff] == n) continue;  // one digit for all: order unchanged
+    int64_t offset = 0;
+    for (int64_t& s : start) offset += std::exchange(s, offset);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t to = start[(keys[i] >> shift) & 0xff]++;
+      spare_keys[to] = keys[i];
+      spare_payloads[to] = payloads[i];
+    }
+    std::swap(keys, spare_keys);
+    std::swap(payloads, spare_payloads);
+  }
+  return payloads;
 }
 
-// How sort_rows keeps elements of type T in a std::vector (not std::vector<bool>'s bits).
+// How a std::vector holds payloads of type T (not std::vector<bool>'s bits).
 template <typename T>
 using Stored = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;
 
-template <typename T>
-void sort_rows(const T* x, T* y, const AxisView& v, bool ascend) {
-  using C = compute_t<T>;
-  using S = Stored<T>;
-  for_row_tiles<std::vector<S>>(v, [&](std::vector<S>& rows, int64_t o, int64_t i0, int64_t i1) {
-    const int64_t lanes = i1 - i0;
-    rows.resize(lanes * v.n);
-    for (int64_t j = 0; j < v.n; ++j)
-      for (int64_t i = i0; i < i1; ++i) rows[(i - i0) * v.n + j] = x[(o * v.n + j) * v.inner + i];
-    for (int64_t r = 0; r < lanes; ++r)
-      stable_sort_by(rows.begin() + r * v.n, rows.begin() + (r + 1) * v.n, ascend,
-                     [](S value) { return static_cast<C>(static_cast<T>(value)); });
-    for (int64_t j = 0; j < v.n; ++j)
-      for (int64_t i = i0; i < i1; ++i) y[(o * v.n + j) * v.inner + i] = rows[(i - i0) * v.n + j];
-  });
-}
-
-template <typename C>
-struct Keyed {
-  C key;
-  int64_t position;  // along the row
+template <typename K, typename P>
+struct SortScratch {
+  std::vector<K> keys, spare_keys;
+  std::vector<P> payloads, spare_payloads;
+  std::vector<const P*> sorted;  // per row of the tile: the buffer holding its sorted payloads
 };
 
-template <typename T, typename I>
-void argsort_rows(const T* x, I* indices, const AxisView& v, bool ascend) {
-  using C = compute_t<T>;
-  for_row_tiles<std::vector<Keyed<C>>>(
-      v, [&](std::vector<Keyed<C>>& rows, int64_t o, int64_t i0, int64_t i1) {
-        const int64_t lanes = i1 - i0;
-        rows.resize(lanes * v.n);
-        for (int64_t j = 0; j < v.n; ++j)
-          for (int64_t i = i0; i < i1; ++i)
-            rows[(i - i0) * v.n + j] = {static_cast<C>(x[(o * v.n + j) * v.inner + i]), j};
-        for (int64_t r = 0; r < lanes; ++r)
-          stable_sort_by(rows.begin() + r * v.n, rows.begin() + (r + 1) * v.n, ascend,
-                         [](const Keyed<C>& k) { return k.key; });
-        for (int64_t j = 0; j < v.n; ++j)
-          for (int64_t i = i0; i < i1; ++i)
-            indices[(o * v.n + j) * v.inner + i] =
-                static_cast<I>(static_cast<compute_t<I>>(rows[(i - i0) * v.n + j].position));
-      });
+// Sorts every row of x (Note [CPU sort by radix]) carrying payload(j, x_j) along, and stores
+// payload k of the sorted row (o, i) with store(flat index of element k of that row, payload).
+template <typename T, typename P, typename MakePayload, typename Store>
+void sort_rows(const T* x, const AxisView& v, bool ascend, MakePayload payload, Store store) {
+  using K = typename RadixKeyOf<T>::type;
+  for_row_tiles<SortScratch<K, P>>(v, [&](SortScratch<K, P>& s, int64_t o, int64_t i0,
+                                          int64_t i1) {
+    const int64_t lanes = i1 - i0;
+    for (auto* buffer : {&s.keys, &s.spare_keys}) buffer->resize(lanes * v.n);
+    for (auto* buffer : {&s.payloads, &s.spare_payloads}) buffer->resize(lanes * v.n);
+    s.sorted.resize(lanes);
+    for (int64_t j = 0; j < v.n; ++j)
+      for (int64_t i = i0; i < i1; ++i) {
+        const T value = x[(o * v.n + j) * v.inner + i];
+        s.keys[(i - i0) * v.n + j] = radix_key(value, ascend);
+        s.payloads[(i - i0) * v.n + j] = payload(j, value);
+      }
+    for (int64_t r = 0; r < lanes; ++r)
+      s.sorted[r] = sort_pairs(&s.keys[r * v.n], &s.payloads[r * v.n], &s.spare_keys[r * v.n],
+                               &s.spare_payloads[r * v.n], v.n);
+    for (int64_t j = 0; j < v.n; ++j)
+      for (int64_t i = i0; i < i1; ++i)
+        store((o * v.n + j) * v.inner + i, s.sorted[i - i0][j]);
+  });
 }
 
 void sort_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::vector<DType>& dt,
@@ -162,8 +200,12 @@ void sort_forward(const OpContext& ctx, const std::vector<TBlob>& in,
                   const std::vector<TBlob>& out) {
   const RowGeom g = row_geom(*ctx.attrs, in[0].shape, "sort", "-1");
   const bool ascend = ctx.attrs->get_bool("is_ascend", true);
-  PMX_TYPE_SWITCH(in[0].dtype, T,
-                  { sort_rows(in[0].data<T>(), out[0].data<T>(), g.view, ascend); });
+  PMX_TYPE_SWITCH(in[0].dtype, T, {
+    T* y = out[0].data<T>();
+    sort_rows<T, Stored<T>>(
+        in[0].data<T>(), g.view, ascend, [](int64_t, T value) { return Stored<T>(value); },
+        [y](int64_t at, Stored<T> value) { y[at] = static_cast<T>(value); });
+  });
 }
 
 // The values are differentiable: the output gradient goes back to where each value came from.
@@ -190,8 +232,14 @@ void argsort_forward(const OpContext& ctx, const std::vector<TBlob>& in,
   const RowGeom g = row_geom(*ctx.attrs, in[0].shape, "argsort", "-1");
   const bool ascend = ctx.attrs->get_bool("is_ascend", true);
   PMX_TYPE_SWITCH(in[0].dtype, T, {
-    PMX_TYPE_SWITCH(out[0].dtype, I,
-                    { argsort_rows(in[0].data<T>(), out[0].data<I>(), g.view, ascend); });
+    PMX_TYPE_SWITCH(out[0].dtype, I, {
+      I* indices = out[0].data<I>();
+      sort_rows<T, int64_t>(
+          in[0].data<T>(), g.view, ascend, [](int64_t j, T) { return j; },
+          [indices](int64_t at, int64_t j) {
+            indices[at] = static_cast<I>(static_cast<compute_t<I>>(j));
+          });
+    });
   });
 }
 
