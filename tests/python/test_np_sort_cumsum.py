@@ -67,8 +67,8 @@ def test_sort_argsort_match_numpy(dtype, axis, device):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_nan_inf_and_signed_zero_placement(dtype, repeats, device):
     neg_nan = -onp.float32("nan")
-    values = onp.array([onp.nan, 1.0, -onp.inf, neg_nan, -0.0, 0.0, onp.inf, -1.0, 0.0, -0.0,
-                        onp.nan, 1.0] * repeats, dtype=onp.float32 if dtype == "bfloat16" else dtype)
+    row = [onp.nan, 1.0, -onp.inf, neg_nan, -0.0, 0.0, onp.inf, -1.0, 0.0, -0.0, onp.nan, 1.0]
+    values = onp.array(row * repeats, dtype=onp.float32 if dtype == "bfloat16" else dtype)
     values[::7] *= onp.random.uniform(0.5, 2, len(values[::7])).astype(values.dtype)
     if dtype == "bfloat16":  # the values bfloat16 holds
         values = on(cpu(), values, dtype).asnumpy()
