@@ -12,12 +12,11 @@
 // Note [GPU sort by a stable segmented sort]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Rows run along `axis` with stride `inner`; they are gathered into contiguous segments of
-// (key, position) pairs and sorted by CUB's segmented sort, which is stable in both directions
-// and ties -0.0 with +0.0. Radix order would put NaNs with the sign bit set before -inf, so every
-// NaN key is replaced by the positive quiet NaN: all NaNs then tie, after +inf (before it when
-// descending), which is the CPU's order. argsort writes the sorted positions; sort gathers the
-// input at them, so it moves the original values (NaN payloads, signs of zeros) as the CPU does,
-// and both give the same bits. bool keys sort as uint8.
+// (key, position) pairs, with the CPU's unsigned keys (Note [Sort keys]), and sorted by CUB's
+// stable segmented sort. Unsigned keys matter: CUB sorts short segments by comparing the keys
+// themselves, where float keys would compare false with every NaN. argsort writes the sorted
+// positions; sort gathers the input at them, so it moves the original values (NaN payloads,
+// signs of zeros) as the CPU does, and both give the same bits.
 //
 // Note [GPU cumsum by block scans]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -47,28 +46,42 @@ using nn::RowGeom;
 // ---------------------------------------------------------------------------------------------
 // sort and argsort (Note [GPU sort by a stable segmented sort])
 // ---------------------------------------------------------------------------------------------
-template <typename T> struct SortKey { using type = T; };
-template <> struct SortKey<bool> { using type = uint8_t; };
+template <typename T> struct SortKeyOf { using type = std::make_unsigned_t<T>; };
+template <> struct SortKeyOf<bool> { using type = uint8_t; };
+template <> struct SortKeyOf<float> { using type = uint32_t; };
+template <> struct SortKeyOf<double> { using type = uint64_t; };
+template <> struct SortKeyOf<__half> { using type = uint16_t; };
+template <> struct SortKeyOf<__nv_bfloat16> { using type = uint16_t; };
 
-// `value` as a sort key: NaNs all become the positive quiet NaN.
-template <typename T, typename K>
-__device__ __forceinline__ K sort_key(T value) {
-  if constexpr (kIsFloat<T>) {
-    const AccT<T> v = convert<AccT<T>>(value);
-    if (v != v) return convert<K>(__int_as_float(0x7fc00000));
-    return value;
+// The key of `value` (Note [Sort keys]), complemented for descending order.
+template <typename T>
+__device__ __forceinline__ typename SortKeyOf<T>::type sort_key(T value, bool ascend) {
+  using K = typename SortKeyOf<T>::type;
+  K bits;
+  memcpy(&bits, &value, sizeof bits);
+  K key;
+  if constexpr (std::is_same_v<T, float>) {
+    key = nn::float_sort_key(bits, nn::kFloatInfBits);
+  } else if constexpr (std::is_same_v<T, double>) {
+    key = nn::float_sort_key(bits, nn::kDoubleInfBits);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    key = nn::float_sort_key(bits, nn::kHalfInfBits);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    key = nn::float_sort_key(bits, nn::kBFloat16InfBits);
   } else {
-    return static_cast<K>(value);
+    key = nn::integer_sort_key(bits, std::is_signed_v<T>);
   }
+  return ascend ? key : K(~key);
 }
 
 // keys[r * n + j] = sort_key(x[(o * n + j) * inner + i]) for row r = o * inner + i, and
 // positions[r * n + j] = j.
 template <typename T, typename K>
-__global__ void gather_keys_kernel(const T* x, K* keys, int32_t* positions, AxisView v) {
+__global__ void gather_keys_kernel(const T* x, K* keys, int32_t* positions, AxisView v,
+                                   bool ascend) {
   PMX_GRID_STRIDE_LOOP(e, v.outer * v.inner * v.n) {
     const int64_t j = e % v.n, r = e / v.n, o = r / v.inner, i = r % v.inner;
-    keys[e] = sort_key<T, K>(x[(o * v.n + j) * v.inner + i]);
+    keys[e] = sort_key(x[(o * v.n + j) * v.inner + i], ascend);
     positions[e] = static_cast<int32_t>(j);
   }
 }
@@ -100,21 +113,17 @@ __global__ void write_positions_kernel(const int32_t* sorted, I* indices, AxisVi
 template <typename T>
 const int32_t* sorted_positions(const OpContext& ctx, const T* x, const AxisView& v, bool ascend,
                                 const char* op) {
-  using K = typename SortKey<T>::type;
+  using K = typename SortKeyOf<T>::type;
   PMX_CHECK(v.n <= std::numeric_limits<int32_t>::max(), op, ": a row of ", v.n,
             " elements is longer than the GPU sort's limit of 2^31 - 1");
   const int64_t rows = v.outer * v.inner, items = rows * v.n;
   cudaStream_t s = stream_of(ctx);
-  // One call shape for both passes of CUB (size query with null buffers, then the sort).
+  // One call shape for both passes of CUB (size query with null buffers, then the sort);
+  // descending order is in the keys.
   auto sort = [&](void* tmp, size_t& bytes, const K* keys_in, K* keys_out, const int32_t* pos_in,
                   int32_t* pos_out, const int64_t* offsets) {
-    if (ascend) {
-      PMX_CUDA_CHECK(cub::DeviceSegmentedSort::StableSortPairs(
-          tmp, bytes, keys_in, keys_out, pos_in, pos_out, items, rows, offsets, offsets + 1, s));
-    } else {
-      PMX_CUDA_CHECK(cub::DeviceSegmentedSort::StableSortPairsDescending(
-          tmp, bytes, keys_in, keys_out, pos_in, pos_out, items, rows, offsets, offsets + 1, s));
-    }
+    PMX_CUDA_CHECK(cub::DeviceSegmentedSort::StableSortPairs(
+        tmp, bytes, keys_in, keys_out, pos_in, pos_out, items, rows, offsets, offsets + 1, s));
   };
   size_t sort_bytes = 0;
   sort(nullptr, sort_bytes, nullptr, nullptr, nullptr, nullptr, nullptr);
@@ -130,7 +139,7 @@ const int32_t* sorted_positions(const OpContext& ctx, const T* x, const AxisView
   int64_t* offsets = reinterpret_cast<int64_t*>(ws + 2 * key_bytes + 2 * pos_bytes);
   void* sort_tmp = ws + 2 * key_bytes + 2 * pos_bytes + offset_bytes;
 
-  gather_keys_kernel<T, K><<<grid_for(items), kBlock, 0, s>>>(x, keys, positions, v);
+  gather_keys_kernel<T, K><<<grid_for(items), kBlock, 0, s>>>(x, keys, positions, v, ascend);
   PMX_KERNEL_LAUNCH_CHECK();
   segment_offsets_kernel<<<grid_for(rows + 1), kBlock, 0, s>>>(offsets, rows, v.n);
   PMX_KERNEL_LAUNCH_CHECK();

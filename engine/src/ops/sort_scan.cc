@@ -16,7 +16,8 @@
 // ~~~~~~~~~~~~~~~~~
 // Ascending order is NumPy's: NaNs last, whatever their sign bit. Descending order (is_ascend
 // False) is its exact reverse except for ties, so NaNs come first. Both are stable: equal values
-// (-0.0 and +0.0 among them) keep their input order, which is NumPy's argsort(kind='stable').
+// (-0.0 and +0.0 among them, and all NaNs) keep their input order, which is NumPy's
+// argsort(kind='stable'). Both devices sort by the keys of Note [Sort keys].
 // sort's output is the input gathered by that permutation, so NaN payloads and the signs of
 // zeros travel with their values, and the CPU and GPU ops give the same bits.
 //
@@ -31,9 +32,7 @@
 // MXNet) round every partial sum to float16, whose error grows with the row (a 4096-long row of
 // 0.1s ends at 256 in NumPy's float16, instead of 410).
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -77,15 +76,12 @@ void for_row_tiles(const AxisView& v, Fn fn) {
 // ---------------------------------------------------------------------------------------------
 // Note [CPU sort by radix]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
-// Each element maps to an unsigned key whose integer order is the sort order: floats by their
-// sign-flipped bits, with every NaN the largest key and -0.0 the key of +0.0 (so the two tie),
-// signed integers with the sign bit flipped; descending order takes the complement. Rows are
-// then sorted by a stable least-significant-digit radix sort on 8-bit digits, carrying the value
-// (sort) or its position (argsort) along, and a digit that all keys of a row share costs no
-// pass (small integers in int64). A (1000, 1000) float32 sort ran 4-6 times faster so than
-// std::stable_sort with a NaN-aware comparison. Rows shorter than kRadixMinRow, where the 256
-// counters of a pass cost more than they save, take an insertion sort on the same keys: one
-// definition of the order either way.
+// Rows are sorted by their keys (Note [Sort keys] in sort_scan_geometry.h) with a stable
+// least-significant-digit radix sort on 8-bit digits, carrying the value (sort) or its position
+// (argsort) along; a digit that all keys of a row share costs no pass (small integers in
+// int64). A (1000, 1000) float32 sort ran 3-10 times faster so than std::stable_sort with a
+// NaN-aware comparison, an argsort 5-10 times. Rows shorter than kRadixMinRow, where the 256
+// counters of a pass cost more than they save, take an insertion sort on the same keys.
 constexpr int64_t kRadixMinRow = 64;
 
 template <typename T> struct RadixKeyOf { using type = std::make_unsigned_t<T>; };
@@ -96,23 +92,21 @@ template <> struct RadixKeyOf<half_t> { using type = uint16_t; };
 template <> struct RadixKeyOf<bf16_t> { using type = uint16_t; };
 
 template <typename T>
-typename RadixKeyOf<T>::type radix_key(T value, bool ascend) {
+typename RadixKeyOf<T>::type sort_key(T value, bool ascend) {
   using K = typename RadixKeyOf<T>::type;
-  constexpr K kSign = K(K(1) << (sizeof(K) * 8 - 1));
+  K bits;
+  std::memcpy(&bits, &value, sizeof bits);
   K key;
-  if constexpr (std::is_floating_point_v<compute_t<T>>) {
-    const compute_t<T> v = static_cast<compute_t<T>>(value);
-    if (std::isnan(v)) {
-      key = std::numeric_limits<K>::max();
-    } else {
-      K bits = 0;
-      if (v != 0) std::memcpy(&bits, &value, sizeof bits);  // -0.0 keeps the bits of +0.0
-      key = (bits & kSign) ? K(~bits) : K(bits | kSign);
-    }
-  } else if constexpr (std::is_signed_v<T>) {
-    key = K(static_cast<K>(value) ^ kSign);
+  if constexpr (std::is_same_v<T, float>) {
+    key = nn::float_sort_key(bits, nn::kFloatInfBits);
+  } else if constexpr (std::is_same_v<T, double>) {
+    key = nn::float_sort_key(bits, nn::kDoubleInfBits);
+  } else if constexpr (std::is_same_v<T, half_t>) {
+    key = nn::float_sort_key(bits, nn::kHalfInfBits);
+  } else if constexpr (std::is_same_v<T, bf16_t>) {
+    key = nn::float_sort_key(bits, nn::kBFloat16InfBits);
   } else {
-    key = static_cast<K>(value);
+    key = nn::integer_sort_key(bits, std::is_signed_v<T>);
   }
   return ascend ? key : K(~key);
 }
@@ -178,7 +172,7 @@ void sort_rows(const T* x, const AxisView& v, bool ascend, MakePayload payload, 
     for (int64_t j = 0; j < v.n; ++j)
       for (int64_t i = i0; i < i1; ++i) {
         const T value = x[(o * v.n + j) * v.inner + i];
-        s.keys[(i - i0) * v.n + j] = radix_key(value, ascend);
+        s.keys[(i - i0) * v.n + j] = sort_key(value, ascend);
         s.payloads[(i - i0) * v.n + j] = payload(j, value);
       }
     for (int64_t r = 0; r < lanes; ++r)
