@@ -13,7 +13,7 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Rows run along `axis` with stride `inner`; they are gathered into contiguous segments of
 // (key, position) pairs, with the CPU's unsigned keys (Note [Sort keys]), and sorted by CUB's
-// stable segmented sort. Unsigned keys matter: CUB sorts short segments by comparing the keys
+// stable segmented sort (a single row by its stable device-wide radix sort). Unsigned keys matter: CUB sorts short segments by comparing the keys
 // themselves, where float keys would compare false with every NaN. argsort writes the sorted
 // positions; sort gathers the input at them, so it moves the original values (NaN payloads,
 // signs of zeros) as the CPU does, and both give the same bits.
@@ -26,6 +26,7 @@
 // additions depends only on the row length, so results are deterministic; float rows differ from
 // the CPU's sequential sums in rounding only (integers are exact, and wrap around alike).
 #include <cub/block/block_scan.cuh>
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_sort.cuh>
 
 #include <limits>
@@ -119,11 +120,18 @@ const int32_t* sorted_positions(const OpContext& ctx, const T* x, const AxisView
   const int64_t rows = v.outer * v.inner, items = rows * v.n;
   cudaStream_t s = stream_of(ctx);
   // One call shape for both passes of CUB (size query with null buffers, then the sort);
-  // descending order is in the keys.
+  // descending order is in the keys. A single row (axis None, or one long row) goes to the
+  // device-wide radix sort, which spreads it over the whole GPU; the segmented sort gives each
+  // segment one block.
   auto sort = [&](void* tmp, size_t& bytes, const K* keys_in, K* keys_out, const int32_t* pos_in,
                   int32_t* pos_out, const int64_t* offsets) {
-    PMX_CUDA_CHECK(cub::DeviceSegmentedSort::StableSortPairs(
-        tmp, bytes, keys_in, keys_out, pos_in, pos_out, items, rows, offsets, offsets + 1, s));
+    if (rows == 1) {
+      PMX_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(tmp, bytes, keys_in, keys_out, pos_in,
+                                                     pos_out, items, 0, int(sizeof(K) * 8), s));
+    } else {
+      PMX_CUDA_CHECK(cub::DeviceSegmentedSort::StableSortPairs(
+          tmp, bytes, keys_in, keys_out, pos_in, pos_out, items, rows, offsets, offsets + 1, s));
+    }
   };
   size_t sort_bytes = 0;
   sort(nullptr, sort_bytes, nullptr, nullptr, nullptr, nullptr, nullptr);
