@@ -3,9 +3,14 @@
 Python does argument checking and the NumPy-to-operator translation only; every computation is
 one or more `invoke` calls (asynchronous). Scalars on either side of a binary op use the
 `*_scalar` operators, so `x + 1` makes no array for the 1.
+
+Deliberate differences from NumPy: argsort is always stable (any `kind`); cumsum of uint8
+accumulates in int64 (pymx has no uint64), and of float16 / bfloat16 in float32 with each output
+rounded once (NumPy rounds every partial sum to float16).
 """
 import builtins
 import numbers
+import operator
 
 import numpy as _onp
 
@@ -788,9 +793,71 @@ def trace(a, offset=0, axis1=0, axis2=1):
 
 
 # ---------------------------------------------------------------------------------------------
-# Host-side functions. Their results depend on data values (nonzero) or have no operator yet
-# (sort, cumsum): they wait for the input, compute with NumPy and return a new array. They are
-# not recorded by autograd.
+# Sorting and cumulative sums (operators sort, argsort, cumsum: engine/src/ops/sort_scan.cc)
+# ---------------------------------------------------------------------------------------------
+
+_SORT_KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
+
+
+def _ordering_axis(ndim, axis, what):
+    """The `axis` attribute for `what` on an array of `ndim` dimensions: None (the flattened
+    array) or an axis in [0, ndim). An axis out of range is NumPy's AxisError, a non-integer one
+    a TypeError."""
+    if axis is None:
+        return None
+    try:
+        axis = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"{what}: axis must be an integer or None, got {axis!r}") from None
+    return _normalized_axes(axis, ndim, what)[0]
+
+
+def _check_sort_options(kind, order, what):
+    # Every kind gives the same result: the operators sort stably, which each kind allows.
+    if kind not in _SORT_KINDS:
+        raise ValueError(f"{what}: kind must be one of {_SORT_KINDS[1:]} or None, got {kind!r}")
+    if order is not None:
+        raise ValueError(f"{what}: cannot specify order ({order!r}) when the array has no fields")
+
+
+@_export
+def sort(a, axis=-1, kind=None, order=None):
+    """A sorted copy of `a` along `axis` (None: of the flattened array), NaNs last.
+    Differentiable: the gradient flows back to where each value came from."""
+    _check_sort_options(kind, order, "sort")
+    a = _to_array(a)
+    return _invoke("sort", [a], {"axis": _ordering_axis(a.ndim, axis, "sort")})[0]
+
+
+@_export
+def argsort(a, axis=-1, kind=None, order=None):
+    """The int64 indices that sort `a` along `axis` (None: the flattened array), NaNs last;
+    equal values keep their order (NumPy's kind='stable', whatever `kind` says)."""
+    _check_sort_options(kind, order, "argsort")
+    a = _to_array(a)
+    return _invoke("argsort", [a], {"axis": _ordering_axis(a.ndim, axis, "argsort"),
+                                    "dtype": "int64"})[0]
+
+
+@_export
+def cumsum(a, axis=None, dtype=None, out=None):
+    """Cumulative sum along `axis` (None: of the flattened array, a 1-d result). Without a
+    `dtype`, bool and integers narrower than int64 accumulate in int64, other dtypes in their
+    own; float16 and bfloat16 keep the running sum in float32 and round each output once."""
+    a = _to_array(a)
+    # NumPy takes a 0-d array as 1-d, so axis 0 (or -1) works on it too.
+    axis = _ordering_axis(builtins.max(a.ndim, 1), axis, "cumsum")
+    attrs = {"axis": None if a.ndim == 0 else axis}
+    if dtype is not None:
+        attrs["dtype"] = as_dtype(dtype)
+    result = _invoke("cumsum", [a], attrs)[0]
+    return result if out is None else copyto(out, result)
+
+
+# ---------------------------------------------------------------------------------------------
+# Host-side functions. Their result shapes depend on data values (nonzero, argwhere, unique):
+# they wait for the input, compute with NumPy and return a new array. They are not recorded by
+# autograd.
 # ---------------------------------------------------------------------------------------------
 
 def _host(fn, a, *args, **kwargs):
@@ -815,22 +882,6 @@ def nonzero(a):
 @_export
 def argwhere(a):
     return _host(_onp.argwhere, a)
-
-
-@_export
-def sort(a, axis=-1):
-    return _host(_onp.sort, a, axis=axis)
-
-
-@_export
-def argsort(a, axis=-1):
-    return _host(lambda v: _onp.argsort(v, axis=axis, kind="stable").astype(_onp.int64), a)
-
-
-@_export
-def cumsum(a, axis=None, dtype=None, out=None):
-    result = _host(_onp.cumsum, a, axis=axis, dtype=dtype)
-    return result if out is None else copyto(out, result)
 
 
 @_export
