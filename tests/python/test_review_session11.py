@@ -4,10 +4,15 @@ weight cache, content stamps, matmul transpose flags, layer_norm rows, dropout's
 Each test failed before its fix:
 - a hybridized graph replayed in bulk (Note [Bulk execution]) reuses a static buffer within
   the run, so one buffer held several convolution weights under one content stamp: the third
-  convolution got the second one's packed weights (invoke.cc, BulkInvoke::push)."""
+  convolution got the second one's packed weights (invoke.cc, BulkInvoke::push);
+- float16 and bfloat16 convolutions run their float kernel on widened copies (through_float.h),
+  whose address says nothing of where the weight lies in its chunk: two views of one chunk
+  shared a cache key, and the first view's convolution got the second one's packed weights."""
 import numpy as onp
+import pytest
 
 from pymx import gluon, np, npx
+from pymx.ndarray import from_numpy
 
 RNG = onp.random.default_rng(1111)
 
@@ -41,3 +46,21 @@ def test_bulk_replay_reusing_a_weight_buffer_never_hits_a_stale_packing():
     net.hybridize(static_alloc=True, static_shape=True)
     for _ in range(4):  # the bulk replays start at the second call; seen, packed, hit
         onp.testing.assert_allclose(net(x).asnumpy(), imperative, rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16bit_views_of_one_weight_chunk_never_share_a_packing(dtype):
+    x64 = RNG.standard_normal((1, 4, 18, 18))
+    w64 = RNG.standard_normal((16, 4, 3, 3))
+    x = np.array(x64.astype(onp.float32)).astype(dtype)
+    w = np.array(w64.astype(onp.float32)).astype(dtype)
+    halves = [w._slice_view(0, 8), w._slice_view(8, 16)]  # one chunk, one var
+
+    def conv(weight):
+        return npx.convolution(x, weight, None, kernel=(3, 3), pad=(1, 1), num_filter=8,
+                               no_bias=True).astype("float32").asnumpy()
+
+    want = [conv(from_numpy(half.astype("float32").asnumpy()).astype(dtype)) for half in halves]
+    for _ in range(3):  # seen, packed, hit
+        for half, expected in zip(halves, want):
+            onp.testing.assert_array_equal(conv(half), expected)
