@@ -1,6 +1,7 @@
 // invoke(): the imperative path of every operator. Checks devices, infers and allocates outputs,
 // pushes the kernel to the engine, then reports the op to autograd and to the graph tracer.
 // This is on the hot path of every `x + 1` from Python: keep it lean (no maps, no extra copies).
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -589,6 +590,14 @@ void BulkInvoke::add_before_capture(const OpDef& op, const Attrs& attrs,
 }
 
 void BulkInvoke::push(const char* name) {
+  // The bulk op holds its writes' vars for its whole run, so their versions stay put while its
+  // kernels write them: a buffer rewritten inside the run (a reused static buffer) would show
+  // one stamp for different contents. Its readers get no stamp (Note [Content stamps]).
+  std::vector<VarHandle> written = calls_->writes;
+  std::sort(written.begin(), written.end());
+  for (RecordRef& record : calls_->records)
+    for (VarHandle& var : record->in_vars)
+      if (var != nullptr && std::binary_search(written.begin(), written.end(), var)) var = nullptr;
   auto records = std::make_shared<Records>(std::move(calls_->records));
   const size_t first_captured = calls_->num_before_capture;
   // A seed is an argument of the captured kernels, new for every call: never captured.

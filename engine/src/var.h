@@ -88,7 +88,10 @@ struct Unblocked {
 // an identity drawn from a process-wide counter the first time a var in use is stamped, and
 // cleared when the var is released, so no two uses of vars ever share an identity. Only the
 // stamping pays for the counter, not every new var. Memory that code outside the engine may
-// write (imported, or whose address was handed out: Chunk::exposed) gets no stamp (invoke.cc).
+// write (imported, or whose address was handed out: Chunk::exposed) gets no stamp (invoke.cc),
+// nor does an input of a bulk replay (Note [Bulk execution] in invoke.h) that the replay writes:
+// the replay is one engine write, during which its kernels may rewrite a buffer several times
+// under one version.
 //
 // Note [Var registry]
 // ~~~~~~~~~~~~~~~~~~~

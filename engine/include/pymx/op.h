@@ -60,7 +60,8 @@ struct OpContext {
   // whole when the caller has no vars.
   const std::vector<VarHandle>* input_vars = nullptr;
   // What input i holds now (Note [Content stamps] in engine/src/var.h): unknown when the op
-  // also writes the input, when code outside the engine may write its memory, or without vars.
+  // (or, in a bulk replay, any op of the replay) also writes the input, when code outside the
+  // engine may write its memory, or without vars.
   ContentStamp input_stamp(size_t i) const;
   // Scratch memory for this op's duration on its device (grown and cached per worker).
   void* workspace(size_t bytes) const;

@@ -14,11 +14,12 @@
 // kCols ends with a tile that overlaps the one before (those outputs are computed twice,
 // identically). The weights are rearranged as [channel block][tap][kVecs * 16], zero-padded to
 // a whole block (once per call, or once for many inference calls: Note [Packed weight cache]),
-// and a padded convolution first copies the batch into a zero-bordered buffer, so the inner loop never tests bounds; with stride 2 the broadcasts read
-// every other input. Work is split into tasks of one output row of one image for one channel
-// block, claimed in that order by the intra-op threads, so consecutive tasks share the block's
-// weights in cache; every output is one task's sum over the taps in (c, ky, kx) order, so
-// results do not depend on scheduling. Results differ from the GEMM path only in summation
+// and a padded convolution first copies the batch into a zero-bordered buffer, so the inner
+// loop never tests bounds; with stride 2 the broadcasts read every other input. Work is split
+// into tasks of one output row of one image for one channel block, claimed in that order by the
+// intra-op threads, so consecutive tasks share the block's weights in cache; every output is one
+// task's sum over the taps in (c, ky, kx) order, so results do not depend on scheduling.
+// Results differ from the GEMM path only in summation
 // order. resnet18's layers on 2 threads (forward, ms, im2col + GEMM -> this, the fastest of 15
 // calls, medians of 4 interleaved runs, load 4-6), batch 8: 3x3 256->256 at 14x14 16.5 -> 11.1,
 // 3x3/2 128->256 to 14x14 7.3 -> 6.2, 3x3/2 256->512 to 7x7 9.0 -> 5.5, 3x3 512->512 at 7x7

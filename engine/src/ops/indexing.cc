@@ -230,8 +230,8 @@ PMX_REGISTER_OP(take)
     })
     .set_cpu([](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
       const TakeDims t = take_dims(*ctx.attrs, in[0].shape, "take");
-      const std::vector<int64_t> idx = resolve_indices(in[1], t.n, ctx.attrs->get_str("mode", "raise"), t.axis,
-                                                       "take");
+      const std::vector<int64_t> idx =
+          resolve_indices(in[1], t.n, ctx.attrs->get_str("mode", "raise"), t.axis, "take");
       const size_t elem = dtype_size(in[0].dtype), row = static_cast<size_t>(t.inner) * elem;
       const char* src = static_cast<const char*>(in[0].dptr);
       char* dst = static_cast<char*>(out[0].dptr);
@@ -260,8 +260,8 @@ PMX_REGISTER_OP(index_update)
     .set_cpu([](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
       copy_if_distinct(in[0], out[0]);
       const TakeDims t = take_dims(*ctx.attrs, in[0].shape, "index_update");
-      const std::vector<int64_t> idx = resolve_indices(in[1], t.n, ctx.attrs->get_str("mode", "raise"), t.axis,
-                                                       "index_update");
+      const std::vector<int64_t> idx =
+          resolve_indices(in[1], t.n, ctx.attrs->get_str("mode", "raise"), t.axis, "index_update");
       const bool accumulate = ctx.attrs->get_bool("accumulate", false);
       const TBlob values = ops::inputs_as(ctx, {in[2]}, out[0].dtype)[0];
       PMX_TYPE_SWITCH(out[0].dtype, T, {

@@ -165,7 +165,8 @@ void dropout_backward(const OpContext&, const std::vector<TBlob>& in,
     T* dx = out[0].data<T>();
     parallel_for(0, in[0].size(), kGrain, [=](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i)
-        dx[i] = static_cast<T>(static_cast<nn::acc_t<T>>(dy[i]) * static_cast<nn::acc_t<T>>(mask[i]));
+        dx[i] = static_cast<T>(static_cast<nn::acc_t<T>>(dy[i]) *
+                               static_cast<nn::acc_t<T>>(mask[i]));
     });
   });
 }

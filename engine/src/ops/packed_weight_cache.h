@@ -27,7 +27,8 @@ namespace pymx {
 //    shared by two arrays even when the engine recycles a var or the allocator hands a freed
 //    buffer's address to a new array, and the address tells views of one chunk apart. An input
 //    whose stamp is unknown (memory that code outside the engine may write, an input the op also
-//    writes, a call outside invoke) is never cached.
+//    writes, an input that any call of its bulk replay writes, a 16-bit input widened by
+//    through_float, a call outside invoke) is never cached.
 // So a hit returns exactly the floats the packing would produce now, and results are the same
 // bits with and without the cache.
 // Only inference calls use it (OpContext::is_train false): a training step changes the weights

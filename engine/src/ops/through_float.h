@@ -104,7 +104,18 @@ inline ComputeFn through_float(ComputeFn float_kernel, Widen which = Widen::kBot
     }
     for (TBlob& blob : wide_out)
       if (widened(blob.dtype)) blob = buffers.like(blob);
-    float_kernel(ctx, wide_in, wide_out);
+    // A widened input is a copy at an address that says nothing of where the original lies in
+    // its chunk, which a kernel keeping something derived from it tells views apart by (Note
+    // [Packed weight cache]): two views of one chunk would share a key. So it has no stamp.
+    std::vector<VarHandle> input_vars;
+    OpContext float_ctx = ctx;
+    if (ctx.input_vars != nullptr) {
+      input_vars = *ctx.input_vars;
+      for (size_t k = 0; k < in.size() && k < input_vars.size(); ++k)
+        if (widened(in[k].dtype)) input_vars[k] = nullptr;
+      float_ctx.input_vars = &input_vars;
+    }
+    float_kernel(float_ctx, wide_in, wide_out);
     auto narrow = [&widened](const TBlob& wide, const TBlob& blob) {
       if (!widened(blob.dtype)) return;
       with_16bit_float_type(blob.dtype, [&](auto tag) {
