@@ -19,10 +19,11 @@ from conftest import assert_engines_agree, assert_thread_count_independent, requ
 
 # (shape, axis): rows of 1, 7, 8, 9, 17 elements (around the 8 lanes), BERT's rows of 256 and
 # enough of them to split over threads and over several gradient blocks, many short rows (more
-# gradient blocks than the cap), strided rows (inner axes), and empty arrays.
+# gradient blocks than the cap), rows so long that the gradient blocks' scratch bound merges
+# rows into few blocks, strided rows (inner axes), and empty arrays.
 CASES = [((4, 1), -1), ((5, 7), -1), ((5, 8), -1), ((5, 9), -1), ((3, 17), -1),
-         ((300, 256), -1), ((2, 3, 256), -1), ((5000, 4), -1), ((17, 100), 0), ((6, 9, 3), 1),
-         ((2, 33, 130), 1), ((0, 5), -1), ((1,), 0)]
+         ((300, 256), -1), ((2, 3, 256), -1), ((5000, 4), -1), ((12, 1 << 19), -1),
+         ((17, 100), 0), ((6, 9, 3), 1), ((2, 33, 130), 1), ((0, 5), -1), ((1,), 0)]
 
 TOLERANCE = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-13)}
 EPS = 1e-5

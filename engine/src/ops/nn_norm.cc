@@ -678,12 +678,16 @@ void ln_backward_typed(const OpContext& ctx, const std::vector<TBlob>& in,
                        const std::vector<TBlob>& out) {
   const int axis = nn::normalize_axis(ctx.attrs->get_int("axis", -1), in[1].ndim(), "layer_norm");
   const AxisView v = axis_view(in[1].shape, axis);
-  // Blocks of rows with their own gamma/beta sums, added in block order (Note [Layer-norm rows]);
-  // at most kMaxBlocks blocks bound the scratch.
+  // Blocks of rows with their own gamma/beta sums, added in block order (Note [Layer-norm rows]).
+  // Their scratch, 2 n doubles a block, stays within kScratchDoubles (32 MiB) however long the
+  // rows, and never beyond kMaxBlocks blocks; both bounds depend on the shape alone.
   constexpr int64_t kMaxBlocks = 256;
+  constexpr int64_t kScratchDoubles = int64_t{1} << 22;
+  const int64_t max_blocks =
+      std::clamp<int64_t>(kScratchDoubles / std::max<int64_t>(2 * v.n, 1), 1, kMaxBlocks);
   const int64_t rows = v.outer * v.inner;
   const int64_t block_rows =
-      std::max<int64_t>(ln_row_grain(v.n), (rows + kMaxBlocks - 1) / kMaxBlocks);
+      std::max<int64_t>(ln_row_grain(v.n), (rows + max_blocks - 1) / max_blocks);
   const int64_t blocks = (rows + block_rows - 1) / block_rows;
   std::vector<double> sums(static_cast<size_t>(blocks * 2 * v.n), 0.0);
   const LnBackward<T> a{v, rows, block_rows, in[0].data<T>(), in[1].data<T>(), in[2].data<T>(),
