@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/fma_level.h"
 #include "ops/nn_common.h"
 #include "parallel.h"
 
@@ -62,7 +63,7 @@ inline bool kept(uint64_t seed, uint64_t draw, uint64_t threshold) {
 typedef uint64_t Lanes8 __attribute__((vector_size(64)));
 
 // flags[j] = whether draw first + j is kept, for j in [0, count).
-__attribute__((target_clones("arch=x86-64-v4", "default"))) void draw_keep_flags(
+__attribute__((always_inline)) inline void draw_keep_flags_lanes(
     uint64_t seed, uint64_t first, int64_t count, uint64_t threshold, uint8_t* flags) {
   int64_t j = 0;
   for (; j + 8 <= count; j += 8) {
@@ -78,6 +79,28 @@ __attribute__((target_clones("arch=x86-64-v4", "default"))) void draw_keep_flags
     for (int lane = 0; lane < 8; ++lane) flags[j + lane] = keep[lane] != 0;
   }
   for (; j < count; ++j) flags[j] = kept(seed, first + static_cast<uint64_t>(j), threshold);
+}
+
+void draw_keep_flags_base(uint64_t seed, uint64_t first, int64_t count, uint64_t threshold,
+                          uint8_t* flags) {
+  draw_keep_flags_lanes(seed, first, count, threshold, flags);
+}
+
+__attribute__((target("avx512f,avx512dq"))) void draw_keep_flags_avx512(
+    uint64_t seed, uint64_t first, int64_t count, uint64_t threshold, uint8_t* flags) {
+  draw_keep_flags_lanes(seed, first, count, threshold, flags);
+}
+
+// The copy for this CPU, chosen once. Not by target_clones: its ifunc resolver runs while the
+// program is being loaded, before a sanitizer's runtime has started (the ThreadSanitizer build
+// of the engine tests crashed there).
+void draw_keep_flags(uint64_t seed, uint64_t first, int64_t count, uint64_t threshold,
+                     uint8_t* flags) {
+  static const auto draw = nn::fma_level() == nn::FmaLevel::kAvx512 &&
+                                   __builtin_cpu_supports("avx512dq")
+                               ? draw_keep_flags_avx512
+                               : draw_keep_flags_base;
+  draw(seed, first, count, threshold, flags);
 }
 
 void dropout_forward(const OpContext& ctx, const std::vector<TBlob>& in,
