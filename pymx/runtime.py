@@ -105,10 +105,7 @@ class Features(collections.OrderedDict):
         if cls.instance is None:
             cls.instance = super().__new__(cls)
             super().__init__(cls.instance, [(f.name, f) for f in feature_list()])
-        return cls.instance
-
-    def __init__(self):  # filled once, in __new__
-        pass
+        return cls.instance  # (OrderedDict.__init__ with no arguments then keeps its items)
 
     def __repr__(self):
         return str(list(self.values()))
