@@ -34,6 +34,7 @@
 
 #include "kernel_util.cuh"
 #include "launch.h"
+#include "segmented_sort_buffers.cuh"
 #include "ops/sort_scan_geometry.h"
 
 namespace pymx {
@@ -87,10 +88,6 @@ __global__ void gather_keys_kernel(const T* x, K* keys, int32_t* positions, Axis
   }
 }
 
-__global__ void segment_offsets_kernel(int64_t* offsets, int64_t rows, int64_t n) {
-  PMX_GRID_STRIDE_LOOP(r, rows + 1) offsets[r] = r * n;
-}
-
 // y[(o * n + j) * inner + i] = x[(o * n + sorted[r * n + j]) * inner + i].
 template <typename T>
 __global__ void gather_sorted_kernel(const T* x, const int32_t* sorted, T* y, AxisView v) {
@@ -135,24 +132,11 @@ const int32_t* sorted_positions(const OpContext& ctx, const T* x, const AxisView
   };
   size_t sort_bytes = 0;
   sort(nullptr, sort_bytes, nullptr, nullptr, nullptr, nullptr, nullptr);
-  const size_t key_bytes = workspace_aligned(items * sizeof(K));
-  const size_t pos_bytes = workspace_aligned(items * sizeof(int32_t));
-  const size_t offset_bytes = workspace_aligned((rows + 1) * sizeof(int64_t));
-  char* ws = static_cast<char*>(
-      ctx.workspace(2 * key_bytes + 2 * pos_bytes + offset_bytes + sort_bytes));
-  K* keys = reinterpret_cast<K*>(ws);
-  K* sorted_keys = reinterpret_cast<K*>(ws + key_bytes);
-  int32_t* positions = reinterpret_cast<int32_t*>(ws + 2 * key_bytes);
-  int32_t* sorted = reinterpret_cast<int32_t*>(ws + 2 * key_bytes + pos_bytes);
-  int64_t* offsets = reinterpret_cast<int64_t*>(ws + 2 * key_bytes + 2 * pos_bytes);
-  void* sort_tmp = ws + 2 * key_bytes + 2 * pos_bytes + offset_bytes;
-
-  gather_keys_kernel<T, K><<<grid_for(items), kBlock, 0, s>>>(x, keys, positions, v, ascend);
+  const auto b = segmented_sort_buffers<K, int64_t>(ctx, rows, v.n, sort_bytes, s);
+  gather_keys_kernel<T, K><<<grid_for(items), kBlock, 0, s>>>(x, b.keys, b.positions, v, ascend);
   PMX_KERNEL_LAUNCH_CHECK();
-  segment_offsets_kernel<<<grid_for(rows + 1), kBlock, 0, s>>>(offsets, rows, v.n);
-  PMX_KERNEL_LAUNCH_CHECK();
-  sort(sort_tmp, sort_bytes, keys, sorted_keys, positions, sorted, offsets);
-  return sorted;
+  sort(b.tmp, sort_bytes, b.keys, b.sorted_keys, b.positions, b.sorted, b.offsets);
+  return b.sorted;
 }
 
 void sort_compute(const OpContext& ctx, const std::vector<TBlob>& in,

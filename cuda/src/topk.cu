@@ -19,6 +19,7 @@
 
 #include "kernel_util.cuh"
 #include "launch.h"
+#include "segmented_sort_buffers.cuh"
 #include "ops/topk_geometry.h"
 
 namespace pymx {
@@ -39,10 +40,6 @@ __global__ void gather_rows_kernel(const K* x, K* keys, int32_t* positions, Topk
     keys[e] = x[(o * g.n + j) * g.inner + i];
     positions[e] = static_cast<int32_t>(j);
   }
-}
-
-__global__ void segment_offsets_kernel(int32_t* offsets, int64_t rows, int64_t n) {
-  PMX_GRID_STRIDE_LOOP(r, rows + 1) offsets[r] = static_cast<int32_t>(r * n);
 }
 
 // Writes the first k sorted entries of every row: values (may be null) and indices (may be
@@ -83,24 +80,13 @@ void topk_typed(const OpContext& ctx, const TopkGeom& g, RetTyp ret, bool ascend
   };
   size_t sort_bytes = 0;
   sort(nullptr, sort_bytes, nullptr, nullptr, nullptr, nullptr, nullptr);
-  const size_t key_bytes = workspace_aligned(items * sizeof(K));
-  const size_t pos_bytes = workspace_aligned(items * sizeof(int32_t));
-  const size_t offset_bytes = workspace_aligned((rows + 1) * sizeof(int32_t));
-  char* ws = static_cast<char*>(
-      ctx.workspace(2 * key_bytes + 2 * pos_bytes + offset_bytes + sort_bytes));
-  K* keys = reinterpret_cast<K*>(ws);
-  K* sorted_keys = reinterpret_cast<K*>(ws + key_bytes);
-  int32_t* positions = reinterpret_cast<int32_t*>(ws + 2 * key_bytes);
-  int32_t* sorted = reinterpret_cast<int32_t*>(ws + 2 * key_bytes + pos_bytes);
-  int32_t* offsets = reinterpret_cast<int32_t*>(ws + 2 * key_bytes + 2 * pos_bytes);
-  void* sort_tmp = ws + 2 * key_bytes + 2 * pos_bytes + offset_bytes;
+  const auto b = segmented_sort_buffers<K, int32_t>(ctx, rows, g.n, sort_bytes, s);
+  const int32_t* sorted = b.sorted;
 
   const K* x_keys = reinterpret_cast<const K*>(in[0].data<T>());
-  gather_rows_kernel<K><<<grid_for(items), kBlock, 0, s>>>(x_keys, keys, positions, g);
+  gather_rows_kernel<K><<<grid_for(items), kBlock, 0, s>>>(x_keys, b.keys, b.positions, g);
   PMX_KERNEL_LAUNCH_CHECK();
-  segment_offsets_kernel<<<grid_for(rows + 1), kBlock, 0, s>>>(offsets, rows, g.n);
-  PMX_KERNEL_LAUNCH_CHECK();
-  sort(sort_tmp, sort_bytes, keys, sorted_keys, positions, sorted, offsets);
+  sort(b.tmp, sort_bytes, b.keys, b.sorted_keys, b.positions, b.sorted, b.offsets);
 
   const T* x = in[0].data<T>();
   const unsigned grid = grid_for(rows * g.k);
