@@ -23,16 +23,40 @@ namespace nn {
 // ~~~~~~~~~~~~~~~~~~~~
 // OpenBLAS runs one thread per call (blas.h): its own threads would oversubscribe the engine's
 // workers. A large product that a worker runs on its own splits C over the intra-op pool
-// instead, one block per thread: blocks of rows when C is taller than wide, blocks of columns
-// otherwise. Each block repacks the whole of the operand it shares, so the split goes along the
-// longer side, where the shared operand is the smaller one: a convolution's product at batch 1
-// (C = W . col, a few dozen rows of filters by thousands of pixel columns) splits its columns,
-// and each thread packs only its own part of col. Called inside a parallel_for chunk (a
-// convolution over its batch), parallel_for runs the blocks serially, so nothing is
-// oversubscribed. Each element of C is still one dot product over all of K computed by one call,
-// so results do not depend on the split.
+// instead. Called inside a parallel_for chunk (a convolution over its batch), parallel_for runs
+// the blocks serially, so nothing is oversubscribed.
+// The split must not change results: the thread count may not change a product's value. But
+// OpenBLAS's kernels round an element according to where it falls in the call's own tiling
+// (its AVX2 sgemm: (148 x 140) . (140 x 280) as two blocks of columns differed from one call in
+// ~1000 elements' last bits, and so did OpenBLAS's own threads). Two splits keep every element's
+// arithmetic fixed:
+//  - Along C's rows at multiples of kExactRowSplit. OpenBLAS's driver takes our rows (its
+//    column-major N) in chunks of three times its kernel's N unroll (4 for the AVX2 and AVX-512
+//    sgemm, 4 or 2 for dgemm), so a block that starts at a multiple of 12 meets the same chunks
+//    as one call: measured bitwise equal for sgemm and dgemm, either operand transposed (splits
+//    at 4, 6, 8 and 16 rows were not), and checked on the machine that runs the native tests
+//    (tests/cpp/test_blas_splits.cc). Products taller than wide split this way, about one block
+//    per thread; each block repacks the whole of B, the smaller operand there.
+//  - Along C's columns only in blocks that the shape alone fixes (about kColumnBlocks of them,
+//    whatever the thread count), one thread running them in order when there is one. Products
+//    wider than tall split this way: a convolution's C = W . col at batch 1 (a few dozen filters
+//    by thousands of pixels), where each block packs only its own part of col.
 constexpr int64_t kParallelGemmMinFlops = int64_t(1) << 22;  // m * n * k; below, one call wins
-constexpr int64_t kParallelGemmMinBlock = 32;                // rows or columns per block
+constexpr int64_t kExactRowSplit = 12;
+constexpr int64_t kColumnBlocks = 16;
+constexpr int64_t kMinColumnBlock = 32;
+
+// The width of the column blocks of a product with n columns: a function of n alone.
+inline int64_t column_block(int64_t n) {
+  const int64_t width = (n + kColumnBlocks - 1) / kColumnBlocks;
+  return std::max(kMinColumnBlock, (width + 15) / 16 * 16);  // whole vectors of the kernel
+}
+
+// Rows per block when `rows` rows split over `threads` threads at multiples of `multiple`.
+inline int64_t aligned_share(int64_t rows, int64_t threads, int64_t multiple) {
+  const int64_t share = (rows + threads - 1) / threads;
+  return (share + multiple - 1) / multiple * multiple;
+}
 
 // OpenBLAS's routines by element type.
 template <typename T> struct Blas;
@@ -50,10 +74,14 @@ template <> struct Blas<double> {
 // A product whose C has one row or one column is a matrix-vector product. OpenBLAS's gemm would
 // still pack its matrix operand first: for a Dense layer at batch 1 (21632 inputs, 100 units)
 // that is an 8.6 MB copy per call, and the call took 10x NumPy's; gemv reads the matrix once.
-// A large matrix is split by its rows of outputs across the intra-op threads (each output is
-// still one dot product, so the split does not change results). (K = 0 stays with gemm: gemv
-// returns without scaling C by beta when the vector is empty.)
+// A large matrix is split by its outputs across the intra-op threads, as Note [Parallel GEMM]
+// splits C: outputs that are dot products of the matrix's stored rows (gemv without transpose)
+// at multiples of kExactGemvSplit, which measured bitwise equal to one call; outputs that run
+// down its stored columns (gemv transposed, whose kernel blocks the sum by the call's width) in
+// blocks the shape alone fixes. (K = 0 stays with gemm: gemv returns without scaling C by beta
+// when the vector is empty.)
 constexpr int64_t kParallelGemvMinElements = int64_t(1) << 20;
+constexpr int64_t kExactGemvSplit = 16;
 
 template <typename T>
 void vector_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha,
@@ -80,12 +108,16 @@ void vector_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                     beta, c + lo * ldc, ldc);
     }
   };
-  const int64_t threads = parallel_max_threads();
-  if (threads < 2 || count * k < kParallelGemvMinElements) {
+  if (count * k < kParallelGemvMinElements) {
     outputs(0, count);
     return;
   }
-  parallel_for(0, count, (count + threads - 1) / threads, outputs);
+  const bool stored_rows = row ? trans_b : !trans_a;  // each output a stored row's dot product
+  const int64_t block = stored_rows ? aligned_share(count, parallel_max_threads(), kExactGemvSplit)
+                                    : column_block(count);
+  parallel_for(0, (count + block - 1) / block, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) outputs(i * block, std::min(count, (i + 1) * block));
+  });
 }
 
 template <typename T>
@@ -102,21 +134,25 @@ void gemm_in_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
                   trans_b ? CblasTrans : CblasNoTrans, rows, cols, k, alpha, a_block, lda,
                   b_block, ldb, beta, c_block, ldc);
   };
-  const bool split_rows = m >= n;
-  const int64_t extent = split_rows ? m : n;
-  const int64_t threads = parallel_max_threads();
-  if (threads < 2 || extent < 2 * kParallelGemmMinBlock || m * n * k < kParallelGemmMinFlops) {
+  if (m * n * k < kParallelGemmMinFlops || (m >= n && m < 2 * kExactRowSplit)) {
     call(m, n, a, b, c);
-    return;
+  } else if (m >= n) {
+    const int64_t rows = aligned_share(m, parallel_max_threads(), kExactRowSplit);
+    parallel_for(0, (m + rows - 1) / rows, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t first = i * rows, count = std::min(m, first + rows) - first;
+        call(count, n, trans_a ? a + first : a + first * lda, b, c + first * ldc);
+      }
+    });
+  } else {
+    const int64_t columns = column_block(n);
+    parallel_for(0, (n + columns - 1) / columns, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t first = i * columns, count = std::min(n, first + columns) - first;
+        call(m, count, a, trans_b ? b + first * ldb : b + first, c + first);
+      }
+    });
   }
-  const int64_t per_thread = std::max(kParallelGemmMinBlock, (extent + threads - 1) / threads);
-  parallel_for(0, extent, per_thread, [&](int64_t lo, int64_t hi) {
-    if (split_rows) {
-      call(hi - lo, n, trans_a ? a + lo : a + lo * lda, b, c + lo * ldc);
-    } else {
-      call(m, hi - lo, a, trans_b ? b + lo * ldb : b + lo, c + lo);
-    }
-  });
 }
 
 // Row-major C = alpha * op(A) * op(B) + beta * C, with op(A) M x K and op(B) K x N.
