@@ -10,6 +10,9 @@ roots computes on the host with NumPy (see its docstring).
 
 Differences from NumPy: integer and boolean coefficients compute in float32 where NumPy uses
 float64 (polydiv, polyint, polyfit), as MXNet does for float-valued results of integers.
+polymul keeps its inputs' leading zero coefficients (NumPy drops them first, through poly1d),
+so that its length depends on the shapes only: the result is the same polynomial, with leading
+zeros where NumPy's is shorter.
 """
 import builtins
 import numbers

@@ -132,7 +132,7 @@ def packbits(a, axis=None, bitorder="big"):
 def unpackbits(a, axis=None, count=None, bitorder="big"):
     """The bits of the uint8 `a` as a uint8 array of 0s and 1s, eight per byte along `axis`
     (None: the flattened a). count keeps that many bits (padding with zeros beyond the end);
-    a negative count drops that many from the end."""
+    a negative count drops that many from the end (at most all of them)."""
     _bitorder(bitorder, "unpackbits")
     a = _to_array(a)
     if a.dtype != _onp.uint8:
@@ -149,7 +149,10 @@ def unpackbits(a, axis=None, count=None, bitorder="big"):
     bits = _core.mod(_core.floor_divide(values, _bit_weights(bitorder, a.device)), 2)
     bits = reshape(bits, a.shape[:-1] + (a.shape[-1] * 8,))
     total = bits.shape[-1]
-    keep = total if count is None else int(count) if count >= 0 else max(total + int(count), 0)
+    keep = total if count is None else int(count) if count >= 0 else total + int(count)
+    if keep < 0:
+        raise ValueError(f"unpackbits: -count larger than number of elements ({-count} > "
+                         f"{total} bits)")
     if keep < total:
         bits = bits[..., :keep]
     elif keep > total:
