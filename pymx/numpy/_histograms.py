@@ -6,9 +6,12 @@ the data's minimum and maximum, read on the host) or given edges; bins are half-
 sample's bin is found on the device with searchsorted, and the counts (or summed weights) are
 one scatter-add (`index_update`) into the flattened grid of bins.
 
-Differences from NumPy: edges computed from a bin count have the data's float dtype (float32
-for float32 data), as np.histogram's do.
+Differences from NumPy, as np.histogram's: edges computed from a bin count have the data's
+float dtype (float32 for float32 data), and the data are compared with the edges in that dtype
+(NumPy compares in float64), so a float32 value within rounding of an inner edge may fall into
+the neighbouring bin.
 """
+import builtins
 import numbers
 
 import numpy as _onp
@@ -82,7 +85,7 @@ def histogramdd(sample, bins=10, range=None, density=None, weights=None):
         if sample.ndim != 2:
             raise ValueError(f"histogramdd: sample must be an (N, D) array, got shape "
                              f"{sample.shape}")
-        columns = [sample[:, d] for d in _onp.arange(sample.shape[1])]
+        columns = [sample[:, d] for d in builtins.range(sample.shape[1])]
     dims = len(columns)
     if dims == 0:
         raise ValueError("histogramdd: sample must have at least one dimension")

@@ -47,17 +47,14 @@ def _is_int(value):
 
 
 def _index_array(indices, device, what):
-    """`indices` as an integer pymx array (int64 unless already integer); anything else is an
-    IndexError naming the dtype."""
-    if isinstance(indices, ndarray):
-        dtype = indices.dtype
-    else:
+    """`indices` as an integer pymx array; anything else is an IndexError naming the dtype."""
+    if not isinstance(indices, ndarray):
         indices = _onp.asarray(indices)
-        dtype = indices.dtype if indices.size else _onp.dtype(_onp.int64)
-    if dtype.kind not in "iu":
-        raise IndexError(f"{what}: indices must be an integer array, got dtype {dtype}")
-    return _to_array(indices, device=device, dtype=None if dtype.kind in "iu" and
-                     isinstance(indices, ndarray) else _onp.int64)
+        if indices.size == 0:  # an empty list reads as float64
+            indices = indices.astype(_onp.int64)
+    if indices.dtype.kind not in "iu":
+        raise IndexError(f"{what}: indices must be an integer array, got dtype {indices.dtype}")
+    return _to_array(indices, device=device)
 
 
 def _checked(indices, n, axis, ndim):
@@ -420,8 +417,8 @@ def digitize(x, bins, right=False):
     if edges.ndim != 1:
         raise ValueError(f"digitize: bins must be 1-dimensional, got shape {edges.shape}")
     x = _to_array(x, device=bins.device if isinstance(bins, ndarray) else None)
-    if x.dtype.kind == "c" or edges.dtype.kind not in "biuf":
-        raise TypeError(f"digitize: x and bins must be real numbers, got bins {bins!r}")
+    if edges.dtype.kind not in "biuf":
+        raise TypeError(f"digitize: bins must be real numbers, got {bins!r}")
     increasing = bool((edges[1:] >= edges[:-1]).all())
     if not increasing and not (edges[1:] <= edges[:-1]).all():
         raise ValueError(f"digitize: bins must be monotonically increasing or decreasing, got "

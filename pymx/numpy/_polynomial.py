@@ -135,6 +135,8 @@ def polyint(p, m=1, k=None):
         raise ValueError(f"polyint: order of integral must be a non-negative integer, got "
                          f"m={m!r}")
     m = int(m)
+    if m == 0:
+        return _coefficients(p, "polyint")
     p = _float_coefficients(p, "polyint")
     constants = [0.0] * m if k is None else k
     if isinstance(constants, ndarray):
