@@ -72,6 +72,8 @@ def test_take_along_axis_broadcasts_empty_and_argsort_round_trip(device):
     assert empty.shape == (0, 2)
     x = on(device, onp.random.randn(4, 6).astype(onp.float32))
     assert_exact(np.take_along_axis(x, np.argsort(x, axis=0), 0), onp.sort(x.asnumpy(), axis=0))
+    scalar = np.take_along_axis(on(device, onp.float32(3)), on(device, onp.array([0, -1])), None)
+    assert_exact(scalar, [3.0, 3.0])
 
 
 def test_take_along_axis_gradient_accumulates_repeats(device):
@@ -453,6 +455,8 @@ def test_lexsort_matches_numpy(dtype, axis, device):
                  onp.lexsort(stacked, axis=axis))
     assert_exact(np.lexsort([on(device, k[:0], dtype) for k in keys], axis=axis),
                  onp.lexsort([k[:0] for k in keys], axis=axis))
+    assert_exact(np.lexsort([on(device, k[0, 0], dtype) for k in keys]),
+                 onp.lexsort([k[0, 0] for k in keys]))
 
 
 def test_lexsort_bad_input(device):
