@@ -21,7 +21,6 @@ Differences from NumPy:
     and raise ValueError as NumPy does.
 """
 import builtins
-import numbers
 
 import numpy as _onp
 
@@ -32,6 +31,9 @@ from pymx.numpy._core import (_normalized_axes, _to_array, arange, broadcast_arr
                               broadcast_to, expand_dims, moveaxis, ravel, reshape, take,
                               transpose, where)
 from pymx.numpy._creation import tril_indices, triu_indices
+from pymx.numpy._einsum import _common_dtype
+from pymx.numpy._indexing import flat_positions
+from pymx.numpy._manipulation import _is_int
 from pymx.numpy._searching import searchsorted
 
 __all__ = []
@@ -40,10 +42,6 @@ __all__ = []
 def _export(fn):
     __all__.append(fn.__name__)
     return fn
-
-
-def _is_int(value):
-    return isinstance(value, (numbers.Integral, _onp.integer)) and not isinstance(value, bool)
 
 
 def _index_array(indices, device, what):
@@ -72,29 +70,13 @@ def _checked(indices, n, axis, ndim):
 def _checked_nonnegative(indices, n):
     """`indices` that must lie in [0, n) (no negatives), checked as `_checked` does; a negative
     entry v is sent to the gather as v - n, out of range whatever n, so the message names
-    v - n. Entries known on the host are checked here with their own values."""
+    v - n. (Callers check entries known on the host themselves, naming their own values.)"""
     return _checked(where(indices < 0, indices - n, indices), n, 0, 1)
 
 
 # ---------------------------------------------------------------------------------------------
 # Gathering
 # ---------------------------------------------------------------------------------------------
-
-def _flat_position(index_along_axis, shape, axis):
-    """The flat positions, in an array of `shape`, of the elements at `index_along_axis` (int64,
-    in range, broadcast to `shape` with its own size along `axis`) in each line along `axis`."""
-    flat = None
-    for d, n in enumerate(shape):
-        if d == axis:
-            coordinate = index_along_axis
-        else:
-            along = [1] * len(shape)
-            along[d] = n
-            coordinate = reshape(arange(n, dtype=_onp.int64, device=index_along_axis.device),
-                                 tuple(along))
-        flat = coordinate if flat is None else flat * n + coordinate
-    return flat
-
 
 @_export
 def take_along_axis(arr, indices, axis):
@@ -122,11 +104,12 @@ def take_along_axis(arr, indices, axis):
     shape[axis] = arr.shape[axis]
     source = broadcast_to(arr, tuple(shape)) if tuple(shape) != arr.shape else arr
     positions = _checked(indices, arr.shape[axis], axis, arr.ndim)
-    shape[axis] = indices.shape[axis]
-    positions = broadcast_to(positions, tuple(shape))
-    source_shape = list(shape)
-    source_shape[axis] = arr.shape[axis]
-    flat = _flat_position(positions, tuple(source_shape), axis)
+    # Every element's coordinates: its own along the other axes, `positions` along `axis`.
+    coordinates = [positions if d == axis else
+                   reshape(arange(n, dtype=_onp.int64, device=arr.device),
+                           (1,) * d + (n,) + (1,) * (arr.ndim - d - 1))
+                   for d, n in enumerate(source.shape)]
+    flat = flat_positions(broadcast_arrays(*coordinates), source.shape)
     return take(ravel(source), flat)
 
 
@@ -150,7 +133,7 @@ def choose(a, choices, out=None, mode="raise"):
         if outside.size:
             raise ValueError(f"choose: invalid entry {outside.flat[0]} in the choice array "
                              f"for {n} choices")
-    dtype = _common_dtype(*[c.dtype for c in choices])
+    dtype = _common_dtype([c.dtype for c in choices])
     stacked = _core.stack(broadcast_arrays(*[c.astype(dtype, copy=False) for c in choices] +
                                            [a])[:-1])
     if mode == "raise":
@@ -162,16 +145,6 @@ def choose(a, choices, out=None, mode="raise"):
     a = broadcast_to(a, stacked.shape[1:])
     result = take_along_axis(stacked, expand_dims(a, 0), 0)[0]
     return result if out is None else _core.copyto(out, result)
-
-
-def _common_dtype(*dtypes_or_scalars):
-    """NumPy's result dtype (Python scalars are weak); bfloat16 arrays among themselves stay
-    bfloat16, with other dtypes they compute as float32."""
-    items = [_onp.float32 if d == bfloat16 else d for d in dtypes_or_scalars]
-    if builtins.all(d == bfloat16 for d in dtypes_or_scalars if isinstance(d, _onp.dtype)) and \
-            builtins.any(d == bfloat16 for d in dtypes_or_scalars if isinstance(d, _onp.dtype)):
-        return bfloat16
-    return _onp.result_type(*items)
 
 
 @_export
@@ -192,9 +165,11 @@ def select(condlist, choicelist, default=0):
     device = conditions[0].device
     choices = [_to_array(c, device=device) for c in choicelist]
     if isinstance(default, ndarray):
-        dtype = _common_dtype(*[c.dtype for c in choices], default.dtype)
+        dtype = _common_dtype([c.dtype for c in choices] + [default.dtype])
     else:
-        dtype = _common_dtype(*[c.dtype for c in choices], default)
+        dtype = _common_dtype([c.dtype for c in choices])
+        if dtype != bfloat16:  # a Python scalar default is weak, as in NumPy
+            dtype = _onp.result_type(dtype, default)
         default = _core.full((), default, dtype=dtype, device=device)
     count = len(conditions)
     arrays = broadcast_arrays(*conditions, *choices, default)
@@ -423,7 +398,7 @@ def digitize(x, bins, right=False):
     if not increasing and not (edges[1:] <= edges[:-1]).all():
         raise ValueError(f"digitize: bins must be monotonically increasing or decreasing, got "
                          f"{edges}")
-    dtype = _common_dtype(x.dtype, edges.dtype)
+    dtype = _common_dtype([x.dtype, edges.dtype])
     x = x.astype(dtype, copy=False)
     side = "left" if right else "right"
     if increasing:

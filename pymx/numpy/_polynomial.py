@@ -24,7 +24,7 @@ from pymx.ndarray import from_numpy, ndarray
 from pymx.numpy import _core, linalg
 from pymx.numpy._core import (_is_float, _to_array, add, concatenate, multiply, ravel, reshape,
                               subtract, true_divide)
-from pymx.numpy._index_tricks import _common_dtype
+from pymx.numpy._einsum import _common_dtype
 from pymx.numpy._windows import vander
 
 __all__ = []
@@ -55,7 +55,7 @@ def _two(a1, a2, what, as_float=False):
     convert = _float_coefficients if as_float else _coefficients
     a1 = convert(a1, what, device)
     a2 = convert(a2, what, a1.device)
-    dtype = _common_dtype(a1.dtype, a2.dtype)
+    dtype = _common_dtype([a1.dtype, a2.dtype])
     return a1.astype(dtype, copy=False), a2.astype(dtype, copy=False)
 
 
@@ -174,7 +174,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     x = _to_array(x, device=device)
     y = _to_array(y, device=x.device)
     x, y = (v if _is_float(v.dtype) else v.astype(_onp.float32) for v in (x, y))
-    dtype = _common_dtype(x.dtype, y.dtype)
+    dtype = _common_dtype([x.dtype, y.dtype])
     x, y = x.astype(dtype, copy=False), y.astype(dtype, copy=False)
     if x.ndim != 1:
         raise TypeError(f"polyfit: expected a 1-d vector for x, got shape {x.shape}")

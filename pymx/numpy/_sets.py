@@ -16,7 +16,7 @@ import numpy as _onp
 from pymx.ndarray import from_numpy, ndarray
 from pymx.numpy import _core
 from pymx.numpy._core import _host_result, _to_array, ravel, take
-from pymx.numpy._index_tricks import _common_dtype
+from pymx.numpy._einsum import _common_dtype
 from pymx.numpy._searching import searchsorted
 
 __all__ = []
@@ -49,7 +49,7 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None
     if test.size == 0:
         found = _core.zeros(element.shape, dtype=_onp.bool_, device=element.device)
     else:
-        dtype = _common_dtype(element.dtype, test.dtype)
+        dtype = _common_dtype([element.dtype, test.dtype])
         values = element.astype(dtype, copy=False)
         ordered = _core.sort(test.astype(dtype, copy=False))
         at = _core.clip(searchsorted(ordered, values), 0, test.size - 1)
