@@ -14,14 +14,18 @@ Features are found out without loading anything that could fail or initialise a 
     pymx's message (naming the paths tried) at its first use.
   - BLAS_OPEN, LAPACK: OpenBLAS (from the scipy-openblas32 wheel) is always linked.
   - INT64_TENSOR_SIZE: array sizes and indices are 64-bit.
+  - CPU_SSE2, CPU_AVX2, CPU_AVX512F: the vector instruction sets pymx's CPU kernels use in this
+    process (asked through pmx_cpu_isa): the CPU's best, capped by PYMX_CPU_ISA (Note [CPU
+    instruction sets] in engine/src/cpu_isa.h). SSE2 is x86-64's baseline; AVX2 goes with FMA.
   - DIST_KVSTORE: mpi4py, which kvstore 'dist_sync' needs, is installed (found, not imported:
     importing it starts MPI).
   - Everything else MXNet lists (OPENMP, ONEDNN, TENSORRT, OPENCV, SIGNAL_HANDLER, ...) is not in
     pymx and is False: pymx runs its own worker threads, not OpenMP.
 
 Deliberate differences from MXNet 2.x: CUBLAS and CUSOLVER are pymx's additions (MXNet links
-them); the CPU instruction-set features (CPU_SSE, ..., F16C) are not listed, because pymx is not
-compiled for a chosen instruction set. Feature is a plain class, not a ctypes structure.
+them); the CPU features are those its kernels choose at run time, not those a build was compiled
+for (MXNet's CPU_SSE3 to CPU_AVX and F16C are not listed; CPU_AVX512F is pymx's). Feature is a
+plain class, not a ctypes structure.
 """
 import collections
 import ctypes
@@ -82,14 +86,26 @@ def _library_found(soname, wheel_dir):
     return ctypes.util.find_library(stem) == soname
 
 
+def _cpu_isa_level():
+    """0 x86-64's baseline, 1 AVX2 with FMA, 2 AVX-512 (pmx_cpu_isa)."""
+    lib = ctypes.CDLL(libinfo.find_lib_path()[0])
+    lib.pmx_last_error.restype = ctypes.c_char_p
+    level = ctypes.c_int()
+    if lib.pmx_cpu_isa(ctypes.byref(level)) != 0:  # PYMX_CPU_ISA names no instruction set
+        raise ValueError(lib.pmx_last_error().decode())
+    return level.value
+
+
 def feature_list():
     """The list of pymx's build features (Feature objects), in a fixed order."""
-    cuda = _cuda_compiled()
+    cuda, cpu_isa = _cuda_compiled(), _cpu_isa_level()
     features = [Feature("CUDA", cuda)]
     features += [Feature(name, cuda and _library_found(soname, wheel_dir))
                  for name, soname, wheel_dir in _CUDA_LIBRARIES]
     features += [Feature("BLAS_OPEN", True), Feature("LAPACK", True),
                  Feature("INT64_TENSOR_SIZE", True),
+                 Feature("CPU_SSE2", True), Feature("CPU_AVX2", cpu_isa >= 1),
+                 Feature("CPU_AVX512F", cpu_isa >= 2),
                  Feature("DIST_KVSTORE", importlib.util.find_spec("mpi4py") is not None)]
     features += [Feature(name, False) for name in _ABSENT]
     return features

@@ -11,6 +11,7 @@
 
 #include "c_api_internal.h"
 #include "captured_graphs.h"
+#include "cpu_isa.h"
 #include "determinism.h"
 #include "engine_impl.h"
 #include "invoke.h"
@@ -164,6 +165,12 @@ int pmx_api_version(int* out_major, int* out_minor) {
 int pmx_gpu_count(int* out_count) {
   PMX_API_BEGIN();
   *out_count = visible_gpu_count();
+  PMX_API_END();
+}
+
+int pmx_cpu_isa(int* out_level) {
+  PMX_API_BEGIN();
+  *out_level = static_cast<int>(cpu_isa());
   PMX_API_END();
 }
 

@@ -1,4 +1,4 @@
-// Every environment variable pymx reads (12); nothing else in pymx reads any.
+// Every environment variable pymx reads (13); nothing else in pymx reads any.
 //
 //   variable               values                  default   meaning
 //   PYMX_ENGINE            threaded | naive        threaded  naive = run each op at push (debugging)
@@ -26,6 +26,9 @@
 //                                                            reproducible results or raises
 //                                                            (Note [Deterministic mode]; the
 //                                                            start value of npx.set_deterministic)
+//   PYMX_CPU_ISA           baseline | avx2 | avx512  the     the widest vector instruction set
+//                                                  CPU's     pymx's CPU kernels use (Note [CPU
+//                                                  best      instruction sets])
 //
 // Why one CPU worker per device by default: on the 2-core reference machine a second worker per
 // device only adds wake-ups (bench/cpp/engine_micro.cc), and data parallelism already uses one
@@ -91,6 +94,11 @@ Config read_config() {
   c.cuda_graphs = read_switch("PYMX_ENABLE_CUDA_GRAPHS", true);
   c.logical_gpus_per_gpu = read_int("PYMX_LOGICAL_GPUS_PER_GPU", 1, 1);
   c.enforce_determinism = read_switch("PYMX_ENFORCE_DETERMINISM", false);
+  if (const char* isa = std::getenv("PYMX_CPU_ISA"); isa != nullptr && *isa != '\0') {
+    c.cpu_isa = isa;
+    PMX_CHECK(c.cpu_isa == "baseline" || c.cpu_isa == "avx2" || c.cpu_isa == "avx512",
+              "PYMX_CPU_ISA=\"", c.cpu_isa, "\" is not one of \"baseline\", \"avx2\", \"avx512\"");
+  }
   return c;
 }
 

@@ -19,6 +19,7 @@ struct Config {
   bool cuda_graphs = true;          // false: bulk replays on a GPU never use CUDA graphs
   int logical_gpus_per_gpu = 1;     // devices each physical GPU appears as (Note [Logical GPUs])
   bool enforce_determinism = false;  // the mode's start value (Note [Deterministic mode])
+  std::string cpu_isa;              // "" (the CPU's best) | "baseline" | "avx2" | "avx512"
 };
 
 // Read once, on first use; thread-safe. Throws Error(kInvalidArg) naming the variable and the

@@ -96,6 +96,9 @@ PMX_API int pmx_gpu_memory_info(int device_id, uint64_t* out_free, uint64_t* out
  * PYMX_LOGICAL_GPUS_PER_GPU=n, where gpu(i) is CUDA device i / n. PMX_ERR_INVALID_ARG naming the
  * id when there is no such GPU; PMX_ERR_NO_CUDA in a CPU-only build. */
 PMX_API int pmx_gpu_physical_device(int device_id, int* out_cuda_device);
+/* The widest vector instruction set pymx's CPU kernels use in this process: 0 x86-64's baseline,
+ * 1 AVX2 with FMA, 2 AVX-512 (the CPU's best, capped by PYMX_CPU_ISA). */
+PMX_API int pmx_cpu_isa(int* out_level);
 /* Returns the device's cached, unused blocks to the system or the driver. */
 PMX_API int pmx_storage_empty_cache(int device_type, int device_id);
 PMX_API int pmx_storage_stats(int device_type, int device_id, PmxMemoryStats* out_stats);

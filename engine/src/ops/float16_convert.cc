@@ -4,6 +4,8 @@
 // convert eight values per instruction with the same IEEE rounding.
 #include "ops/float16_convert.h"
 
+#include "cpu_isa.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -13,7 +15,8 @@ namespace {
 
 #if defined(__x86_64__)
 bool has_f16c() {
-  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  // F16C came with AVX and before AVX2: the baseline cap (Note [CPU instruction sets]) leaves it.
+  static const bool has = cpu_isa() != CpuIsa::kBaseline && __builtin_cpu_supports("f16c");
   return has;
 }
 

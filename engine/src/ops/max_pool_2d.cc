@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cpu_isa.h"
 #include "ops/max_pool_lanes.h"
 #include "pymx/base.h"
 
@@ -387,11 +388,7 @@ void by_kernel_width(const PoolGeom& g, Kernel kernel) {
 }  // namespace
 
 SimdLevel max_pool_simd_level() {
-  static const SimdLevel level = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") ? SimdLevel::kAvx512 : SimdLevel::kSse2;
-  }();
-  return level;
+  return cpu_isa() == CpuIsa::kAvx512 ? SimdLevel::kAvx512 : SimdLevel::kSse2;
 }
 
 // With height padding the generic code takes its window loop, whose row-major order resolves a tie

@@ -55,6 +55,7 @@
 #include "ops/activation_vector.h"
 #include "ops/float16_convert.h"
 #include "ops/nn_common.h"
+#include "cpu_isa.h"
 #include "ops/vector_math.h"
 #include "parallel.h"
 
@@ -299,22 +300,11 @@ __attribute__((always_inline)) inline void backward_panel(const A* dy, const A* 
 // Around libmvec's exp, the passes (maximum, exponents, double sums, scaling, conversions to and
 // from double) are plain loops that the baseline x86-64 build vectorises to SSE, 4 floats or 2
 // doubles an instruction; they took most of a softmax's time once exp was vectorised. They are
-// compiled three times, for the baseline, AVX2 with FMA and AVX-512, and the widest set the CPU
-// runs is chosen once per process, as vector_math chooses libmvec's routines. The FMA builds
+// compiled three times, for the baseline, AVX2 with FMA and AVX-512, and cpu_isa()'s set is
+// chosen (Note [CPU instruction sets]), as vector_math chooses libmvec's routines. The FMA builds
 // contract a * b + c to one rounding (the dot products, log_softmax's backward), and the row sums'
 // lanes are as wide as the registers, so the last bit may differ between machines of different
 // instruction sets, never between runs, thread counts or engines on one machine.
-enum class Isa { kBase, kAvx2, kAvx512 };
-
-Isa cpu_isa() {
-  static const Isa isa = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return Isa::kAvx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
-    return Isa::kBase;
-  }();
-  return isa;
-}
 
 // One unit of work (for_each_unit): a contiguous row of n elements (row), else a panel of w
 // strided rows, element k of row c at [k * stride + c] (x_stride for the inputs, y_stride for
@@ -367,8 +357,8 @@ __attribute__((target("avx512f"))) void backward_avx512(const Unit& u, const A* 
 template <bool kLog, typename A>
 void forward_any(const Unit& u, const A* x, A* y, A inv_t) {
   switch (cpu_isa()) {
-    case Isa::kAvx512: forward_avx512<kLog>(u, x, y, inv_t); break;
-    case Isa::kAvx2: forward_avx2<kLog>(u, x, y, inv_t); break;
+    case CpuIsa::kAvx512: forward_avx512<kLog>(u, x, y, inv_t); break;
+    case CpuIsa::kAvx2: forward_avx2<kLog>(u, x, y, inv_t); break;
     default: forward_unit<16, kLog>(u, x, y, inv_t); break;
   }
 }
@@ -376,8 +366,8 @@ void forward_any(const Unit& u, const A* x, A* y, A inv_t) {
 template <bool kLog, typename A>
 void backward_any(const Unit& u, const A* dy, const A* y, A* dx, double inv_t) {
   switch (cpu_isa()) {
-    case Isa::kAvx512: backward_avx512<kLog>(u, dy, y, dx, inv_t); break;
-    case Isa::kAvx2: backward_avx2<kLog>(u, dy, y, dx, inv_t); break;
+    case CpuIsa::kAvx512: backward_avx512<kLog>(u, dy, y, dx, inv_t); break;
+    case CpuIsa::kAvx2: backward_avx2<kLog>(u, dy, y, dx, inv_t); break;
     default: backward_unit<16, kLog>(u, dy, y, dx, inv_t); break;
   }
 }

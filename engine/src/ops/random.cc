@@ -27,6 +27,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "cpu_isa.h"
 #include "ops/elemwise.h"
 #include "ops/random_samplers.h"
 #include "ops/uniform_cap.h"
@@ -124,10 +125,7 @@ __attribute__((target("avx512f,avx512dq"))) void box_muller_uniforms_avx512(
 }
 
 bool has_avx512dq() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-  }();
+  static const bool has = cpu_isa() == CpuIsa::kAvx512 && __builtin_cpu_supports("avx512dq");
   return has;
 }
 

@@ -11,6 +11,7 @@
 #define PMX_HAVE_LIBMVEC 1
 #endif
 
+#include "cpu_isa.h"
 #include "pymx/base.h"
 
 namespace pymx {
@@ -45,10 +46,11 @@ typedef double Doubles4 __attribute__((vector_size(32)));
 typedef double Doubles8 __attribute__((vector_size(64)));
 
 Isa best_isa() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return Isa::kAvx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
-  return Isa::kSse;
+  switch (cpu_isa()) {
+    case CpuIsa::kAvx512: return Isa::kAvx512;
+    case CpuIsa::kAvx2: return Isa::kAvx2;
+    default: return Isa::kSse;
+  }
 }
 
 // The vector function ABI's name of `name`'s routine on `lanes` lanes: _ZGV, the ISA letter (b
