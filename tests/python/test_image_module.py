@@ -1,7 +1,6 @@
 """pymx.image: decoding, resizing, cropping, augmenters and ImageIter, against Pillow and
 NumPy references. Images are written to tmp_path; the .rec files with pymx.recordio."""
 import io
-import os
 
 import numpy as onp
 import pytest
@@ -484,11 +483,15 @@ def test_image_iter_shuffle_repeats_under_a_seed(image_files):
     imglist = [[float(k), f"{k}.png"] for k in range(7)]
 
     def epochs(seed):
+        """(labels, data) of the one batch of each of two epochs."""
         pymx.random.seed(seed)
         it = image.ImageIter(7, (3, 6, 6), imglist=imglist, path_root=str(root), shuffle=True,
                              rand_crop=True, rand_mirror=True)
-        return [(b.label[0].asnumpy().tolist(), b.data[0].asnumpy()) for b in it] + \
-            [(b.label[0].asnumpy().tolist(), b.data[0].asnumpy()) for b in (it.reset() or it)]
+        batches = []
+        for _ in range(2):
+            batches += [(b.label[0].asnumpy().tolist(), b.data[0].asnumpy()) for b in it]
+            it.reset()
+        return batches
 
     first, again = epochs(21), epochs(21)
     for (labels_a, data_a), (labels_b, data_b) in zip(first, again):
