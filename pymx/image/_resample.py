@@ -4,9 +4,9 @@ Nearest and bilinear resizing (codes 0 and 1) are the native npx.image.resize op
 
 Every one of these filters is separable, and its weights depend only on the sizes, so they are
 built with NumPy as (out, in) matrices and applied as two matrix products:
-out[c] = A_h @ x[c] @ A_w^T, in float32 on the image's device. OpenCV rounds its uint8 results
-from fixed-point weights (11 fractional bits), so uint8 results may differ from OpenCV's by one
-level.
+out[c] = A_h @ x[c] @ A_w^T, in float32 (float64 for float64 images) on the image's device.
+OpenCV computes uint8 bicubic and Lanczos results with fixed-point weights (11 fractional
+bits), so pymx's, rounded from float32, may differ from them by one level.
 """
 import numpy as onp
 
