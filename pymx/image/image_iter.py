@@ -219,23 +219,24 @@ class ImageIter(DataIter):
             return f"filename: {self.imglist[idx][1]}"
         return f"index: {idx}"
 
-    def _process_one(self, label, raw, where, entropy):
-        """(label, CHW image or None when invalid) of one sample; its random augmentation is
-        seeded by `entropy` (Note [Random draws in pymx.image])."""
+    def _process_one(self, sample, batch_seed):
+        """(label, CHW image or None when invalid) of sample (label, encoded image, where it
+        was read, its number in the batch); its random augmentation is seeded by (batch_seed,
+        number) (Note [Random draws in pymx.image])."""
+        label, raw, where, number = sample
         data = self.imdecode(raw, where)
         try:
             self.check_valid_image(data)
         except RuntimeError as err:
             logging.debug("Invalid image, skipping: %s", err)
             return label, None
-        with _random.seeded(*entropy):
+        with _random.seeded(batch_seed, number):
             data = self.augmentation_transform(data)
         return label, self.postprocess_data(data)
 
     def _process(self, samples, batch_seed):
-        """_process_one over [(label, raw, where, sample number)], in order."""
-        return [self._process_one(label, raw, where, (batch_seed, number))
-                for label, raw, where, number in samples]
+        """_process_one over the samples, in order."""
+        return [self._process_one(sample, batch_seed) for sample in samples]
 
     def _batchify(self, batch_data, batch_label, start=0):
         """Fills batch rows start.. with the next images; returns the rows filled."""

@@ -15,6 +15,7 @@ through pymx.recordio. Deliberate differences from MXNet 2.x:
 """
 import os
 from concurrent.futures import ThreadPoolExecutor
+from itertools import repeat
 
 from ..image.augmenters import CreateAugmenter
 from ..image.image_iter import ImageIter
@@ -67,9 +68,7 @@ class ImageRecordIter(ImageIter):
 
     def _process(self, samples, batch_seed):
         """Decodes and augments the samples on the thread pool, in order."""
-        return list(self._pool.map(
-            lambda sample: self._process_one(sample[0], sample[1], sample[2],
-                                             (batch_seed, sample[3])), samples))
+        return list(self._pool.map(self._process_one, samples, repeat(batch_seed)))
 
     def close(self):
         """Stops the preprocessing threads."""
