@@ -22,29 +22,14 @@ import numpy as onp
 from .. import numpy as _np
 from .. import recordio
 from ..device import cpu as _cpu
-from ..io.base import DataBatch, DataDesc, DataIter
+from ..io.base import DataBatch, DataDesc, DataIter, check_batch_size, check_last_batch_handle
 from . import _random
 from .augmenters import CreateAugmenter
 from .image import imdecode
 
 __all__ = ["ImageIter"]
 
-_LAST_BATCH_HANDLES = ("pad", "discard", "roll_over")
 _LABEL_DTYPES = ("int32", "float32", "int64", "float64")
-
-
-def _check_batch_size(batch_size, what):
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) \
-            or batch_size < 1:
-        raise ValueError(f"{what}: batch_size must be a positive int, got {batch_size!r}")
-    return int(batch_size)
-
-
-def _check_last_batch_handle(last_batch_handle, what):
-    if last_batch_handle not in _LAST_BATCH_HANDLES:
-        raise ValueError(f"{what}: last_batch_handle must be one of {_LAST_BATCH_HANDLES}, got "
-                         f"{last_batch_handle!r}")
-    return last_batch_handle
 
 
 class ImageIter(DataIter):
@@ -76,9 +61,9 @@ class ImageIter(DataIter):
             raise ValueError(f"{name}: give path_imgrec, path_imglist or imglist (a list)")
         if dtype not in _LABEL_DTYPES:
             raise ValueError(f"{name}: label dtype must be one of {_LABEL_DTYPES}, got {dtype!r}")
-        self.batch_size = _check_batch_size(batch_size, name)
+        self.batch_size = check_batch_size(batch_size, name)
         self.check_data_shape(data_shape)
-        self.last_batch_handle = _check_last_batch_handle(last_batch_handle, name)
+        self.last_batch_handle = check_last_batch_handle(last_batch_handle, name)
         if not 0 <= part_index < num_parts:
             raise ValueError(f"{name}: part_index must be in [0, num_parts), got part_index "
                              f"{part_index} with num_parts {num_parts}")

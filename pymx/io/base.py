@@ -5,11 +5,30 @@ axis holds batch_size examples, `pad` counts the examples at the end of the batc
 fill it up (to be ignored in prediction). `provide_data` / `provide_label` describe the arrays
 as DataDesc (name, shape, dtype, layout).
 """
+import numbers
 from collections import namedtuple
 
 import numpy as onp
 
 __all__ = ["DataDesc", "DataBatch", "DataIter"]
+
+LAST_BATCH_HANDLES = ("pad", "discard", "roll_over")
+
+
+def check_batch_size(batch_size, what):
+    """batch_size as an int, checked to be positive; `what` names the iterator in the error."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) \
+            or batch_size < 1:
+        raise ValueError(f"{what}: batch_size must be a positive int, got {batch_size!r}")
+    return int(batch_size)
+
+
+def check_last_batch_handle(last_batch_handle, what):
+    """last_batch_handle, checked to be 'pad', 'discard' or 'roll_over'."""
+    if last_batch_handle not in LAST_BATCH_HANDLES:
+        raise ValueError(f"{what}: last_batch_handle must be one of {LAST_BATCH_HANDLES}, got "
+                         f"{last_batch_handle!r}")
+    return last_batch_handle
 
 
 class DataDesc(namedtuple("DataDesc", ["name", "shape"])):

@@ -11,7 +11,7 @@ import numbers
 import numpy as onp
 
 from .. import numpy as _np
-from .base import DataDesc, DataIter
+from .base import DataDesc, DataIter, check_batch_size
 
 __all__ = ["CSVIter"]
 
@@ -55,13 +55,9 @@ class CSVIter(DataIter):
     def __init__(self, data_csv, data_shape, batch_size, label_csv="NULL", label_shape=(1,),
                  round_batch=True, dtype="float32", data_name="data",
                  label_name="softmax_label"):
-        super().__init__()
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) \
-                or batch_size < 1:
-            raise ValueError(f"CSVIter: batch_size must be a positive int, got {batch_size!r}")
+        super().__init__(check_batch_size(batch_size, "CSVIter"))
         if dtype not in _DTYPES:
             raise ValueError(f"CSVIter: dtype must be one of {_DTYPES}, got {dtype!r}")
-        self.batch_size = int(batch_size)
         data_shape = _shape(data_shape, "data_shape")
         label_shape = _shape(label_shape, "label_shape")
         data = _read_rows(data_csv, data_shape, "data_csv")

@@ -14,18 +14,13 @@ As in MXNet, one integer `cursor` (the first example of the current batch) encod
   the remainder is carried into every following epoch.
 - reset() reshuffles first (shuffle=True) and `hard_reset()` drops the cache.
 """
-import numbers
-
 import numpy as onp
 
 from .. import numpy as _np
 from ..numpy import random as _np_random
-from .base import DataBatch, DataDesc, DataIter
+from .base import DataBatch, DataDesc, DataIter, check_batch_size, check_last_batch_handle
 
 __all__ = ["NDArrayIter"]
-
-_LAST_BATCH_HANDLES = ("pad", "discard", "roll_over")
-
 
 def _as_array(value, name):
     if isinstance(value, _np.ndarray):
@@ -75,14 +70,8 @@ class NDArrayIter(DataIter):
 
     def __init__(self, data, label=None, batch_size=1, shuffle=False, last_batch_handle="pad",
                  data_name="data", label_name="softmax_label"):
-        super().__init__(batch_size)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) \
-                or batch_size < 1:
-            raise ValueError(f"NDArrayIter: batch_size must be a positive int, got "
-                             f"{batch_size!r}")
-        if last_batch_handle not in _LAST_BATCH_HANDLES:
-            raise ValueError(f"NDArrayIter: last_batch_handle must be one of "
-                             f"{_LAST_BATCH_HANDLES}, got {last_batch_handle!r}")
+        super().__init__(check_batch_size(batch_size, "NDArrayIter"))
+        check_last_batch_handle(last_batch_handle, "NDArrayIter")
         self.data = _init_data(data, allow_empty=False, default_name=data_name)
         self.label = _init_data(label, allow_empty=True, default_name=label_name)
         self.num_data = self.data[0][1].shape[0]
@@ -91,7 +80,6 @@ class NDArrayIter(DataIter):
                 raise ValueError(f"NDArrayIter: every array needs the same number of examples; "
                                  f"{self.data[0][0]} has {self.num_data}, {name} has "
                                  f"{value.shape[0]}")
-        self.batch_size = int(batch_size)
         self.shuffle = shuffle
         self.last_batch_handle = last_batch_handle
         self.cursor = -self.batch_size

@@ -56,11 +56,13 @@ class _Prefetcher:
     """One background thread that fetches the next batch of `data_iter` whenever the slot is
     empty.
 
-    Protocol (two events): `taken` set means the slot may be refilled; the thread then calls
-    next() and stores the batch (None at the end of the epoch) or the exception it raised in the
-    slot, clears `taken` and sets `ready`. The consumer waits for `ready`, reads the slot, clears
-    `ready` and sets `taken`. The thread holds no reference to the PrefetchingIter, so dropping
-    that iterator can stop the thread."""
+    Protocol (two events): `taken` set means the slot may be refilled (or, with `running`
+    False, that the thread must end). The thread clears `taken`, calls next() and stores the
+    batch (None at the end of the epoch) or the exception it raised in the slot, then sets
+    `ready`. The consumer waits for `ready`, reads the slot, clears `ready` and sets `taken`.
+    Only the thread clears `taken`, and only before it looks at `running`, so a stop request
+    that arrives while next() runs is not lost. The thread holds no reference to the
+    PrefetchingIter, so dropping that iterator can stop the thread."""
 
     def __init__(self, data_iter, name):
         self.data_iter = data_iter
@@ -76,6 +78,7 @@ class _Prefetcher:
     def _run(self):
         while True:
             self.taken.wait()
+            self.taken.clear()
             if not self.running:
                 return
             try:
@@ -85,7 +88,6 @@ class _Prefetcher:
             except BaseException as err:  # noqa: B036  (handed to the consumer thread)
                 self.batch, self.error = None, err
             # invariant: the slot is written before `ready` is set and not again until `taken`
-            self.taken.clear()
             self.ready.set()
 
     def take(self):

@@ -235,10 +235,11 @@ def test_color_normalize_and_copy_make_border():
     out = image.color_normalize(np.array(src), np.array(mean), np.array(std))
     onp.testing.assert_allclose(out.asnumpy(), (src - mean) / std, rtol=1e-6)
     row = onp.arange(8, dtype=onp.uint8)[None, :, None].repeat(3, axis=2)   # "abcdefgh"
-    expected = {1: [0] * 6 + list(range(8)) + [7] * 7,                     # aaaaaa|abcdefgh|hhhhhhh
-                2: [5, 4, 3, 2, 1, 0] + list(range(8)) + [7, 6, 5, 4, 3, 2, 1],   # fedcba|..|hgfedcb
-                3: [2, 3, 4, 5, 6, 7] + list(range(8)) + [0, 1, 2, 3, 4, 5, 6],   # cdefgh|..|abcdefg
-                4: [6, 5, 4, 3, 2, 1] + list(range(8)) + [6, 5, 4, 3, 2, 1, 0]}   # gfedcb|..|gfedcba
+    inside = list(range(8))
+    expected = {1: [0] * 6 + inside + [7] * 7,                            # aaaaaa|abcdefgh|hhhhhhh
+                2: [5, 4, 3, 2, 1, 0] + inside + [7, 6, 5, 4, 3, 2, 1],   # fedcba|abcdefgh|hgfedcb
+                3: [2, 3, 4, 5, 6, 7] + inside + [0, 1, 2, 3, 4, 5, 6],   # cdefgh|abcdefgh|abcdefg
+                4: [6, 5, 4, 3, 2, 1] + inside + [6, 5, 4, 3, 2, 1, 0]}   # gfedcb|abcdefgh|gfedcba
     for border, values in expected.items():
         padded = image.copyMakeBorder(np.array(row), 0, 0, 6, 7, type=border).asnumpy()
         onp.testing.assert_array_equal(padded[0, :, 0], values, err_msg=f"type {border}")

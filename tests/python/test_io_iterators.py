@@ -1,6 +1,8 @@
 """pymx.io: DataDesc / DataBatch / DataIter, NDArrayIter's last-batch modes over several
 epochs, ResizeIter, PrefetchingIter, CSVIter and ImageRecordIter (a small .rec written with
 pymx.recordio)."""
+import threading
+
 import numpy as onp
 import pytest
 
@@ -215,6 +217,26 @@ def test_prefetching_iter_raises_errors_in_the_consumer_and_shuts_down():
     assert not any(thread.is_alive() for thread in threads)
     with pytest.raises(RuntimeError, match="closed"):
         prefetched.next()
+
+
+def test_prefetching_iter_close_during_a_fetch_does_not_hang():
+    entered, release = threading.Event(), threading.Event()
+
+    class Blocking(_Failing):
+        def next(self):
+            if self.count == 1:          # the second fetch waits until close() was called
+                entered.set()
+                release.wait()
+            return super().next()
+
+    prefetched = PrefetchingIter(Blocking())
+    prefetched.next()
+    assert entered.wait(10)
+    threading.Timer(0.2, release.set).start()      # let the fetch finish after the stop request
+    closer = threading.Thread(target=prefetched.close)
+    closer.start()
+    closer.join(timeout=20)
+    assert not closer.is_alive()
 
 
 def test_prefetching_iter_stops_its_thread_when_dropped():
