@@ -26,6 +26,7 @@ from pymx import initializer, kvstore, lr_scheduler, optimizer, profiler
 from pymx import amp
 from pymx import operator
 from pymx import recordio
+from pymx import io, image  # io first: io.ImageRecordIter imports image, which needs io.base
 from pymx import context, random, runtime, util
 from pymx.context import Context, current_context
 
@@ -35,4 +36,4 @@ kv = kvstore  # MXNet's `mx.kv` spelling
 __all__ = ["np", "npx", "gluon", "autograd", "amp", "initializer", "init", "optimizer", "lr_scheduler",
            "kvstore", "profiler", "operator", "Device", "cpu", "gpu", "cpu_pinned", "num_gpus",
            "gpu_memory_info", "current_device", "waitall", "PymxError", "__version__", "kv",
-           "random", "util", "runtime", "context", "Context", "current_context"]
+           "random", "util", "runtime", "context", "Context", "current_context", "io", "image"]
