@@ -270,11 +270,15 @@ def cond(x, p=None):
     """The condition number of each matrix of `x` (..., M, N) in the norm `p`: None or 2 (the
     largest over the smallest singular value), -2 (the inverse), 'fro', 'nuc', inf, -inf, 1 or
     -1 (norm(x, p) * norm(inv(x), p), square matrices only). As NumPy's: a singular matrix gives
-    inf, and so does a NaN result unless the matrix holds a NaN."""
+    inf, one holding a NaN gives NaN."""
     x = _float_array(x)
     _check_matrices(x, "cond")
     if x.size == 0 and x.shape[-1] * x.shape[-2] == 0:
         raise LinAlgError(f"cond: not defined on empty arrays (shape {x.shape})")
+    # A matrix holding a NaN has condition number NaN; zeros stand in for it below, so that no
+    # decomposition sees the NaN.
+    has_nan = _np.any(_np.isnan(x), axis=(-2, -1))
+    x = _np.where(_np.expand_dims(_np.expand_dims(has_nan, -1), -1), _np.zeros_like(x), x)
     if p is None or p in (2, -2):
         s = svd(x, compute_uv=False)
         large, small = s[..., 0], s[..., -1]
@@ -288,10 +292,10 @@ def cond(x, p=None):
         invertible = _np.where(_np.expand_dims(_np.expand_dims(singular, -1), -1),
                                _np.eye(x.shape[-1], dtype=x.dtype, device=x.device), x)
         r = norm(x, p, axis=(-2, -1)) * norm(inv(invertible), p, axis=(-2, -1))
-        r = _np.where(singular, _np.full_like(r, float("inf")), r)
-    nan_not_from_x = _np.logical_and(_np.isnan(r),
-                                     _np.logical_not(_np.any(_np.isnan(x), axis=(-2, -1))))
-    return _np.where(nan_not_from_x, _np.full_like(r, float("inf")), r)
+        r = _np.where(singular, float("inf"), r)
+    # NumPy's rule: NaN from a matrix without NaNs (0 / 0 of a zero matrix) is inf.
+    r = _np.where(_np.isnan(r), float("inf"), r)
+    return _np.where(has_nan, float("nan"), r)
 
 
 def pinv(a, rcond=1e-15, hermitian=False):

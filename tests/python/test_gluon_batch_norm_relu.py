@@ -16,7 +16,7 @@ def pair(**kwargs):
     fused, plain = nn.BatchNormReLU(**kwargs), nn.BatchNorm(**kwargs)
     for layer in (fused, plain):
         layer.initialize()
-    x = np.array(rng.uniform(-1, 1, (4, 3, 2, 2)))
+    x = np.array(rng.uniform(-1, 1, (4, 3, 2, 3)), dtype='float32')  # 3 channels on axes 1, -1
     fused(x), plain(x)  # deferred initialisation
     for name in ('gamma', 'beta', 'running_mean', 'running_var'):
         value = rng.uniform(0.5, 1.5, 3) if name in ('gamma', 'running_var') else \

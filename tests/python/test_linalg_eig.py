@@ -150,12 +150,21 @@ def test_cond_of_non_square_matrices_through_singular_values(p):
 def test_cond_of_singular_matrices_is_inf(p):
     a = onp.array([[[1.0, 2.0], [2.0, 4.0]], [[2.0, 1.0], [1.0, 3.0]], [[0.0, 0.0], [0.0, 0.0]]])
     got = np.linalg.cond(np.array(a), p).asnumpy()
-    want = onp.linalg.cond(a, p)
-    assert onp.isinf(got[0]) and onp.isinf(got[2]) and onp.isinf(want[0])
-    assert_almost_equal(got[1], want[1], rtol=1e-10, atol=0)
-    # NaNs from the matrix itself stay NaN, as in NumPy.
-    nan = np.linalg.cond(np.array([[onp.nan, 1.0], [1.0, 2.0]]), p).asnumpy()
-    assert onp.isnan(nan)
+    assert onp.isinf(got[0]) and onp.isinf(got[2])
+    assert_almost_equal(got[1], onp.linalg.cond(a[1], p), rtol=1e-10, atol=0)
+    if p != "nuc":  # NumPy's nuclear norm of the NaN inverse raises instead
+        assert onp.isinf(onp.linalg.cond(a[0], p))
+
+
+def test_svd_of_nans_raises_and_cond_of_nans_is_nan():
+    a = onp.eye(3)[None].repeat(2, axis=0)
+    a[1, 2, 0] = onp.nan
+    with pytest.raises(np.linalg.LinAlgError, match=r"svd: the matrix contains NaNs \(matrix 1 "
+                                                    r"of the batch; gesdd info -4\)"):
+        np.linalg.svd(np.array(a))[1].asnumpy()
+    for p in ORDERS:
+        got = np.linalg.cond(np.array(a), p).asnumpy()
+        assert got[0] == 1 and onp.isnan(got[1]), p
 
 
 def test_cond_errors():

@@ -140,6 +140,9 @@ void eig_cpu(const T* a, T* w, T* v, int64_t batch, int64_t n) {
     linalg::check_real_eigenvalues(w + i * n, imaginary.data() + i * n, n, i, "eig");
 }
 
+// gesdd's info for a matrix holding a NaN (its argument 4, the matrix, rejected).
+constexpr int kGesddNaN = -4;
+
 template <typename T>
 void svd_cpu(const T* a, T* u, T* s, T* vh, int64_t batch, int64_t m, int64_t n) {
   const int64_t k = std::min(m, n);
@@ -160,10 +163,14 @@ void svd_cpu(const T* a, T* u, T* s, T* vh, int64_t batch, int64_t m, int64_t n)
       lapack::lint f = 0;
       lapack::gesdd(lm, ln, copy.data(), s + i * k, vh + i * k * n, u + i * m * k, work.data(), lwork,
                     iwork.data(), &f);
-      check_arguments(f, "gesdd");
+      if (f != kGesddNaN) check_arguments(f, "gesdd");
       infos[i] = f;
     }
   });
+  for (size_t i = 0; i < infos.size(); ++i)
+    if (infos[i] == kGesddNaN)
+      linalg::throw_linalg_error("svd", static_cast<int64_t>(i), "gesdd", kGesddNaN,
+                                 "the matrix contains NaNs");
   linalg::check_converged(infos, "svd", "gesdd");
 }
 
