@@ -8,6 +8,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
+#include <cstdint>
+
 #include "cublas_loader.h"
 
 namespace pymx {
