@@ -331,6 +331,8 @@ void eigh_gpu(const OpContext& ctx, const T* a, T* w, T* v, int64_t batch, int n
 class DnParams {
  public:
   DnParams() { check_cusolver(cusolver().create_params(&params_), "cusolverDnCreateParams"); }
+  // The status is ignored: a destructor cannot throw, and a failed destroy leaks a small host
+  // object.
   ~DnParams() { cusolver().destroy_params(params_); }
   DnParams(const DnParams&) = delete;
   DnParams& operator=(const DnParams&) = delete;

@@ -1,17 +1,18 @@
 """pymx.np.linalg: NumPy's linear algebra over pymx operators, differentiable and asynchronous.
 
-inv, det, slogdet, solve, cholesky, eigh, eigvalsh, eig, svd and qr are native operators, batched
-over leading axes: LAPACK on the CPU (the matrices of a batch spread over the intra-op threads),
-cuSOLVER on the GPU (one call per matrix, on the worker's stream; inv, solve, cholesky, eigh and
-svd read cuSOLVER's status back to the host to raise LinAlgError, a wait on that stream).
-pinv, matrix_rank and lstsq are built on svd, cond on svd, norm, inv and slogdet, eigvals on
-eig, and matrix_power, multi_dot, tensorinv and tensorsolve on matmul, inv and solve. Every function takes stacks of matrices (..., M, N) where
-NumPy does, float32 or float64 (integer and bool input is computed in float32, pymx's default
-float dtype); results stay on the input's device.
+inv, det, slogdet, solve, cholesky, eigh, eigvalsh, eig, svd and qr are native operators,
+batched over leading axes: LAPACK on the CPU (the matrices of a batch spread over the intra-op
+threads), cuSOLVER on the GPU (one call per matrix, on the worker's stream; inv, solve,
+cholesky, eigh, eig and svd read cuSOLVER's status back to the host to raise LinAlgError, a wait
+on that stream). pinv, matrix_rank and lstsq are built on svd, cond on svd, norm, inv and
+slogdet, eigvals on eig, and matrix_power, multi_dot, tensorinv and tensorsolve on matmul, inv
+and solve. Every function takes stacks of matrices (..., M, N) where NumPy does, float32 or
+float64 (integer and bool input is computed in float32, pymx's default float dtype); results
+stay on the input's device.
 
 A singular matrix (inv, solve), one that is not positive definite (cholesky), one with complex
-eigenvalues or infs or NaNs (eig, eigvals) or an iteration that does not converge (eigh, eig,
-svd) raises LinAlgError (a ValueError, and a
+eigenvalues or infs or NaNs (eig, eigvals), one with NaNs (svd on the CPU) or an iteration that
+does not converge (eigh, eig, svd) raises LinAlgError (a ValueError, and a
 numpy.linalg.LinAlgError) naming the matrix of the batch and LAPACK's info value. Like any error
 of an asynchronous op it surfaces when the result is waited for (asnumpy(), wait_to_read()).
 

@@ -16,8 +16,8 @@
 // float32 and float64; the matrices of a batch are spread over the intra-op threads. cholesky
 // and eigh read only one triangle of their input (see Note [Gradients of functions of a
 // symmetric matrix] in linalg_grad.h). A matrix that is not positive definite (cholesky), one
-// with complex eigenvalues or infs or NaNs (eig) or an iteration that does not converge (eigh,
-// eig, svd) raises LinAlgError naming the matrix.
+// with complex eigenvalues or infs or NaNs (eig), one with NaNs (svd) or an iteration that does
+// not converge (eigh, eig, svd) raises LinAlgError naming the matrix.
 #include <algorithm>
 #include <cmath>
 #include <vector>
