@@ -2,14 +2,15 @@
 atol 1e-6 in float32) to gluon.rnn.RNN / LSTM / GRU holding the same weights, for every mode,
 one and two layers, one and two directions, LSTM projections and cell clipping; against the
 float64 NumPy reference of test_gluon_rnn.py with sequence lengths; gradients of data,
-parameters and states against central differences (float64); state_outputs; argument errors
-naming the values; and the GPU against the CPU."""
+parameters and states against central differences (float64); state_outputs; dropout between
+layers; a hybridized block against the imperative one; argument errors naming the values; and
+the GPU against the CPU."""
 import numpy as onp
 import pytest
 from conftest import requires_gpu
 from test_gluon_rnn import MODES, make_layer, np_layer, random_params, random_states
 
-from pymx import autograd, np, npx
+from pymx import autograd, gluon, np, npx
 from pymx.device import cpu, gpu
 from pymx.gluon.rnn.rnn_layer import flat_parameter_layout, flat_parameter_size
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
@@ -129,6 +130,28 @@ def test_dropout_between_layers_only_in_training():
     with autograd.record():
         dropped = npx.rnn(x, flat, h, p=0.5, **kwargs)
     assert not onp.allclose(dropped.asnumpy(), plain.asnumpy())
+
+
+def test_hybridized_block_equals_imperative():
+    class FlatLSTM(gluon.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.flat = gluon.Parameter('flat', shape=(flat_parameter_size('lstm', 2, 3, 4),))
+
+        def forward(self, x, h, c):
+            return npx.rnn(x, self.flat.data(x.device), h, c, mode='lstm', state_size=4,
+                           num_layers=2, state_outputs=True)
+
+    rng = onp.random.default_rng(6)
+    block = FlatLSTM()
+    block.initialize()
+    x = np.array(rng.uniform(-1, 1, (5, 2, 3)), dtype='float32')
+    h, c = (np.array(rng.uniform(-1, 1, (2, 2, 4)), dtype='float32') for _ in range(2))
+    want = [a.asnumpy() for a in block(x, h, c)]
+    block.hybridize()
+    for _ in range(2):  # the trace, then the replay
+        for got, expected in zip(block(x, h, c), want):
+            assert_almost_equal(got, expected, rtol=1e-6, atol=1e-7)
 
 
 def test_errors_name_the_values():
