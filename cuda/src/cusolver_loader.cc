@@ -73,6 +73,10 @@ const CusolverApi& cusolver() {
     load(&api.gesvdj_buffer_size.d, "cusolverDnDgesvdj_bufferSize");
     load(&api.gesvdj.s, "cusolverDnSgesvdj");
     load(&api.gesvdj.d, "cusolverDnDgesvdj");
+    load(&api.create_params, "cusolverDnCreateParams");
+    load(&api.destroy_params, "cusolverDnDestroyParams");
+    load(&api.xgeev_buffer_size, "cusolverDnXgeev_bufferSize");
+    load(&api.xgeev, "cusolverDnXgeev");
   });
   return api;
 }

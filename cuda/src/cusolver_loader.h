@@ -1,11 +1,15 @@
 // cuSOLVER (dense), loaded with dlopen at first use like cuBLAS (cublas_loader.h): never linked,
 // so CPU users need not install it, and the toolkit here ships no cusolverDn.h. We declare the
 // few entry points np.linalg calls ourselves; their C ABI (cusolverDn<t><routine>, int sizes,
-// device info pointers) has been stable since CUDA 7. tests/cpp/cusolver_abi_check.cc checks these
+// device info pointers) has been stable since CUDA 7, and that of the 64-bit generic
+// cusolverDnXgeev (typed by cudaDataType, sizes int64_t) since CUDA 12.6. tests/cpp/cusolver_abi_check.cc checks these
 // declarations against the real cusolverDn.h where one is found.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
 
 #include "cublas_loader.h"
 
@@ -13,6 +17,7 @@ namespace pymx {
 namespace gpu {
 
 using cusolverDnHandle_t = struct cusolverDnContext*;
+using cusolverDnParams_t = struct cusolverDnParams*;
 using gesvdjInfo_t = struct gesvdjInfo*;
 using cusolverStatus_t = int;  // 0 = CUSOLVER_STATUS_SUCCESS
 enum cublasFillMode_t { CUBLAS_FILL_MODE_LOWER = 0, CUBLAS_FILL_MODE_UPPER = 1 };
@@ -79,6 +84,21 @@ struct CusolverApi {
         cusolverStatus_t (*)(cusolverDnHandle_t, cusolverEigMode_t, int, int, int, double*, int, double*,
                              double*, int, double*, int, double*, int, int*, gesvdjInfo_t)>
       gesvdj;
+  cusolverStatus_t (*create_params)(cusolverDnParams_t*);
+  cusolverStatus_t (*destroy_params)(cusolverDnParams_t);
+  cusolverStatus_t (*xgeev_buffer_size)(cusolverDnHandle_t, cusolverDnParams_t, cusolverEigMode_t jobvl,
+                                        cusolverEigMode_t jobvr, int64_t n, cudaDataType type_a,
+                                        const void* a, int64_t lda, cudaDataType type_w, const void* w,
+                                        cudaDataType type_vl, const void* vl, int64_t ldvl,
+                                        cudaDataType type_vr, const void* vr, int64_t ldvr,
+                                        cudaDataType compute_type, size_t* device_bytes,
+                                        size_t* host_bytes);
+  cusolverStatus_t (*xgeev)(cusolverDnHandle_t, cusolverDnParams_t, cusolverEigMode_t jobvl,
+                            cusolverEigMode_t jobvr, int64_t n, cudaDataType type_a, void* a, int64_t lda,
+                            cudaDataType type_w, void* w, cudaDataType type_vl, void* vl, int64_t ldvl,
+                            cudaDataType type_vr, void* vr, int64_t ldvr, cudaDataType compute_type,
+                            void* device_buffer, size_t device_bytes, void* host_buffer,
+                            size_t host_bytes, int* info);
 };
 
 // The loaded API; the first call loads the library. Throws Error(kCuda) naming the library and

@@ -1,7 +1,7 @@
 // GPU kernels of the np.linalg operators (engine/src/ops/linalg_*.cc): cuSOLVER (dense, one
 // call per matrix of the batch, on the worker's stream) for inv, det, slogdet, solve (getrf,
-// getrs), cholesky (potrf), eigh (syevd), svd (gesvdj, Jacobi) and qr (geqrf, orgqr), and plain
-// kernels for the gradient helpers _linalg_tril_half and _linalg_gap_inverse.
+// getrs), cholesky (potrf), eigh (syevd), eig (Xgeev), svd (gesvdj, Jacobi) and qr (geqrf,
+// orgqr), and plain kernels for the gradient helpers _linalg_tril_half and _linalg_gap_inverse.
 //
 // As on the CPU, a row-major block is, to cuSOLVER (column-major), the transpose of the matrix;
 // each kernel says how it uses this. Scratch memory (LU factors, pivots, cuSOLVER's workspace,
@@ -9,8 +9,9 @@
 //
 // Note [Checking cuSOLVER's info on the host]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// inv, solve, cholesky, eigh and svd must raise LinAlgError for a singular, indefinite or
-// non-convergent matrix, as on the CPU, and cuSOLVER reports that in device memory. These kernels
+// inv, solve, cholesky, eigh, eig and svd must raise LinAlgError for a singular, indefinite or
+// non-convergent matrix (and eig for complex eigenvalues: Note [Complex eigenvalues of eig] in
+// linalg_common.h), as on the CPU, and cuSOLVER reports that in device memory. These kernels
 // copy the info values to the host and synchronise the worker's stream before returning, so that
 // the error is thrown by the op's kernel and stored on its outputs like any other. The cost is a
 // round trip per call, small next to the factorisations. det, slogdet and qr need no check: the
@@ -22,6 +23,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "capture_state.h"
@@ -320,6 +322,76 @@ void eigh_gpu(const OpContext& ctx, const T* a, T* w, T* v, int64_t batch, int n
   linalg::check_converged(infos_on_host(ctx, info, batch, "eigh"), "eigh", "syevd");
 }
 
+// ---- eig: Xgeev (the 64-bit generic API) on each block transposed to column-major, as on the
+// CPU. With every data type real, Xgeev writes each matrix's n real eigenvalue parts and then
+// its n imaginary parts into W (2n values), and the eigenvectors into the columns of VR,
+// column-major, which are transposed into v.
+
+// Xgeev's options, created and destroyed with one call of eig_gpu.
+class DnParams {
+ public:
+  DnParams() { check_cusolver(cusolver().create_params(&params_), "cusolverDnCreateParams"); }
+  // The status is ignored: a destructor cannot throw, and a failed destroy leaks a small host
+  // object.
+  ~DnParams() { cusolver().destroy_params(params_); }
+  DnParams(const DnParams&) = delete;
+  DnParams& operator=(const DnParams&) = delete;
+  cusolverDnParams_t get() const { return params_; }
+
+ private:
+  cusolverDnParams_t params_ = nullptr;
+};
+
+// w[b][j] = parts[b][j]: the real parts out of Xgeev's W of each matrix.
+template <typename T>
+__global__ void real_parts_kernel(const T* parts, T* w, int64_t batch, int64_t n) {
+  PMX_GRID_STRIDE_LOOP(i, batch * n) {
+    w[i] = parts[(i / n) * 2 * n + i % n];
+  }
+}
+
+template <typename T>
+void eig_gpu(const OpContext& ctx, const T* a, T* w, T* v, int64_t batch, int64_t n) {
+  cusolverDnHandle_t handle = handle_of(ctx);
+  const CusolverApi& api = cusolver();
+  const cudaDataType type = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_64F;
+  const DnParams params;
+  size_t device_bytes = 0, host_bytes = 0;
+  // The query reads no data: `a` stands in for the matrix and W, and ldvl is 1 (no left vectors).
+  check_cusolver(api.xgeev_buffer_size(handle, params.get(), CUSOLVER_EIG_MODE_NOVECTOR,
+                                       CUSOLVER_EIG_MODE_VECTOR, n, type, a, n, type, a, type, nullptr,
+                                       1, type, a, n, type, &device_bytes, &host_bytes),
+                 "cusolverDnXgeev_bufferSize");
+  Scratch scratch(ctx, {sizeof(T) * batch * n * n, sizeof(T) * batch * 2 * n, sizeof(T) * batch * n * n,
+                        device_bytes, sizeof(int) * batch});
+  T* col = scratch.take<T>(batch * n * n);
+  T* parts = scratch.take<T>(batch * 2 * n);
+  T* vectors = scratch.take<T>(batch * n * n);
+  char* work = scratch.take<char>(device_bytes);
+  int* info = scratch.take<int>(batch);
+  std::vector<char> host_work(host_bytes);
+  transpose<T>(ctx, a, col, batch, n, n);
+  for (int64_t b = 0; b < batch; ++b)
+    check_cusolver(api.xgeev(handle, params.get(), CUSOLVER_EIG_MODE_NOVECTOR, CUSOLVER_EIG_MODE_VECTOR,
+                             n, type, col + b * n * n, n, type, parts + b * 2 * n, type, nullptr, 1,
+                             type, vectors + b * n * n, n, type, work, device_bytes,
+                             host_work.data(), host_bytes, info + b),
+                   "cusolverDnXgeev");
+  transpose<T>(ctx, vectors, v, batch, n, n);
+  real_parts_kernel<T><<<grid_for(batch * n), kBlock, 0, stream_of(ctx)>>>(parts, w, batch, n);
+  PMX_KERNEL_LAUNCH_CHECK();
+  linalg::check_converged(infos_on_host(ctx, info, batch, "eig"), "eig", "Xgeev");
+  // infos_on_host has refused a capture and waited for the stream, so this copy is a plain one.
+  std::vector<T> host_parts(static_cast<size_t>(batch * 2 * n));
+  PMX_CUDA_CHECK(cudaMemcpyAsync(host_parts.data(), parts, sizeof(T) * batch * 2 * n,
+                                 cudaMemcpyDeviceToHost, stream_of(ctx)));
+  PMX_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
+  for (int64_t b = 0; b < batch; ++b) {
+    const T* matrix_parts = host_parts.data() + b * 2 * n;
+    linalg::check_real_eigenvalues(matrix_parts, matrix_parts + n, n, b, "eig");
+  }
+}
+
 // From geqrf's column-major m x n factors `col` of each matrix: r (k x n, row-major) its upper
 // triangle's first k rows, zero below.
 template <typename T>
@@ -481,6 +553,14 @@ void eigh_compute(const OpContext& ctx, const std::vector<TBlob>& in, const std:
   });
 }
 
+void eig_compute(const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
+  const linalg::MatrixStack s = linalg::square_stack(in[0].shape, "eig");
+  if (s.batch == 0 || s.rows == 0) return;
+  PMX_LINALG_FLOAT_SWITCH(in[0].dtype, T, {
+    eig_gpu<T>(ctx, in[0].data<T>(), out[0].data<T>(), out[1].data<T>(), s.batch, s.rows);
+  });
+}
+
 void svd_compute(const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
   const linalg::MatrixStack s = linalg::matrix_stack(in[0].shape, "svd");
   if (s.batch == 0 || s.rows == 0 || s.cols == 0) return;
@@ -525,6 +605,7 @@ const bool registered = [] {
   op_registry::get_or_create("linalg_solve").set_gpu(solve_compute);
   op_registry::get_or_create("linalg_cholesky").set_gpu(cholesky_compute);
   op_registry::get_or_create("linalg_eigh").set_gpu(eigh_compute);
+  op_registry::get_or_create("linalg_eig").set_gpu(eig_compute);
   op_registry::get_or_create("linalg_svd").set_gpu(svd_compute);
   op_registry::get_or_create("linalg_qr").set_gpu(qr_compute);
   op_registry::get_or_create("_linalg_tril_half").set_gpu(tril_half_compute);

@@ -1,16 +1,18 @@
 """pymx.np.linalg: NumPy's linear algebra over pymx operators, differentiable and asynchronous.
 
-inv, det, slogdet, solve, cholesky, eigh, eigvalsh, svd and qr are native operators, batched
-over leading axes: LAPACK on the CPU (the matrices of a batch spread over the intra-op threads),
-cuSOLVER on the GPU (one call per matrix, on the worker's stream; inv, solve, cholesky, eigh and
-svd read cuSOLVER's status back to the host to raise LinAlgError, a wait on that stream).
-pinv, matrix_rank and lstsq are built on svd, and matrix_power, multi_dot, tensorinv and
-tensorsolve on matmul, inv and solve. Every function takes stacks of matrices (..., M, N) where
-NumPy does, float32 or float64 (integer and bool input is computed in float32, pymx's default
-float dtype); results stay on the input's device.
+inv, det, slogdet, solve, cholesky, eigh, eigvalsh, eig, svd and qr are native operators,
+batched over leading axes: LAPACK on the CPU (the matrices of a batch spread over the intra-op
+threads), cuSOLVER on the GPU (one call per matrix, on the worker's stream; inv, solve,
+cholesky, eigh, eig and svd read cuSOLVER's status back to the host to raise LinAlgError, a wait
+on that stream). pinv, matrix_rank and lstsq are built on svd, cond on svd, norm, inv and
+slogdet, eigvals on eig, and matrix_power, multi_dot, tensorinv and tensorsolve on matmul, inv
+and solve. Every function takes stacks of matrices (..., M, N) where NumPy does, float32 or
+float64 (integer and bool input is computed in float32, pymx's default float dtype); results
+stay on the input's device.
 
-A singular matrix (inv, solve), one that is not positive definite (cholesky) or an iteration
-that does not converge (eigh, svd) raises LinAlgError (a ValueError, and a
+A singular matrix (inv, solve), one that is not positive definite (cholesky), one with complex
+eigenvalues or infs or NaNs (eig, eigvals), one with NaNs (svd on the CPU) or an iteration that
+does not converge (eigh, eig, svd) raises LinAlgError (a ValueError, and a
 numpy.linalg.LinAlgError) naming the matrix of the batch and LAPACK's info value. Like any error
 of an asynchronous op it surfaces when the result is waited for (asnumpy(), wait_to_read()).
 
@@ -23,6 +25,10 @@ Deliberate differences from MXNet 2.x's np.linalg:
   which read one triangle of the input: the other triangle gets zero and the read one the folded
   symmetric gradient (MXNet returns the symmetric gradient). For a symmetric input built upstream
   (A = X X^T) the gradient reaching X is the same.
+- eig and eigvals return real arrays: pymx has no complex dtype, so, as MXNet's, they raise
+  LinAlgError for a matrix with a complex eigenvalue (Note [Complex eigenvalues of eig] in
+  engine/src/ops/linalg_common.h). eig is differentiable (distinct eigenvalues; MXNet's gradient
+  is zero), and eigvals is eig's first output, eigenvectors computed too.
 - lstsq's rcond default ('warn' or None) is NumPy 2's: machine epsilon times max(M, N), without
   a warning.
 """
@@ -35,9 +41,9 @@ from pymx.base import DEFAULT_DTYPE as _DEFAULT_DTYPE
 from pymx.base import PymxLinAlgError as LinAlgError
 from pymx.numpy import _core as _np
 
-__all__ = ["LinAlgError", "norm", "inv", "det", "slogdet", "solve", "cholesky", "eigh",
-           "eigvalsh", "svd", "qr", "pinv", "matrix_rank", "lstsq", "matrix_power", "multi_dot",
-           "tensorinv", "tensorsolve"]
+__all__ = ["LinAlgError", "norm", "cond", "inv", "det", "slogdet", "solve", "cholesky", "eigh",
+           "eigvalsh", "eig", "eigvals", "svd", "qr", "pinv", "matrix_rank", "lstsq",
+           "matrix_power", "multi_dot", "tensorinv", "tensorsolve"]
 
 
 _invoke = _np._invoke
@@ -206,6 +212,22 @@ def eigvalsh(a, UPLO="L"):
     return eigh(a, UPLO)[0]
 
 
+def eig(a):
+    """(w, v): the eigenvalues (..., M), in LAPACK's order as NumPy's, and the right
+    eigenvectors (the columns of v (..., M, M), each of unit norm) of each square matrix of
+    `a`, not necessarily symmetric. LinAlgError when a matrix has a complex eigenvalue (pymx
+    has no complex dtype) or contains infs or NaNs. The gradient needs distinct eigenvalues."""
+    a = _float_array(a)
+    _check_matrices(a, "eig", square=True)
+    w, v = _invoke("linalg_eig", [a])
+    return w, v
+
+
+def eigvals(a):
+    """The eigenvalues of each square matrix of `a`; see eig."""
+    return eig(a)[0]
+
+
 def svd(a, full_matrices=False, compute_uv=True, hermitian=False):
     """The reduced singular value decomposition of each matrix of `a` (..., M, N):
     (u (..., M, K), s (..., K) descending, vh (..., K, N)) with a = u @ (s[..., None] * vh) and
@@ -243,6 +265,38 @@ def _inverse_singular_values(s, cutoff):
     kept = _np.greater(s, cutoff)
     safe = _np.where(kept, s, _np.ones_like(s))
     return _np.where(kept, _np.reciprocal(safe), _np.zeros_like(s))
+
+
+def cond(x, p=None):
+    """The condition number of each matrix of `x` (..., M, N) in the norm `p`: None or 2 (the
+    largest over the smallest singular value), -2 (the inverse), 'fro', 'nuc', inf, -inf, 1 or
+    -1 (norm(x, p) * norm(inv(x), p), square matrices only). As NumPy's: a singular matrix gives
+    inf, one holding a NaN gives NaN."""
+    x = _float_array(x)
+    _check_matrices(x, "cond")
+    if x.size == 0 and x.shape[-1] * x.shape[-2] == 0:
+        raise LinAlgError(f"cond: not defined on empty arrays (shape {x.shape})")
+    # A matrix holding a NaN has condition number NaN; zeros stand in for it below, so that no
+    # decomposition sees the NaN.
+    has_nan = _np.any(_np.isnan(x), axis=(-2, -1))
+    x = _np.where(_np.expand_dims(_np.expand_dims(has_nan, -1), -1), _np.zeros_like(x), x)
+    if p is None or p in (2, -2):
+        s = svd(x, compute_uv=False)
+        large, small = s[..., 0], s[..., -1]
+        r = small / large if p == -2 else large / small
+    else:
+        _check_matrices(x, "cond", square=True)
+        # LU's exact zero pivot marks a singular matrix (what makes NumPy's inverse NaN); an
+        # identity stands in for it so that inv does not raise.
+        sign, _ = slogdet(x)
+        singular = _np.equal(sign, 0)
+        invertible = _np.where(_np.expand_dims(_np.expand_dims(singular, -1), -1),
+                               _np.eye(x.shape[-1], dtype=x.dtype, device=x.device), x)
+        r = norm(x, p, axis=(-2, -1)) * norm(inv(invertible), p, axis=(-2, -1))
+        r = _np.where(singular, float("inf"), r)
+    # NumPy's rule: NaN from a matrix without NaNs (0 / 0 of a zero matrix) is inf.
+    r = _np.where(_np.isnan(r), float("inf"), r)
+    return _np.where(has_nan, float("nan"), r)
 
 
 def pinv(a, rcond=1e-15, hermitian=False):

@@ -29,7 +29,8 @@ from pymx.numpy_extension._shape import arange_like, broadcast_like, reshape, sl
 from pymx.numpy_extension._softmax import (log_softmax, masked_log_softmax, masked_softmax,
                                            softmax)
 
-__all__ = ["relu", "sigmoid", "activation", "leaky_relu", "erf", "erfinv", "softmax",
+__all__ = ["relu", "sigmoid", "activation", "leaky_relu", "erf", "erfinv", "gamma", "gammaln",
+           "softmax",
            "log_softmax", "pick",
            "one_hot", "topk", "batch_flatten", "fully_connected", "convolution", "deconvolution",
            "pooling",
@@ -53,6 +54,10 @@ __all__ += ["shape_array", "reshape_like", "nonzero", "constraint_check", "ctc_l
 # Array files (.npy, .npz, MXNet's legacy list): npx.save, npx.savez, npx.load
 from pymx.numpy_extension._files import load, save, savez  # noqa: E402
 __all__ += ["save", "savez", "load"]
+
+# MXNet's fused recurrent operator over a flat parameter vector (gluon.rnn's layers underneath)
+from pymx.numpy_extension._rnn import rnn  # noqa: E402
+__all__ += ["rnn"]
 
 # Python custom operators (pymx.operator): npx.custom(*inputs, op_type=name, **kwargs)
 from pymx.operator import custom  # noqa: E402
@@ -155,6 +160,18 @@ def erfinv(data):
     """The inverse error function on [-1, 1] (+-inf at +-1, NaN outside), elementwise
     (integers compute in float32)."""
     return invoke("erfinv", [data])[0]
+
+
+def gamma(data):
+    """The gamma function, elementwise (integers compute in float32): +-inf at +-0, NaN at the
+    negative integers. Its gradient is gamma(x) * digamma(x)."""
+    return invoke("gamma", [data])[0]
+
+
+def gammaln(data):
+    """ln|gamma(data)|, elementwise (integers compute in float32): +inf at 0 and the negative
+    integers. Its gradient is digamma(x)."""
+    return invoke("gammaln", [data])[0]
 
 
 # -------------------------------------------------------------------------------------------

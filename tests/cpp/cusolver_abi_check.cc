@@ -13,10 +13,11 @@
 
 namespace ours = pymx::gpu;
 
-// The handles: `struct cusolverDnContext*` and `struct gesvdjInfo*` on both sides (the real
-// header declares the structs first here, so ours name the same ones).
+// The handles: `struct cusolverDnContext*`, `struct cusolverDnParams*` and `struct gesvdjInfo*`
+// on both sides (the real header declares the structs first here, so ours name the same ones).
 static_assert(std::is_same_v<::cusolverDnHandle_t, ours::cusolverDnHandle_t>, "cusolverDnHandle_t");
 static_assert(std::is_same_v<::gesvdjInfo_t, ours::gesvdjInfo_t>, "gesvdjInfo_t");
+static_assert(std::is_same_v<::cusolverDnParams_t, ours::cusolverDnParams_t>, "cusolverDnParams_t");
 // cusolverStatus_t is an enum there and an int here: same size, and success is 0.
 template <>
 struct abi_check::Ours<::cusolverStatus_t> {
@@ -66,8 +67,12 @@ PMX_ABI_SAME_FUNCTION(Api, cusolverDnSgesvdj_bufferSize, gesvdj_buffer_size.s)
 PMX_ABI_SAME_FUNCTION(Api, cusolverDnDgesvdj_bufferSize, gesvdj_buffer_size.d)
 PMX_ABI_SAME_FUNCTION(Api, cusolverDnSgesvdj, gesvdj.s)
 PMX_ABI_SAME_FUNCTION(Api, cusolverDnDgesvdj, gesvdj.d)
+PMX_ABI_SAME_FUNCTION(Api, cusolverDnCreateParams, create_params)
+PMX_ABI_SAME_FUNCTION(Api, cusolverDnDestroyParams, destroy_params)
+PMX_ABI_SAME_FUNCTION(Api, cusolverDnXgeev_bufferSize, xgeev_buffer_size)
+PMX_ABI_SAME_FUNCTION(Api, cusolverDnXgeev, xgeev)
 
-static_assert(sizeof(Api) == 30 * sizeof(void (*)()),
+static_assert(sizeof(Api) == 34 * sizeof(void (*)()),
               "CusolverApi has a member that this check does not compare");
 
 int main() {

@@ -22,13 +22,8 @@ namespace pymx {
 namespace {
 
 using ops::call;
+using ops::float_unary_infer;
 using ops::scalar_op;
-
-void float_unary_infer(const Attrs&, const std::vector<Shape>& in, const std::vector<DType>& dt,
-                       std::vector<Shape>* out, std::vector<DType>* out_dt) {
-  *out = {in[0]};
-  *out_dt = {is_float(dt[0]) ? dt[0] : DType::kFloat32};  // integers compute in float32
-}
 
 // erfinv's CPU kernel: erfinv_vector over blocks in double where libmvec has its routines, the
 // scalar nn::erfinv element by element elsewhere; both over the intra-op threads.

@@ -47,6 +47,13 @@ void float_unary_loop(const T* src, T* dst, int64_t n, F f, std::optional<MathFn
   });
 }
 
+// The shape and dtype inference of these ops: x's shape, x's dtype if float, else float32.
+inline void float_unary_infer(const Attrs&, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                              std::vector<Shape>* out, std::vector<DType>* out_dt) {
+  *out = {in[0]};
+  *out_dt = {is_float(dt[0]) ? dt[0] : DType::kFloat32};  // integers compute in float32
+}
+
 // The op's CPU kernel: converts an integer input to the output's float type (float32), then runs
 // float_unary_loop.
 template <typename F>

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -83,6 +84,34 @@ inline void check_positive_definite(const std::vector<int>& infos, const char* o
 inline void check_converged(const std::vector<int>& infos, const char* op, const char* routine) {
   const int64_t i = first_failure(infos);
   if (i >= 0) throw_linalg_error(op, i, routine, infos[i], "the iteration did not converge");
+}
+
+// Note [Complex eigenvalues of eig]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A real matrix that is not symmetric may have complex eigenvalues (in conjugate pairs) and
+// complex eigenvectors, which NumPy returns as complex arrays. pymx has no complex dtype, so eig
+// does what MXNet's does: it returns the real eigenvalues and eigenvectors when every
+// eigenvalue's imaginary part is at most 1e-15 in magnitude (MXNet's threshold; LAPACK and
+// cuSOLVER report exactly 0 for the eigenvalues they find real) and otherwise raises
+// LinAlgError naming the matrix and its first complex eigenvalue, rather than dropping the
+// imaginary parts.
+constexpr double kRealEigenvalueTolerance = 1e-15;
+
+// Raises the LinAlgError of Note [Complex eigenvalues of eig] when matrix `index` of the batch,
+// with real parts wr[0..n) and imaginary parts wi[0..n), has a complex eigenvalue, and NumPy's
+// for infs or NaNs when one is not finite (what infs or NaNs in the matrix lead to).
+template <typename T>
+void check_real_eigenvalues(const T* wr, const T* wi, int64_t n, int64_t index, const char* op) {
+  for (int64_t j = 0; j < n; ++j) {
+    if (!std::isfinite(static_cast<double>(wr[j])) || !std::isfinite(static_cast<double>(wi[j])))
+      PMX_THROW(Status::kLinAlg, op, ": matrix ", index, " of the batch has a non-finite "
+                "eigenvalue; the array must not contain infs or NaNs");
+    if (std::fabs(static_cast<double>(wi[j])) > kRealEigenvalueTolerance)
+      PMX_THROW(Status::kLinAlg, op, ": matrix ", index, " of the batch has complex eigenvalues (",
+                static_cast<double>(wr[j]), " +- ", std::fabs(static_cast<double>(wi[j])),
+                "i), which pymx cannot return (it has no complex dtype); eig supports only "
+                "matrices whose eigenvalues are all real");
+  }
 }
 
 }  // namespace linalg

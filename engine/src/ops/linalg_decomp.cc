@@ -1,18 +1,25 @@
-// np.linalg decompositions (LAPACK potrf, syevd, gesdd, geqrf/orgqr), batched over leading axes.
+// np.linalg decompositions (LAPACK potrf, syevd, geev, gesdd, geqrf/orgqr), batched over
+// leading axes.
 //
 //   op               inputs  attrs                  outputs
 //   linalg_cholesky  a       -                      l (..., n, n), lower, a = l l^T
 //   linalg_eigh      a       UPLO: "L" (default)    w (..., n) ascending, v (..., n, n) with the
 //                            or "U"                 eigenvectors in its columns
+//   linalg_eig       a       -                      w (..., n) in LAPACK's order, v (..., n, n)
+//                                                   with unit-norm eigenvectors in its columns;
+//                                                   real eigenvalues only (Note [Complex
+//                                                   eigenvalues of eig] in linalg_common.h)
 //   linalg_svd       a       -                      u (..., m, k), s (..., k) descending,
 //                                                   vh (..., k, n); k = min(m, n), a = u s vh
 //   linalg_qr        a       -                      q (..., m, k), r (..., k, n); k = min(m, n)
 //
 // float32 and float64; the matrices of a batch are spread over the intra-op threads. cholesky
 // and eigh read only one triangle of their input (see Note [Gradients of functions of a
-// symmetric matrix] in linalg_grad.h). A matrix that is not positive definite (cholesky) or an
-// iteration that does not converge (eigh, svd) raises LinAlgError naming the matrix.
+// symmetric matrix] in linalg_grad.h). A matrix that is not positive definite (cholesky), one
+// with complex eigenvalues or infs or NaNs (eig), one with NaNs (svd) or an iteration that does
+// not converge (eigh, eig, svd) raises LinAlgError naming the matrix.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "ops/dispatch.h"
@@ -96,6 +103,47 @@ void eigh_cpu(const T* a, T* w, T* v, int64_t batch, int64_t n, bool lower) {
 }
 
 template <typename T>
+void eig_cpu(const T* a, T* w, T* v, int64_t batch, int64_t n) {
+  for (int64_t i = 0; i < batch * n * n; ++i)
+    if (!std::isfinite(a[i]))
+      PMX_THROW(Status::kLinAlg, "eig: matrix ", i / (n * n),
+                " of the batch contains infs or NaNs; the array must not contain infs or NaNs");
+  const lapack::lint ln = static_cast<lapack::lint>(n);
+  T query = 0;
+  lapack::lint info = 0;
+  lapack::geev(ln, static_cast<T*>(nullptr), nullptr, nullptr, nullptr, &query, -1, &info);
+  const lapack::lint lwork = std::max<lapack::lint>(1, static_cast<lapack::lint>(query));
+  std::vector<int> infos(static_cast<size_t>(batch), 0);
+  std::vector<T> imaginary(static_cast<size_t>(batch * n));
+  parallel_for(0, batch, batch_grain(n, n), [&](int64_t lo, int64_t hi) {
+    std::vector<T> work(static_cast<size_t>(lwork)), col(static_cast<size_t>(n * n)),
+        vecs(static_cast<size_t>(n * n));
+    for (int64_t i = lo; i < hi; ++i) {
+      // geev needs the matrix itself column-major (the row-major block is its transpose, whose
+      // right eigenvectors are not A's), so each block is transposed into `col`.
+      const T* ai = a + i * n * n;
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < n; ++c) col[c * n + r] = ai[r * n + c];
+      lapack::lint f = 0;
+      lapack::geev(ln, col.data(), w + i * n, imaginary.data() + i * n, vecs.data(), work.data(),
+                   lwork, &f);
+      check_arguments(f, "geev");
+      infos[i] = f;
+      // Column j of VR is eigenvector j; column-major storage reads row-major as V^T.
+      T* vi = v + i * n * n;
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < n; ++c) vi[r * n + c] = vecs[c * n + r];
+    }
+  });
+  linalg::check_converged(infos, "eig", "geev");
+  for (int64_t i = 0; i < batch; ++i)
+    linalg::check_real_eigenvalues(w + i * n, imaginary.data() + i * n, n, i, "eig");
+}
+
+// gesdd's info for a matrix holding a NaN (its argument 4, the matrix, rejected).
+constexpr int kGesddNaN = -4;
+
+template <typename T>
 void svd_cpu(const T* a, T* u, T* s, T* vh, int64_t batch, int64_t m, int64_t n) {
   const int64_t k = std::min(m, n);
   // LAPACK sees each row-major block as A^T (n x m) = V S U^T: its U is our V, stored
@@ -115,10 +163,14 @@ void svd_cpu(const T* a, T* u, T* s, T* vh, int64_t batch, int64_t m, int64_t n)
       lapack::lint f = 0;
       lapack::gesdd(lm, ln, copy.data(), s + i * k, vh + i * k * n, u + i * m * k, work.data(), lwork,
                     iwork.data(), &f);
-      check_arguments(f, "gesdd");
+      if (f != kGesddNaN) check_arguments(f, "gesdd");
       infos[i] = f;
     }
   });
+  for (size_t i = 0; i < infos.size(); ++i)
+    if (infos[i] == kGesddNaN)
+      linalg::throw_linalg_error("svd", static_cast<int64_t>(i), "gesdd", kGesddNaN,
+                                 "the matrix contains NaNs");
   linalg::check_converged(infos, "svd", "gesdd");
 }
 
@@ -242,6 +294,46 @@ PMX_REGISTER_OP(linalg_eigh)
       // V diag(w-bar) V^T, with the diagonal matrix as a scaling of V's columns.
       const NDArray from_w = mm(call("multiply", {v, mT(with_unit_axes(g.out_grads[0], 1))}), mT(v));
       return {linalg::fold_triangle(call("add", {from_v, from_w}), uplo_lower(g.attrs))};
+    })
+    .set_grad_uses({}, {0, 1});
+
+PMX_REGISTER_OP(linalg_eig)
+    .set_num_outputs(2)
+    .set_infer([](const Attrs&, const std::vector<Shape>& in, const std::vector<DType>& dt,
+                  std::vector<Shape>* out, std::vector<DType>* odt) {
+      linalg::check_float(dt[0], "eig");
+      const linalg::MatrixStack s = linalg::square_stack(in[0], "eig");
+      Shape w = s.batch_shape;
+      w.push_back(s.rows);
+      (*out)[0] = w;
+      (*out)[1] = in[0];
+      (*odt)[0] = (*odt)[1] = dt[0];
+    })
+    .set_cpu([](const OpContext&, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
+      const linalg::MatrixStack s = linalg::square_stack(in[0].shape, "eig");
+      if (s.batch == 0 || s.rows == 0) return;
+      PMX_FLOAT_WIDE_SWITCH(in[0].dtype, T, {
+        eig_cpu<T>(in[0].data<T>(), out[0].data<T>(), out[1].data<T>(), s.batch, s.rows);
+      });
+    })
+    // For real distinct eigenvalues, A V = V diag(w) and unit-norm columns of V give, with
+    // F_ij = 1 / (w_j - w_i) off the diagonal (0 on it) and D = diag(V^T V-bar):
+    // A-bar = V^{-T} [diag(w-bar) + F o (V^T V-bar - V^T V D)] V^T. The V^T V D term is the
+    // normalisation's (V^T V is not I for a non-symmetric A). Repeated eigenvalues make F, and
+    // the gradient through V, infinite.
+    .set_gradient([](const GradContext& g) -> std::vector<NDArray> {
+      const NDArray& w = g.outputs[0];
+      const NDArray& v = g.outputs[1];
+      const NDArray& dv = g.out_grads[1];
+      const NDArray vt = mT(v);
+      // D as a row (..., 1, n), which scales the columns of V^T V: the column sums of V o V-bar.
+      const NDArray d_row = call("sum", {call("multiply", {v, dv})},
+                                 Attrs{{"axis", "-2"}, {"keepdims", "True"}});
+      const NDArray normalised = call("subtract", {mm(vt, dv), call("multiply", {mm(vt, v), d_row})});
+      const NDArray from_v = mm(call("multiply", {call("_linalg_gap_inverse", {w}), normalised}), vt);
+      // diag(w-bar) V^T, with the diagonal matrix as a scaling of V^T's rows.
+      const NDArray from_w = call("multiply", {with_unit_axes(g.out_grads[0], 1), vt});
+      return {solve(vt, call("add", {from_v, from_w}))};
     })
     .set_grad_uses({}, {0, 1});
 

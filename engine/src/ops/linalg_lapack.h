@@ -58,6 +58,22 @@ inline void syevd(char jobz, char uplo, lint n, double* a, double* w, double* wo
   LAPACK_dsyevd_base(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, info, 1, 1);
 }
 
+// Eigenvalues (real parts wr, imaginary parts wi) and right eigenvectors (the columns of vr,
+// ldvr n) of the general n x n matrix a (destroyed), without left ones (geev, jobvl 'N'). A
+// complex pair's vectors share two columns: the real part, then the imaginary part. lwork = -1
+// queries the size into work[0].
+inline void geev(lint n, float* a, float* wr, float* wi, float* vr, float* work, lint lwork, lint* info) {
+  const char jobvl = 'N', jobvr = 'V';
+  const lint ldvl = 1;
+  LAPACK_sgeev_base(&jobvl, &jobvr, &n, a, &n, wr, wi, nullptr, &ldvl, vr, &n, work, &lwork, info, 1, 1);
+}
+inline void geev(lint n, double* a, double* wr, double* wi, double* vr, double* work, lint lwork,
+                 lint* info) {
+  const char jobvl = 'N', jobvr = 'V';
+  const lint ldvl = 1;
+  LAPACK_dgeev_base(&jobvl, &jobvr, &n, a, &n, wr, wi, nullptr, &ldvl, vr, &n, work, &lwork, info, 1, 1);
+}
+
 // Reduced SVD (jobz 'S') of the m x n matrix a (destroyed), by divide and conquer (gesdd):
 // u is m x min(m, n) (ldu m), vt is min(m, n) x n (ldvt min(m, n)). iwork holds 8 min(m, n).
 inline void gesdd(lint m, lint n, float* a, float* s, float* u, float* vt, float* work, lint lwork,

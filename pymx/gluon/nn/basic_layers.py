@@ -1,4 +1,5 @@
-"""Basic layers: containers, Dense, Dropout, normalisation, Flatten, Embedding, lambdas.
+"""Basic layers: containers, Dense, Dropout, normalisation (BatchNorm, BatchNormReLU, ...),
+Flatten, Embedding, lambdas.
 
 Differences from MXNet 2.x: GroupNorm checks num_groups and in_channels at construction,
 naming the values. InstanceNorm(axis=k) sizes gamma and beta by the input's axis k (MXNet's
@@ -11,7 +12,8 @@ from ...base import dtype_name
 from ..block import Block, HybridBlock
 from ..parameter import Parameter
 
-__all__ = ['Sequential', 'HybridSequential', 'Dense', 'Dropout', 'BatchNorm', 'LayerNorm',
+__all__ = ['Sequential', 'HybridSequential', 'Dense', 'Dropout', 'BatchNorm', 'BatchNormReLU',
+           'LayerNorm',
            'InstanceNorm', 'GroupNorm', 'Embedding', 'Flatten', 'Lambda', 'HybridLambda',
            'Activation', 'Identity', 'Concatenate', 'HybridConcatenate']
 
@@ -193,10 +195,19 @@ class BatchNorm(HybridBlock):
 
     def __repr__(self):
         channels = self.gamma.shape[0]
-        return (f'BatchNorm(axis={self._axis}, eps={self._kwargs["eps"]}, '
+        return (f'{type(self).__name__}(axis={self._axis}, eps={self._kwargs["eps"]}, '
                 f'momentum={self._kwargs["momentum"]}, fix_gamma={self._kwargs["fix_gamma"]}, '
                 f'use_global_stats={self._kwargs["use_global_stats"]}, '
                 f'in_channels={channels if channels > 0 else None})')
+
+
+class BatchNormReLU(BatchNorm):
+    """BatchNorm followed by relu, with BatchNorm's arguments and parameters (MXNet 2.x's
+    layer, which fuses the two where its backend can; pymx's batch_norm has no activation, so
+    relu runs as its own operator)."""
+
+    def forward(self, x):
+        return npx.relu(super().forward(x))
 
 
 class LayerNorm(HybridBlock):
