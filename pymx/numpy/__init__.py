@@ -14,8 +14,8 @@ from pymx.base import bfloat16 as _bfloat16
 from pymx.ndarray import from_dlpack, ndarray
 from pymx.numpy._core import *  # noqa: F401,F403
 from pymx.numpy._core import __all__ as _core_all
-from pymx.numpy import (_creation, _cumulative, _einsum, _elementwise, _manipulation, _searching,
-                        _statistics)
+from pymx.numpy import (_creation, _cumulative, _dtype_utils, _einsum, _elementwise, _manipulation,
+                        _math_extra, _nan_reductions, _searching, _statistics)
 from pymx.numpy._creation import *  # noqa: F401,F403
 from pymx.numpy._cumulative import *  # noqa: F401,F403
 from pymx.numpy._elementwise import *  # noqa: F401,F403
@@ -23,6 +23,9 @@ from pymx.numpy._manipulation import *  # noqa: F401,F403
 from pymx.numpy._searching import *  # noqa: F401,F403
 from pymx.numpy._statistics import *  # noqa: F401,F403
 from pymx.numpy._einsum import *  # noqa: F401,F403
+from pymx.numpy._math_extra import *  # noqa: F401,F403
+from pymx.numpy._nan_reductions import *  # noqa: F401,F403
+from pymx.numpy._dtype_utils import *  # noqa: F401,F403
 from pymx.numpy import random  # noqa: F401
 from pymx.numpy import linalg  # noqa: F401
 
@@ -46,5 +49,6 @@ newaxis = None
 
 __all__ = list(_core_all) + _creation.__all__ + _cumulative.__all__ + _elementwise.__all__ + \
     _manipulation.__all__ + _searching.__all__ + _statistics.__all__ + _einsum.__all__ + \
+    _math_extra.__all__ + _nan_reductions.__all__ + _dtype_utils.__all__ + \
     ["ndarray", "from_dlpack", "random", "linalg", "float16", "bfloat16", "float32", "float64",
      "int8", "int32", "int64", "uint8", "bool_", "dtype", "pi", "e", "inf", "nan", "newaxis"]
