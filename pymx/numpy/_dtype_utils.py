@@ -7,9 +7,9 @@ its rules (MXNet's): int8 with uint8 gives int32, float16 with bfloat16 float32,
 with a Python float float32, and data that is not an array float32 unless it is boolean.
 
 Arrays share memory when they are views of one buffer: reshapes and first-axis slices made
-without a copy (`ndarray._reshape_view`, `_slice_view`, `_at_view`, `gluon.utils.split_data(...,
-as_view=True)`) and DLPack imports of one producer's memory. The functions of `np` that return
-new arrays (reshape, slicing with [], transpose, ...) copy, as MXNet's do.
+without a copy (such as the slices of `gluon.utils.split_data` along the first axis outside
+autograd) and DLPack imports of one producer's memory. The functions of `np` that return new
+arrays (reshape, slicing with [], transpose, ...) copy.
 
 set_printoptions and get_printoptions are NumPy's: a pymx array prints its values through NumPy,
 so the options apply to both, exactly as they do to NumPy arrays.

@@ -8,6 +8,7 @@ import pytest
 
 from pymx import np
 from pymx.base import bfloat16
+from pymx.gluon.utils import split_data
 
 DTYPES = ["float16", bfloat16, "float32", "float64", "uint8", "int8", "int32", "int64", "bool"]
 
@@ -120,6 +121,9 @@ def test_shares_memory(device):
         assert np.may_share_memory(x, y) is want
     empty = a._slice_view(1, 1)
     assert not np.shares_memory(empty, a)
+    parts = split_data(flat, 3)
+    assert np.shares_memory(parts[1], a) and np.shares_memory(parts[2], last)
+    assert not np.shares_memory(parts[0], parts[1])
 
 
 def test_shares_memory_dlpack_imports():
