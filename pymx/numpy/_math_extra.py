@@ -16,7 +16,7 @@ dtype (NumPy's float16 spacing steps towards zero there); correlate is 1-d real 
 import numpy as _onp
 
 from pymx._c import core as _c_core
-from pymx.base import DEFAULT_DTYPE
+from pymx.base import DEFAULT_DTYPE, dtype_name
 from pymx.ndarray import ndarray
 from pymx.numpy import _core
 from pymx.numpy._core import (_binary, _is_float, _is_scalar, _to_array, abs, add, cumsum, equal,
@@ -67,9 +67,9 @@ def _bitwise(op, x1, x2, out):
         x1 = _to_array(_onp.asarray(x1))
     x2 = _bitwise_operand(x2, x1)
     dtypes = (_dtype_of(x1), _dtype_of(x2))
-    if any(_is_float(d) or d.kind not in "iub" for d in dtypes):
+    if any(d.kind not in "iub" for d in dtypes):  # floats, and bfloat16 (a record to NumPy)
         raise TypeError(f"{op}: ufunc '{op}' is defined for integers and bools only, got "
-                        f"dtypes {dtypes[0]} and {dtypes[1]}")
+                        f"dtypes {dtype_name(dtypes[0])} and {dtype_name(dtypes[1])}")
     return _binary(op, x1, x2, out)
 
 

@@ -35,7 +35,8 @@ void check_integer_operands(Result kind, const std::string& name, DType a, DType
             dtype_name(a), " and ", dtype_name(b));
 }
 
-// a & b etc. on the computed type; never instantiated for floats at run time (see above).
+// a & b etc. on the computed type. The float branch only satisfies the compiler: inference
+// refuses float operands (see above), so it never runs.
 template <typename C, typename F>
 C bitwise_of(C a, C b, F f) {
   if constexpr (std::is_floating_point<C>::value) return C(0);
