@@ -282,19 +282,31 @@ class ndarray(_core.NDArrayBase):
         return _mxnp.logical_not(self) if self.dtype == _onp.bool_ else _mxnp.invert(self)
 
     def __and__(self, other):
-        return _mxnp.logical_and(self, other) if _is_operand(other) else NotImplemented
+        return _mxnp.bitwise_and(self, other) if _is_operand(other) else NotImplemented
 
-    __rand__ = __and__
+    def __rand__(self, other):
+        return _mxnp.bitwise_and(other, self) if _is_operand(other) else NotImplemented
+
+    def __iand__(self, other):
+        return _mxnp.bitwise_and(self, other, out=self) if _is_operand(other) else NotImplemented
 
     def __or__(self, other):
-        return _mxnp.logical_or(self, other) if _is_operand(other) else NotImplemented
+        return _mxnp.bitwise_or(self, other) if _is_operand(other) else NotImplemented
 
-    __ror__ = __or__
+    def __ror__(self, other):
+        return _mxnp.bitwise_or(other, self) if _is_operand(other) else NotImplemented
+
+    def __ior__(self, other):
+        return _mxnp.bitwise_or(self, other, out=self) if _is_operand(other) else NotImplemented
 
     def __xor__(self, other):
-        return _mxnp.logical_xor(self, other) if _is_operand(other) else NotImplemented
+        return _mxnp.bitwise_xor(self, other) if _is_operand(other) else NotImplemented
 
-    __rxor__ = __xor__
+    def __rxor__(self, other):
+        return _mxnp.bitwise_xor(other, self) if _is_operand(other) else NotImplemented
+
+    def __ixor__(self, other):
+        return _mxnp.bitwise_xor(self, other, out=self) if _is_operand(other) else NotImplemented
 
     # ---- comparisons ---------------------------------------------------------------------
     def __eq__(self, other):

@@ -7,6 +7,7 @@
 // | divide arctan2 hypot                          | lhs, rhs |                   | float            |
 // | equal not_equal greater greater_equal less    | lhs, rhs |                   | bool             |
 // | less_equal logical_and logical_or logical_xor | lhs, rhs |                   | bool             |
+// | bitwise_and bitwise_or bitwise_xor            | lhs, rhs |                   | promoted (ints)  |
 // | <each of the above>_scalar                    | data     | scalar, reverse   | as CPU infers    |
 //
 // Dtypes follow the CPU definitions (engine/src/ops/broadcast.cc): operands are converted to the
@@ -25,6 +26,7 @@ enum class Kind {
   kArith,      // out dtype = compute dtype, every dtype
   kFloatOnly,  // out dtype = compute dtype, float dtypes only
   kPredicate,  // bool out; compute in the (common) input dtype
+  kIntegerOnly,  // out dtype = compute dtype, integer and bool dtypes only
 };
 
 #define PMX_BINARY_OP(Name, kind, expr)                                      \
@@ -109,6 +111,9 @@ PMX_BINARY_OP(LessEqualOp, Kind::kPredicate, a <= b)
 PMX_BINARY_OP(LogicalAndOp, Kind::kPredicate, a != C(0) && b != C(0))
 PMX_BINARY_OP(LogicalOrOp, Kind::kPredicate, a != C(0) || b != C(0))
 PMX_BINARY_OP(LogicalXorOp, Kind::kPredicate, (a != C(0)) != (b != C(0)))
+PMX_BINARY_OP(BitwiseAndOp, Kind::kIntegerOnly, C(a & b))
+PMX_BINARY_OP(BitwiseOrOp, Kind::kIntegerOnly, C(a | b))
+PMX_BINARY_OP(BitwiseXorOp, Kind::kIntegerOnly, C(a ^ b))
 
 // One kernel for same-shape and broadcast operands: a contiguous operand skips the index maths
 // (the flag is uniform across the grid, so the branch costs nothing).
@@ -134,7 +139,9 @@ __global__ void scalar_kernel(const In* x, Out* out, int64_t n, C scalar, bool r
 
 template <typename Op, typename T>
 constexpr bool instantiated() {
-  return Op::kKind != Kind::kFloatOnly || kIsFloat<T>;
+  if constexpr (Op::kKind == Kind::kFloatOnly) return kIsFloat<T>;
+  else if constexpr (Op::kKind == Kind::kIntegerOnly) return !kIsFloat<T>;
+  else return true;
 }
 
 template <typename Op>
@@ -172,7 +179,7 @@ void binary_compute(const OpContext& ctx, const std::vector<TBlob>& in,
       }
       PMX_KERNEL_LAUNCH_CHECK();
     } else {
-      PMX_THROW(Status::kType, "GPU kernel needs a floating-point dtype, got ", dtype_name(compute));
+      PMX_THROW(Status::kType, "GPU kernel does not support dtype ", dtype_name(compute));
     }
   });
 }
@@ -200,7 +207,7 @@ void scalar_compute(const OpContext& ctx, const std::vector<TBlob>& in,
           x.data<T>(), o.data<Out>(), n, static_cast<C>(scalar), reverse, Op());
       PMX_KERNEL_LAUNCH_CHECK();
     } else {
-      PMX_THROW(Status::kType, "GPU kernel needs a floating-point dtype, got ", dtype_name(compute));
+      PMX_THROW(Status::kType, "GPU kernel does not support dtype ", dtype_name(compute));
     }
   });
 }
@@ -228,7 +235,10 @@ const bool registered = register_binary<AddOp>("add") && register_binary<Subtrac
                         register_binary<LessEqualOp>("less_equal") &&
                         register_binary<LogicalAndOp>("logical_and") &&
                         register_binary<LogicalOrOp>("logical_or") &&
-                        register_binary<LogicalXorOp>("logical_xor");
+                        register_binary<LogicalXorOp>("logical_xor") &&
+                        register_binary<BitwiseAndOp>("bitwise_and") &&
+                        register_binary<BitwiseOrOp>("bitwise_or") &&
+                        register_binary<BitwiseXorOp>("bitwise_xor");
 
 }  // namespace
 }  // namespace gpu

@@ -280,6 +280,16 @@ int pmx_array_same(const PmxArray* a, const PmxArray* b, int* out_same) {
   PMX_API_END();
 }
 
+int pmx_array_memory_range(const PmxArray* array, uintptr_t* out_begin, uintptr_t* out_end) {
+  PMX_API_BEGIN();
+  const NDArray& a = array_of(array);
+  // Unlike pmx_array_data the address is not handed out to be written: the chunk stays unexposed.
+  const uintptr_t begin = a.size() == 0 ? 0 : reinterpret_cast<uintptr_t>(a.blob().dptr);
+  *out_begin = begin;
+  *out_end = a.size() == 0 ? 0 : begin + a.nbytes();
+  PMX_API_END();
+}
+
 int pmx_array_reshape(const PmxArray* array, const int64_t* shape, int ndim,
                       PmxArray** out_array) {
   PMX_API_BEGIN();

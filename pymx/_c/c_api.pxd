@@ -1,6 +1,6 @@
 # The only Cython mirror of engine/include/pymx/c_api.h; tests/python/test_ndarray_capi.py checks
 # that both declare the same functions. Keep the order and the sections of the header.
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int64_t, uint64_t, uintptr_t
 
 
 cdef extern from "pymx/c_api.h" nogil:
@@ -59,6 +59,7 @@ cdef extern from "pymx/c_api.h" nogil:
     int pmx_array_data(const PmxArray* array, void** out_data)
     int pmx_array_var(const PmxArray* array, PmxVar** out_var)
     int pmx_array_same(const PmxArray* a, const PmxArray* b, int* out_same)
+    int pmx_array_memory_range(const PmxArray* array, uintptr_t* out_begin, uintptr_t* out_end)
     int pmx_array_reshape(const PmxArray* array, const int64_t* shape, int ndim,
                           PmxArray** out_array)
     int pmx_array_slice(const PmxArray* array, int64_t begin, int64_t end, PmxArray** out_array)

@@ -296,6 +296,13 @@ cdef class NDArrayBase:
         check(pmx_array_same(self.handle, handle_of(other, "the other array"), &same))
         return same == 1
 
+    def _memory_range(self):
+        """(begin, end): the addresses of this array's bytes, (0, 0) when empty. Views of one
+        buffer (reshapes, slices along the first axis, DLPack imports) give overlapping ranges."""
+        cdef uintptr_t begin = 0, end = 0
+        check(pmx_array_memory_range(self.handle, &begin, &end))
+        return begin, end
+
     def __dlpack_device__(self):
         """(DLPack device type, id): kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3; a GPU's id is
         its CUDA device id."""

@@ -14,9 +14,9 @@ from pymx.base import bfloat16 as _bfloat16
 from pymx.ndarray import from_dlpack, ndarray
 from pymx.numpy._core import *  # noqa: F401,F403
 from pymx.numpy._core import __all__ as _core_all
-from pymx.numpy import (_creation, _cumulative, _einsum, _elementwise, _histograms,
-                        _index_tricks, _manipulation, _polynomial, _searching, _sets, _sorting,
-                        _statistics, _windows)
+from pymx.numpy import (_creation, _cumulative, _dtype_utils, _einsum, _elementwise, _histograms,
+                        _index_tricks, _manipulation, _math_extra, _nan_reductions, _polynomial,
+                        _searching, _sets, _sorting, _statistics, _windows)
 from pymx.numpy._creation import *  # noqa: F401,F403
 from pymx.numpy._cumulative import *  # noqa: F401,F403
 from pymx.numpy._elementwise import *  # noqa: F401,F403
@@ -30,6 +30,9 @@ from pymx.numpy._sets import *  # noqa: F401,F403
 from pymx.numpy._sorting import *  # noqa: F401,F403
 from pymx.numpy._polynomial import *  # noqa: F401,F403
 from pymx.numpy._windows import *  # noqa: F401,F403
+from pymx.numpy._math_extra import *  # noqa: F401,F403
+from pymx.numpy._nan_reductions import *  # noqa: F401,F403
+from pymx.numpy._dtype_utils import *  # noqa: F401,F403
 from pymx.numpy import random  # noqa: F401
 from pymx.numpy import linalg  # noqa: F401
 
@@ -55,5 +58,6 @@ __all__ = list(_core_all) + _creation.__all__ + _cumulative.__all__ + _elementwi
     _manipulation.__all__ + _searching.__all__ + _statistics.__all__ + _einsum.__all__ + \
     _index_tricks.__all__ + _histograms.__all__ + _sets.__all__ + _sorting.__all__ + \
     _polynomial.__all__ + _windows.__all__ + \
+    _math_extra.__all__ + _nan_reductions.__all__ + _dtype_utils.__all__ + \
     ["ndarray", "from_dlpack", "random", "linalg", "float16", "bfloat16", "float32", "float64",
      "int8", "int32", "int64", "uint8", "bool_", "dtype", "pi", "e", "inf", "nan", "newaxis"]

@@ -128,6 +128,9 @@ PMX_API int pmx_array_data(const PmxArray* array, void** out_data);
 PMX_API int pmx_array_var(const PmxArray* array, PmxVar** out_var);
 /* 1 when both handles view the same memory with the same shape. */
 PMX_API int pmx_array_same(const PmxArray* a, const PmxArray* b, int* out_same);
+/* The addresses [begin, end) of the array's bytes (0, 0 when empty), allocating its memory as a
+ * first use would; waits for nothing. For telling whether two arrays share memory. */
+PMX_API int pmx_array_memory_range(const PmxArray* array, uintptr_t* out_begin, uintptr_t* out_end);
 
 /* Views sharing memory and var with `array`; no copy, nothing pushed. */
 PMX_API int pmx_array_reshape(const PmxArray* array, const int64_t* shape, int ndim,

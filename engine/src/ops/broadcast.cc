@@ -8,6 +8,7 @@
 //   equal not_equal greater greater_equal   a, b    -                bool
 //   less less_equal logical_and logical_or
 //   logical_xor
+//   bitwise_and bitwise_or bitwise_xor      a, b    -                promote(a, b); integers and bool only
 //   <any of the above>_scalar               x       scalar, reverse  as above, with the scalar's kind
 //                                                                    (int array, float scalar -> float32)
 // `reverse` = True puts the scalar on the left (`2 - x` is subtract_scalar(x, 2, reverse)).
@@ -24,7 +25,23 @@ using ops::call;
 using ops::compute_t;
 using ops::scalar_op;
 
-enum class Result { kPromote, kFloat, kBool };
+enum class Result { kPromote, kFloat, kBool, kInteger };
+
+// The bitwise operators are defined on integers and bools only: a float operand is a TypeError
+// naming both dtypes, as NumPy's ufuncs refuse it.
+void check_integer_operands(Result kind, const std::string& name, DType a, DType b) {
+  if (kind != Result::kInteger || (!is_float(a) && !is_float(b))) return;
+  PMX_THROW(Status::kType, "operator '", name, "': only integer and bool operands are supported, got ",
+            dtype_name(a), " and ", dtype_name(b));
+}
+
+// a & b etc. on the computed type. The float branch only satisfies the compiler: inference
+// refuses float operands (see above), so it never runs.
+template <typename C, typename F>
+C bitwise_of(C a, C b, F f) {
+  if constexpr (std::is_floating_point<C>::value) return C(0);
+  else return static_cast<C>(f(a, b));
+}
 
 DType compute_dtype(Result kind, DType promoted) {
   return kind == Result::kFloat && !is_float(promoted) ? DType::kFloat32 : promoted;
@@ -249,6 +266,7 @@ void register_binary(const std::string& name, Result kind, F f, GradFn grad, Sca
       .set_infer([kind, name](const Attrs&, const std::vector<Shape>& in,
                               const std::vector<DType>& dt, std::vector<Shape>* out,
                               std::vector<DType>* odt) {
+        check_integer_operands(kind, name, dt[0], dt[1]);
         (*out)[0] = ops::broadcast_shapes(in[0], in[1], name.c_str());
         (*odt)[0] = result_dtype(kind, compute_dtype(kind, ops::promote(dt[0], dt[1])));
       })
@@ -260,15 +278,18 @@ void register_binary(const std::string& name, Result kind, F f, GradFn grad, Sca
 
   op_registry::get_or_create(name + "_scalar")
       .set_num_inputs(1)
-      .set_infer([kind](const Attrs& attrs, const std::vector<Shape>& in,
+      .set_infer([kind, name](const Attrs& attrs, const std::vector<Shape>& in,
                         const std::vector<DType>& dt, std::vector<Shape>* out,
                         std::vector<DType>* odt) {
         const std::string* scalar = attrs.find("scalar");
         PMX_CHECK(scalar != nullptr, "missing required attribute 'scalar'");
         attrs.get_float("scalar");  // fail early on a malformed scalar
+        const bool scalar_is_int = ops::scalar_text_is_int(*scalar);
+        check_integer_operands(kind, name + "_scalar", dt[0],
+                               scalar_is_int ? DType::kInt64 : DType::kFloat64);
         (*out)[0] = in[0];
         (*odt)[0] = result_dtype(
-            kind, compute_dtype(kind, ops::promote_scalar(dt[0], ops::scalar_text_is_int(*scalar))));
+            kind, compute_dtype(kind, ops::promote_scalar(dt[0], scalar_is_int)));
       })
       .set_cpu([kind, f](const OpContext& ctx, const std::vector<TBlob>& in,
                          const std::vector<TBlob>& out) {
@@ -361,6 +382,16 @@ const bool g_registered = [] {
   register_binary("logical_and", Result::kBool, [](auto a, auto b) { return static_cast<bool>(a) && static_cast<bool>(b); }, nullptr, nullptr);
   register_binary("logical_or", Result::kBool, [](auto a, auto b) { return static_cast<bool>(a) || static_cast<bool>(b); }, nullptr, nullptr);
   register_binary("logical_xor", Result::kBool, [](auto a, auto b) { return static_cast<bool>(a) != static_cast<bool>(b); }, nullptr, nullptr);
+  // Integers are two's complement, so these are NumPy's results for negative values too.
+  register_binary("bitwise_and", Result::kInteger,
+                  [](auto a, auto b) { return bitwise_of(a, b, [](auto x, auto y) { return x & y; }); },
+                  nullptr, nullptr);
+  register_binary("bitwise_or", Result::kInteger,
+                  [](auto a, auto b) { return bitwise_of(a, b, [](auto x, auto y) { return x | y; }); },
+                  nullptr, nullptr);
+  register_binary("bitwise_xor", Result::kInteger,
+                  [](auto a, auto b) { return bitwise_of(a, b, [](auto x, auto y) { return x ^ y; }); },
+                  nullptr, nullptr);
 
   // What the gradients above read (OpDef::grad_uses_*): sums and differences only the output
   // gradient (and the shapes), a product the factors, a quotient the divisor and the result.
