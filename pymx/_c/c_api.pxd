@@ -45,6 +45,7 @@ cdef extern from "pymx/c_api.h" nogil:
     int pmx_gpu_count(int* out_count)
     int pmx_gpu_memory_info(int device_id, uint64_t* out_free, uint64_t* out_total)
     int pmx_gpu_physical_device(int device_id, int* out_cuda_device)
+    int pmx_cpu_isa(int* out_level)
     int pmx_storage_empty_cache(int device_type, int device_id)
     int pmx_storage_stats(int device_type, int device_id, PmxMemoryStats* out_stats)
 
