@@ -6,7 +6,29 @@ from .base import DataBatch, DataDesc, DataIter
 __all__ = ["ResizeIter", "PrefetchingIter"]
 
 
-class ResizeIter(DataIter):
+class _CurrentBatchIter(DataIter):
+    """An iterator whose iter_next() sets self.current_batch: next() returns that batch and the
+    getters read it."""
+
+    def next(self):
+        if self.iter_next():
+            return self.current_batch
+        raise StopIteration
+
+    def getdata(self):
+        return self.current_batch.data
+
+    def getlabel(self):
+        return self.current_batch.label
+
+    def getindex(self):
+        return self.current_batch.index
+
+    def getpad(self):
+        return self.current_batch.pad
+
+
+class ResizeIter(_CurrentBatchIter):
     """Makes an epoch of `data_iter` exactly `size` batches: resets it when it runs out early,
     stops it early when it has more. reset() resets it too unless reset_internal is False."""
 
@@ -38,18 +60,6 @@ class ResizeIter(DataIter):
             self.current_batch = self.data_iter.next()
         self.cur += 1
         return True
-
-    def getdata(self):
-        return self.current_batch.data
-
-    def getlabel(self):
-        return self.current_batch.label
-
-    def getindex(self):
-        return self.current_batch.index
-
-    def getpad(self):
-        return self.current_batch.pad
 
 
 class _Prefetcher:
@@ -105,7 +115,7 @@ class _Prefetcher:
         self.thread.join()
 
 
-class PrefetchingIter(DataIter):
+class PrefetchingIter(_CurrentBatchIter):
     """Fetches the next batch of each of `iters` (a DataIter or a list of them) on a
     background thread while the current one is used; a batch joins the iterators' data and
     label lists. rename_data / rename_label: one {old name: new name} dict per iterator.
@@ -200,19 +210,3 @@ class PrefetchingIter(DataIter):
                                        provide_label=self.provide_label)
         return True
 
-    def next(self):
-        if self.iter_next():
-            return self.current_batch
-        raise StopIteration
-
-    def getdata(self):
-        return self.current_batch.data
-
-    def getlabel(self):
-        return self.current_batch.label
-
-    def getindex(self):
-        return self.current_batch.index
-
-    def getpad(self):
-        return self.current_batch.pad

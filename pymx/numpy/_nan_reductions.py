@@ -17,7 +17,7 @@ from pymx.numpy import _core
 from pymx.numpy._core import (_is_float, _to_array, add, copyto, equal, full, isnan, multiply,
                               subtract, sum, where)
 from pymx.numpy._cumulative import cumprod
-from pymx.numpy._statistics import (_METHODS, _as_float, _method, _quantiles_array,
+from pymx.numpy._statistics import (_as_float, _check_method, _method, _quantiles_array,
                                     _reduced_last, _without_nan)
 
 __all__ = []
@@ -111,9 +111,7 @@ def nancumprod(a, axis=None, dtype=None, out=None):
 
 def _nan_quantile(a, q, axis, out, keepdims, method, what):
     """The quantiles q (a float64 array in [0, 1]) of the non-NaN values of each slice."""
-    if method not in _METHODS:
-        raise ValueError(f"{what}: interpolation method {method!r} is not supported; expected "
-                         f"one of {_METHODS}")
+    _check_method(method, what)
     a = _as_float(_to_array(a))
     flat, keepdims_shape = _reduced_last(a, axis)
     kept_shape, n = flat.shape[:-1], flat.shape[-1]

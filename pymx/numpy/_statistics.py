@@ -62,10 +62,14 @@ def _reduced_last(a, axis):
 _METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
-def _quantile(a, q, axis, out, keepdims, method, what):
+def _check_method(method, what):
     if method not in _METHODS:
         raise ValueError(f"{what}: interpolation method {method!r} is not supported; expected "
                          f"one of {_METHODS}")
+
+
+def _quantile(a, q, axis, out, keepdims, method, what):
+    _check_method(method, what)
     a = _as_float(_to_array(a))
     flat, keepdims_shape = _reduced_last(a, axis)
     n = flat.shape[-1]

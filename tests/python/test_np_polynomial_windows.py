@@ -15,17 +15,7 @@ from pymx import gluon, np
 from pymx.device import cpu, gpu
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
 from conftest import ops_ran, requires_gpu
-
-
-def on(device, values, dtype=None):
-    return np.array(values, dtype=dtype, device=device)
-
-
-def assert_exact(got, want):
-    got = got.asnumpy()
-    want = onp.asarray(want)
-    assert got.shape == want.shape, (got.shape, want.shape)
-    onp.testing.assert_array_equal(got, want)
+from test_np_sets_indexing import assert_exact, on
 
 
 def assert_close(got, want, rtol=1e-5, atol=1e-6):

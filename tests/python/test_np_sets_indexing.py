@@ -19,19 +19,10 @@ from pymx.base import PymxIndexError
 from pymx.device import cpu, gpu
 from pymx.test_utils import assert_almost_equal, check_numeric_gradient
 from conftest import ops_ran, requires_gpu
+from test_np_sort_cumsum import values_of
 
 DTYPES = ["float32", "float64", "float16", "uint8", "int8", "int32", "int64", "bool"]
 TOLERANCE = {"float16": 1e-3, "float32": 1e-6, "float64": 1e-12}
-
-
-def values_of(dtype, shape, low=-4, high=5):
-    """Random NumPy values for a pymx array of `dtype`, with many ties."""
-    ints = onp.random.randint(low, high, size=shape)
-    if dtype == "bool":
-        return ints > 0
-    if dtype == "uint8":
-        return (ints - low).astype(onp.uint8)
-    return (ints / 2 if dtype.startswith("float") else ints).astype(dtype)
 
 
 def on(device, values, dtype=None):

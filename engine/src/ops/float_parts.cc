@@ -52,6 +52,18 @@ ComputeFn float_kernel(Kernel kernel) {
   };
 }
 
+// f(x) computed in double for each element, rounded once to the output's float dtype.
+template <typename F>
+ComputeFn through_double(F f) {
+  return float_kernel([f](auto tag, const auto* src, const std::vector<TBlob>& out, int64_t n) {
+    using T = decltype(tag);
+    using C = ops::compute_t<T>;
+    T* dst = out[0].data<T>();
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<T>(static_cast<C>(f(static_cast<double>(static_cast<C>(src[i])))));
+  });
+}
+
 NDArray mul(const NDArray& a, const NDArray& b) { return call("multiply", {a, b}); }
 
 const bool g_registered = [] {
@@ -140,13 +152,7 @@ const bool g_registered = [] {
   op_registry::get_or_create("i0")
       .set_num_inputs(1)
       .set_infer(infer_float)
-      .set_cpu(float_kernel([](auto tag, const auto* src, const std::vector<TBlob>& out, int64_t n) {
-        using T = decltype(tag);
-        T* dst = out[0].data<T>();
-        for (int64_t i = 0; i < n; ++i)
-          dst[i] = static_cast<T>(static_cast<ops::compute_t<T>>(
-              ops::bessel_i0(static_cast<double>(static_cast<ops::compute_t<T>>(src[i])))));
-      }))
+      .set_cpu(through_double([](double x) { return ops::bessel_i0(x); }))
       .set_gradient([](const GradContext& g) -> std::vector<NDArray> {
         return {mul(g.out_grads[0], call("bessel_i1", {g.inputs[0]}))};
       })
@@ -155,13 +161,7 @@ const bool g_registered = [] {
   op_registry::get_or_create("bessel_i1")
       .set_num_inputs(1)
       .set_infer(infer_float)
-      .set_cpu(float_kernel([](auto tag, const auto* src, const std::vector<TBlob>& out, int64_t n) {
-        using T = decltype(tag);
-        T* dst = out[0].data<T>();
-        for (int64_t i = 0; i < n; ++i)
-          dst[i] = static_cast<T>(static_cast<ops::compute_t<T>>(
-              ops::bessel_i1(static_cast<double>(static_cast<ops::compute_t<T>>(src[i])))));
-      }));
+      .set_cpu(through_double([](double x) { return ops::bessel_i1(x); }));
   return true;
 }();
 
