@@ -3,10 +3,10 @@ RecordIO file, decoded and augmented on a pool of threads.
 
 It is pymx.image.ImageIter with MXNet's ImageRecordIter arguments, reading the .rec file
 through pymx.recordio. Deliberate differences from MXNet 2.x:
-- round_batch=True completes the last batch from the first images and reports `pad`, and the
-  next epoch starts again at the first image (MXNet's starts after the images used to complete
-  the batch). round_batch=False drops the incomplete last batch (MXNet returns it with its
-  unfilled rows left over from the previous batch).
+- The last batch of an epoch is completed from the first images and reports `pad`, with
+  round_batch True or False, and the next epoch starts again at the first image. MXNet's
+  round_batch=True starts the next epoch after the images used to complete the batch, and its
+  round_batch=False leaves the unfilled rows holding the previous batch's images.
 - An image smaller than data_shape is cropped as pymx.image.center_crop / random_crop do (the
   largest box of the crop's aspect ratio, resized up); MXNet fails.
 - Images are RGB with 3 channels (data_shape (3, H, W)).
@@ -61,7 +61,7 @@ class ImageRecordIter(ImageIter):
                              path_imgrec=path_imgrec, path_imgidx=path_imgidx, shuffle=shuffle,
                              part_index=part_index, num_parts=num_parts, aug_list=aug_list,
                              data_name=data_name, label_name=label_name,
-                             last_batch_handle="pad" if round_batch else "discard")
+                             last_batch_handle="pad")
         except BaseException:
             self.close()
             raise

@@ -371,13 +371,15 @@ def test_image_record_iter_repeats_whatever_the_thread_count(tmp_path):
 
 
 def test_image_record_iter_labels_parts_and_round_batch(tmp_path):
-    rec, _, _ = _write_rec(tmp_path, count=7, label_width=2)
+    rec, _, _ = _write_rec(tmp_path, count=8, label_width=2)
     it = ImageRecordIter(path_imgrec=rec, data_shape=(3, 8, 8), batch_size=3, label_width=2,
                          round_batch=False, num_parts=2, part_index=0)
-    batches = list(it)
-    assert len(batches) == 1 and batches[0].label[0].shape == (3, 2)
+    batches = list(it)  # part 0 holds images 0-3: the last batch is completed, none dropped
+    assert len(batches) == 2 and batches[0].label[0].shape == (3, 2)
     onp.testing.assert_array_equal(batches[0].label[0].asnumpy(),
                                    [[0, 100], [1, 101], [2, 102]])
+    assert batches[0].pad == 0 and batches[1].pad == 2
+    onp.testing.assert_array_equal(batches[1].label[0].asnumpy()[0], [3, 103])
     it.close()
 
 
