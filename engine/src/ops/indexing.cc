@@ -113,6 +113,11 @@ Shape take_shape(const Attrs& attrs, const Shape& data, const Shape& indices, co
   Shape s(data.begin(), data.begin() + t.axis);
   s.insert(s.end(), indices.begin(), indices.end());
   s.insert(s.end(), data.begin() + t.axis + 1, data.end());
+  // No index fits an empty axis, and clip / wrap would map each one to -1 or 0 all the same:
+  // the kernels would read (take) or write (index_update) outside the data. NumPy's IndexError.
+  if (t.n == 0 && shape_size(s) > 0)
+    PMX_THROW(Status::kIndex, op, ": cannot take indices of shape ", shape_str(indices),
+              " from the empty axis ", t.axis, " of data ", shape_str(data));
   return s;
 }
 
