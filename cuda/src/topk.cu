@@ -8,11 +8,11 @@
 //
 // Note [GPU topk by a stable segmented sort]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// The CPU op stable-sorts each row's positions by value (largest first, or smallest with
-// is_ascend), so ties keep the lower index first. CUB's segmented radix sort is stable in both
-// directions and treats -0.0 and +0.0 as equal, so sorting (value, position) pairs row by row and
-// keeping the first k positions gives the same indices bit for bit. Rows run along `axis` with
-// stride `inner`; they are first gathered into contiguous segments. bool keys sort as uint8.
+// The CPU op stable-sorts each row's positions by sort key (Note [Sort keys]: NaN above +inf,
+// -0.0 tied with +0.0; complemented for largest first), so ties keep the lower index first.
+// CUB's segmented radix sort is stable, so sorting (key, position) pairs row by row and keeping
+// the first k positions gives the same indices bit for bit. Rows run along `axis` with stride
+// `inner`; their keys are first gathered into contiguous segments.
 #include <cub/device/device_segmented_radix_sort.cuh>
 
 #include <string>
@@ -20,6 +20,7 @@
 #include "kernel_util.cuh"
 #include "launch.h"
 #include "segmented_sort_buffers.cuh"
+#include "sort_keys.cuh"
 #include "ops/topk_geometry.h"
 
 namespace pymx {
@@ -29,15 +30,14 @@ namespace {
 using nn::RetTyp;
 using nn::TopkGeom;
 
-template <typename T> struct SortKey { using type = T; };
-template <> struct SortKey<bool> { using type = uint8_t; };
-
-// keys[r * n + j] = x[(o * n + j) * inner + i] for row r = o * inner + i; positions[r * n + j] = j.
-template <typename K>
-__global__ void gather_rows_kernel(const K* x, K* keys, int32_t* positions, TopkGeom g) {
+// keys[r * n + j] = sort_key(x[(o * n + j) * inner + i]) for row r = o * inner + i, and
+// positions[r * n + j] = j.
+template <typename T, typename K>
+__global__ void gather_rows_kernel(const T* x, K* keys, int32_t* positions, TopkGeom g,
+                                   bool ascend) {
   PMX_GRID_STRIDE_LOOP(e, g.outer * g.inner * g.n) {
     const int64_t j = e % g.n, r = e / g.n, o = r / g.inner, i = r % g.inner;
-    keys[e] = x[(o * g.n + j) * g.inner + i];
+    keys[e] = sort_key(x[(o * g.n + j) * g.inner + i], ascend);
     positions[e] = static_cast<int32_t>(j);
   }
 }
@@ -60,31 +60,26 @@ __global__ void write_topk_kernel(const T* x, const int32_t* sorted, TopkGeom g,
 template <typename T>
 void topk_typed(const OpContext& ctx, const TopkGeom& g, RetTyp ret, bool ascend,
                 const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
-  using K = typename SortKey<T>::type;
+  using K = typename SortKeyOf<T>::type;
   const int64_t rows = g.outer * g.inner, items = rows * g.n;
   PMX_CHECK(items < (int64_t(1) << 31), "topk: ", items,
             " elements exceed the GPU sort's limit of 2^31");
   cudaStream_t s = stream_of(ctx);
-  // One call shape for both passes of CUB (size query with null buffers, then the sort).
+  // One call shape for both passes of CUB (size query with null buffers, then the sort);
+  // descending order is in the keys.
   auto sort = [&](void* tmp, size_t& bytes, const K* keys_in, K* keys_out, const int32_t* pos_in,
                   int32_t* pos_out, const int32_t* offsets) {
-    if (ascend) {
-      PMX_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(
-          tmp, bytes, keys_in, keys_out, pos_in, pos_out, int(items), int(rows), offsets,
-          offsets + 1, 0, int(sizeof(K) * 8), s));
-    } else {
-      PMX_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
-          tmp, bytes, keys_in, keys_out, pos_in, pos_out, int(items), int(rows), offsets,
-          offsets + 1, 0, int(sizeof(K) * 8), s));
-    }
+    PMX_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(
+        tmp, bytes, keys_in, keys_out, pos_in, pos_out, int(items), int(rows), offsets,
+        offsets + 1, 0, int(sizeof(K) * 8), s));
   };
   size_t sort_bytes = 0;
   sort(nullptr, sort_bytes, nullptr, nullptr, nullptr, nullptr, nullptr);
   const auto b = segmented_sort_buffers<K, int32_t>(ctx, rows, g.n, sort_bytes, s);
   const int32_t* sorted = b.sorted;
 
-  const K* x_keys = reinterpret_cast<const K*>(in[0].data<T>());
-  gather_rows_kernel<K><<<grid_for(items), kBlock, 0, s>>>(x_keys, b.keys, b.positions, g);
+  gather_rows_kernel<T, K><<<grid_for(items), kBlock, 0, s>>>(in[0].data<T>(), b.keys,
+                                                            b.positions, g, ascend);
   PMX_KERNEL_LAUNCH_CHECK();
   sort(b.tmp, sort_bytes, b.keys, b.sorted_keys, b.positions, b.sorted, b.offsets);
 

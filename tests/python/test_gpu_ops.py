@@ -683,6 +683,15 @@ def test_topk(dtype):
         check("topk_backward", [sample((4, 3, 5), dtype), data, indices.astype("float32")], attrs)
 
 
+def test_topk_nan_and_signed_zeros():
+    row = onp.array([1.0, onp.nan, -0.0, -onp.inf, 0.0, -onp.nan, onp.inf, -2.0])
+    for dtype in FLOATS:
+        data = host(onp.stack([row, row[::-1]]), dtype)
+        for ascend in (False, True):
+            check("topk", [data], {"k": 8, "ret_typ": "indices", "is_ascend": ascend,
+                                   "dtype": "int64"})
+
+
 def test_topk_long_rows():
     data = sample((3, 5000), "float32")
     for ascend in (False, True):

@@ -133,6 +133,23 @@ def test_topk(is_ascend):
     check_grads(lambda x: npx.topk(x, k=2, ret_typ="value", is_ascend=is_ascend), [x], [0])
 
 
+@pytest.mark.parametrize("is_ascend", [False, True])
+def test_topk_orders_nan_and_signed_zeros_as_sort(is_ascend):
+    """Every NaN (either sign bit) above +inf, -0.0 tied with +0.0 (the lower index first), as
+    np.sort orders them; k covers the whole row."""
+    nan, inf = onp.float32(onp.nan), onp.float32(onp.inf)
+    negative_nan = onp.copysign(nan, -1)
+    row = onp.array([1.0, nan, -0.0, -inf, 0.0, negative_nan, inf, -2.0], dtype=onp.float32)
+    x = onp.stack([row, row[::-1]])
+
+    def key(v):  # NaN largest; -0.0 == 0.0 ties, and Python's sort is stable
+        larger = (1, 0.0) if onp.isnan(v) else (0, float(v))
+        return larger if is_ascend else (-larger[0], -larger[1])
+    order = [sorted(range(8), key=lambda j: key(r[j])) for r in x]
+    indices = npx.topk(arr(x), k=8, is_ascend=is_ascend, dtype="int64")
+    onp.testing.assert_array_equal(indices.asnumpy(), order)
+
+
 def test_topk_axis0_flat_and_errors():
     x = randn(4, 3)
     onp.testing.assert_array_equal(npx.topk(arr(x), axis=0, k=1, ret_typ="value").asnumpy(),

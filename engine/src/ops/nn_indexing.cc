@@ -26,6 +26,7 @@
 #include <numeric>
 
 #include "ops/nn_common.h"
+#include "ops/sort_keys.h"
 #include "ops/through_float.h"
 #include "ops/topk_geometry.h"
 
@@ -202,8 +203,9 @@ void topk_forward(const OpContext& ctx, const std::vector<TBlob>& in,
       for (int64_t i = 0; i < g.inner; ++i) {
         const T* row = x + o * g.n * g.inner + i;
         std::iota(order.begin(), order.end(), 0);
+        // By sort key (sort_keys.h): NaN above +inf, -0.0 tied with +0.0, as sort orders them.
         std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-          return ascend ? row[a * g.inner] < row[b * g.inner] : row[a * g.inner] > row[b * g.inner];
+          return nn::sort_key(row[a * g.inner], ascend) < nn::sort_key(row[b * g.inner], ascend);
         });
         for (int64_t j = 0; j < g.k; ++j) {
           const int64_t src = order[j];

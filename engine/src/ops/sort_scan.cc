@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "ops/elemwise.h"
+#include "ops/sort_keys.h"
 #include "ops/sort_scan_geometry.h"
 
 namespace pymx {
@@ -84,33 +85,6 @@ void for_row_tiles(const AxisView& v, Fn fn) {
 // std::stable_sort with a NaN-aware comparison (10 for the flattened array), an argsort 5 times. Rows shorter than kRadixMinRow, where the 256
 // counters of a pass cost more than they save, take an insertion sort on the same keys.
 constexpr int64_t kRadixMinRow = 64;
-
-template <typename T> struct RadixKeyOf { using type = std::make_unsigned_t<T>; };
-template <> struct RadixKeyOf<bool> { using type = uint8_t; };
-template <> struct RadixKeyOf<float> { using type = uint32_t; };
-template <> struct RadixKeyOf<double> { using type = uint64_t; };
-template <> struct RadixKeyOf<half_t> { using type = uint16_t; };
-template <> struct RadixKeyOf<bf16_t> { using type = uint16_t; };
-
-template <typename T>
-typename RadixKeyOf<T>::type sort_key(T value, bool ascend) {
-  using K = typename RadixKeyOf<T>::type;
-  K bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  K key;
-  if constexpr (std::is_same_v<T, float>) {
-    key = nn::float_sort_key(bits, nn::kFloatInfBits);
-  } else if constexpr (std::is_same_v<T, double>) {
-    key = nn::float_sort_key(bits, nn::kDoubleInfBits);
-  } else if constexpr (std::is_same_v<T, half_t>) {
-    key = nn::float_sort_key(bits, nn::kHalfInfBits);
-  } else if constexpr (std::is_same_v<T, bf16_t>) {
-    key = nn::float_sort_key(bits, nn::kBFloat16InfBits);
-  } else {
-    key = nn::integer_sort_key(bits, std::is_signed_v<T>);
-  }
-  return ascend ? key : K(~key);
-}
 
 // Stable-sorts the n (key, payload) pairs at `keys` / `payloads` by key, using `spare_keys` /
 // `spare_payloads` (n each) as the other buffers of the radix passes; returns the buffer of
@@ -163,7 +137,7 @@ struct SortScratch {
 // payload k of the sorted row (o, i) with store(flat index of element k of that row, payload).
 template <typename T, typename P, typename MakePayload, typename Store>
 void sort_rows(const T* x, const AxisView& v, bool ascend, MakePayload payload, Store store) {
-  using K = typename RadixKeyOf<T>::type;
+  using K = typename nn::RadixKeyOf<T>::type;
   for_row_tiles<SortScratch<K, P>>(v, [&](SortScratch<K, P>& s, int64_t o, int64_t i0,
                                           int64_t i1) {
     const int64_t lanes = i1 - i0;
@@ -173,7 +147,7 @@ void sort_rows(const T* x, const AxisView& v, bool ascend, MakePayload payload, 
     for (int64_t j = 0; j < v.n; ++j)
       for (int64_t i = i0; i < i1; ++i) {
         const T value = x[(o * v.n + j) * v.inner + i];
-        s.keys[(i - i0) * v.n + j] = sort_key(value, ascend);
+        s.keys[(i - i0) * v.n + j] = nn::sort_key(value, ascend);
         s.payloads[(i - i0) * v.n + j] = payload(j, value);
       }
     for (int64_t r = 0; r < lanes; ++r)
