@@ -17,8 +17,8 @@ from pymx.numpy import _core
 from pymx.numpy._core import (_is_float, _to_array, add, copyto, equal, full, isnan, multiply,
                               subtract, sum, where)
 from pymx.numpy._cumulative import cumprod
-from pymx.numpy._statistics import (_as_float, _check_method, _method, _quantiles_array,
-                                    _reduced_last, _without_nan)
+from pymx.numpy._statistics import (_as_float, _bracketing, _check_method, _method,
+                                    _quantiles_array, _reduced_last, _without_nan)
 
 __all__ = []
 
@@ -125,13 +125,7 @@ def _nan_quantile(a, q, axis, out, keepdims, method, what):
     # Positions among each row's valid values: q * (count - 1), per row and quantile.
     last = _core.maximum(subtract(valid, 1), 0).astype(_onp.float64)
     position = multiply(_core.reshape(last, kept_shape + (1,) * q.ndim), q)
-    below, above = _core.floor(position), _core.ceil(position)
-    if method == "lower":
-        above = below
-    elif method == "higher":
-        below = above
-    elif method == "nearest":
-        below = above = _core.round(position)
+    below, above = _bracketing(position, method)
     # Row r's values start at r * n in the flattened sort.
     starts = _core.reshape(multiply(_core.arange(rows, dtype=_onp.int64, device=a.device), n),
                            kept_shape + (1,) * q.ndim)

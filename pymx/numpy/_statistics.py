@@ -68,6 +68,18 @@ def _check_method(method, what):
                          f"one of {_METHODS}")
 
 
+def _bracketing(position, method):
+    """The order statistics below and above each position that `method` combines."""
+    below, above = _core.floor(position), _core.ceil(position)
+    if method == "lower":
+        above = below
+    elif method == "higher":
+        below = above
+    elif method == "nearest":
+        below = above = _core.round(position)
+    return below, above
+
+
 def _quantile(a, q, axis, out, keepdims, method, what):
     _check_method(method, what)
     a = _as_float(_to_array(a))
@@ -84,14 +96,7 @@ def _quantile(a, q, axis, out, keepdims, method, what):
     # Positions of the requested quantiles among the n order statistics (float64, host or
     # device): floor and ceil are gathered and combined as `method` says.
     position = multiply(q, n - 1)
-    below = _core.floor(position)
-    above = _core.ceil(position)
-    if method == "lower":
-        above = below
-    elif method == "higher":
-        below = above
-    elif method == "nearest":
-        below = above = _core.round(position)
+    below, above = _bracketing(position, method)
     low = take(ordered, below.astype(_onp.int64), axis=-1)
     if method in ("lower", "higher", "nearest"):
         result = low
