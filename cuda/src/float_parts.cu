@@ -54,8 +54,11 @@ template <typename T>
 __global__ void frexp_kernel(const T* x, T* mantissa, int32_t* exponent, int64_t n) {
   using A = AccT<T>;
   PMX_GRID_STRIDE_LOOP(i, n) {
+    const A v = convert<A>(x[i]);
+    // CUDA's frexp leaves the exponent of inf and NaN unspecified; the CPU's is 0, with x itself
+    // as the mantissa (as in NumPy).
     int e = 0;
-    mantissa[i] = convert<T>(static_cast<A>(frexp(convert<A>(x[i]), &e)));
+    mantissa[i] = isfinite(v) ? convert<T>(static_cast<A>(frexp(v, &e))) : x[i];
     exponent[i] = e;
   }
 }

@@ -342,6 +342,15 @@ class DnParams {
   cusolverDnParams_t params_ = nullptr;
 };
 
+// flags[b] = 1 when matrix b (`size` elements) holds an inf or NaN. The flags start at 0; the
+// racing stores of one matrix all write 1.
+template <typename T>
+__global__ void non_finite_matrices_kernel(const T* a, int* flags, int64_t batch, int64_t size) {
+  PMX_GRID_STRIDE_LOOP(i, batch * size) {
+    if (!isfinite(a[i])) flags[i / size] = 1;
+  }
+}
+
 // w[b][j] = parts[b][j]: the real parts out of Xgeev's W of each matrix.
 template <typename T>
 __global__ void real_parts_kernel(const T* parts, T* w, int64_t batch, int64_t n) {
@@ -370,6 +379,17 @@ void eig_gpu(const OpContext& ctx, const T* a, T* w, T* v, int64_t batch, int64_
   char* work = scratch.take<char>(device_bytes);
   int* info = scratch.take<int>(batch);
   std::vector<char> host_work(host_bytes);
+  // As on the CPU, infs and NaNs raise before the decomposition, naming the first matrix with
+  // one: what Xgeev makes of them is undocumented.
+  PMX_CUDA_CHECK(cudaMemsetAsync(info, 0, sizeof(int) * batch, stream_of(ctx)));
+  non_finite_matrices_kernel<T><<<grid_for(batch * n * n), kBlock, 0, stream_of(ctx)>>>(
+      a, info, batch, n * n);
+  PMX_KERNEL_LAUNCH_CHECK();
+  const std::vector<int> non_finite = infos_on_host(ctx, info, batch, "eig");
+  for (int64_t b = 0; b < batch; ++b)
+    if (non_finite[b])
+      PMX_THROW(Status::kLinAlg, "eig: matrix ", b, " of the batch contains infs or NaNs; the "
+                "array must not contain infs or NaNs");
   transpose<T>(ctx, a, col, batch, n, n);
   for (int64_t b = 0; b < batch; ++b)
     check_cusolver(api.xgeev(handle, params.get(), CUSOLVER_EIG_MODE_NOVECTOR, CUSOLVER_EIG_MODE_VECTOR,

@@ -1,5 +1,6 @@
-// The sort keys of values on the GPU (Note [Sort keys] in engine/src/ops/sort_scan_geometry.h):
-// sort, argsort and topk order by them, as the CPU does by engine/src/ops/sort_keys.h.
+// The sort keys of values on the GPU (Note [Sort keys] in engine/src/ops/sort_scan_geometry.h),
+// and the stable sort of rows by them that sort, argsort and topk share: they order as the CPU
+// does by engine/src/ops/sort_keys.h.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -40,6 +41,14 @@ __device__ __forceinline__ typename SortKeyOf<T>::type sort_key(T value, bool as
   }
   return ascend ? key : K(~key);
 }
+
+// Stable-sorts each of the v.outer * v.inner rows of x (element j of row (o, i) at
+// (o * n + j) * inner + i) by sort key, descending unless `ascend`, so ties keep the lower index
+// first; returns every row's positions in sorted order (row r at r * n), v.outer * v.inner * v.n
+// int32s in the op's workspace (this takes ctx.workspace). `op` names the caller in errors.
+// Defined in sort_scan.cu (Note [GPU sort by a stable segmented sort]).
+const int32_t* sorted_positions(const OpContext& ctx, const TBlob& x, const nn::AxisView& v,
+                                bool ascend, const char* op);
 
 }  // namespace gpu
 }  // namespace pymx

@@ -16,7 +16,8 @@
 // stable segmented sort (a single row by its stable device-wide radix sort). Unsigned keys matter: CUB sorts short segments by comparing the keys
 // themselves, where float keys would compare false with every NaN. argsort writes the sorted
 // positions; sort gathers the input at them, so it moves the original values (NaN payloads,
-// signs of zeros) as the CPU does, and both give the same bits.
+// signs of zeros) as the CPU does, and both give the same bits. topk keeps the first k positions
+// of each row (sorted_positions, declared in sort_keys.cuh).
 //
 // Note [GPU cumsum by block scans]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -79,11 +80,10 @@ __global__ void write_positions_kernel(const int32_t* sorted, I* indices, AxisVi
   }
 }
 
-// Sorts every row of x (of dtype T) and leaves each row's positions, in sorted order, in the
-// returned workspace array of v.outer * v.inner * v.n int32s.
+// sorted_positions for data of dtype T.
 template <typename T>
-const int32_t* sorted_positions(const OpContext& ctx, const T* x, const AxisView& v, bool ascend,
-                                const char* op) {
+const int32_t* sorted_positions_of(const OpContext& ctx, const T* x, const AxisView& v, bool ascend,
+                                   const char* op) {
   using K = typename SortKeyOf<T>::type;
   PMX_CHECK(v.n <= std::numeric_limits<int32_t>::max(), op, ": a row of ", v.n,
             " elements is longer than the GPU sort's limit of 2^31 - 1");
@@ -112,14 +112,25 @@ const int32_t* sorted_positions(const OpContext& ctx, const T* x, const AxisView
   return b.sorted;
 }
 
+}  // namespace
+
+const int32_t* sorted_positions(const OpContext& ctx, const TBlob& x, const AxisView& v,
+                                bool ascend, const char* op) {
+  const int32_t* sorted = nullptr;
+  PMX_GPU_TYPE_SWITCH(x.dtype, T, { sorted = sorted_positions_of<T>(ctx, x.data<T>(), v, ascend, op); });
+  return sorted;
+}
+
+namespace {
+
 void sort_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                   const std::vector<TBlob>& out) {
   const RowGeom g = row_geom(*ctx.attrs, in[0].shape, "sort", "-1");
   if (in[0].size() == 0) return;
   const bool ascend = ctx.attrs->get_bool("is_ascend", true);
   const int64_t items = in[0].size();
+  const int32_t* sorted = sorted_positions(ctx, in[0], g.view, ascend, "sort");
   PMX_GPU_TYPE_SWITCH(in[0].dtype, T, {
-    const int32_t* sorted = sorted_positions<T>(ctx, in[0].data<T>(), g.view, ascend, "sort");
     gather_sorted_kernel<T><<<grid_for(items), kBlock, 0, stream_of(ctx)>>>(
         in[0].data<T>(), sorted, out[0].data<T>(), g.view);
     PMX_KERNEL_LAUNCH_CHECK();
@@ -132,14 +143,12 @@ void argsort_compute(const OpContext& ctx, const std::vector<TBlob>& in,
   if (in[0].size() == 0) return;
   const bool ascend = ctx.attrs->get_bool("is_ascend", true);
   const int64_t items = in[0].size();
-  PMX_GPU_TYPE_SWITCH(in[0].dtype, T, {
-    const int32_t* sorted = sorted_positions<T>(ctx, in[0].data<T>(), g.view, ascend, "argsort");
-    PMX_GPU_TYPE_SWITCH(out[0].dtype, I, {
-      write_positions_kernel<I><<<grid_for(items), kBlock, 0, stream_of(ctx)>>>(
-          sorted, out[0].data<I>(), g.view);
-    });
-    PMX_KERNEL_LAUNCH_CHECK();
+  const int32_t* sorted = sorted_positions(ctx, in[0], g.view, ascend, "argsort");
+  PMX_GPU_TYPE_SWITCH(out[0].dtype, I, {
+    write_positions_kernel<I><<<grid_for(items), kBlock, 0, stream_of(ctx)>>>(
+        sorted, out[0].data<I>(), g.view);
   });
+  PMX_KERNEL_LAUNCH_CHECK();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,20 +6,14 @@
 // | topk          | data                    | 1 or 2 (ret_typ both) | axis (-1 or None), k (1), ret_typ (indices | value | both | mask), is_ascend (False), dtype (float32: of indices) |
 // | topk_backward | out_grad, data, indices | data_grad             | axis, k |
 //
-// Note [GPU topk by a stable segmented sort]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Note [GPU topk by the rows' sort]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // The CPU op stable-sorts each row's positions by sort key (Note [Sort keys]: NaN above +inf,
 // -0.0 tied with +0.0; complemented for largest first), so ties keep the lower index first.
-// CUB's segmented radix sort is stable, so sorting (key, position) pairs row by row and keeping
-// the first k positions gives the same indices bit for bit. Rows run along `axis` with stride
-// `inner`; their keys are first gathered into contiguous segments.
-#include <cub/device/device_segmented_radix_sort.cuh>
-
-#include <string>
-
+// argsort's GPU sort of the rows (sorted_positions, sort_keys.cuh) is stable on the same keys,
+// so keeping the first k of its positions in each row gives the same indices bit for bit.
 #include "kernel_util.cuh"
 #include "launch.h"
-#include "segmented_sort_buffers.cuh"
 #include "sort_keys.cuh"
 #include "ops/topk_geometry.h"
 
@@ -29,18 +23,6 @@ namespace {
 
 using nn::RetTyp;
 using nn::TopkGeom;
-
-// keys[r * n + j] = sort_key(x[(o * n + j) * inner + i]) for row r = o * inner + i, and
-// positions[r * n + j] = j.
-template <typename T, typename K>
-__global__ void gather_rows_kernel(const T* x, K* keys, int32_t* positions, TopkGeom g,
-                                   bool ascend) {
-  PMX_GRID_STRIDE_LOOP(e, g.outer * g.inner * g.n) {
-    const int64_t j = e % g.n, r = e / g.n, o = r / g.inner, i = r % g.inner;
-    keys[e] = sort_key(x[(o * g.n + j) * g.inner + i], ascend);
-    positions[e] = static_cast<int32_t>(j);
-  }
-}
 
 // Writes the first k sorted entries of every row: values (may be null) and indices (may be
 // null) at (o * k + j) * inner + i, or 1 into `mask` at the source position.
@@ -58,33 +40,11 @@ __global__ void write_topk_kernel(const T* x, const int32_t* sorted, TopkGeom g,
 }
 
 template <typename T>
-void topk_typed(const OpContext& ctx, const TopkGeom& g, RetTyp ret, bool ascend,
+void write_topk(const OpContext& ctx, const TopkGeom& g, RetTyp ret, const int32_t* sorted,
                 const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
-  using K = typename SortKeyOf<T>::type;
-  const int64_t rows = g.outer * g.inner, items = rows * g.n;
-  PMX_CHECK(items < (int64_t(1) << 31), "topk: ", items,
-            " elements exceed the GPU sort's limit of 2^31");
   cudaStream_t s = stream_of(ctx);
-  // One call shape for both passes of CUB (size query with null buffers, then the sort);
-  // descending order is in the keys.
-  auto sort = [&](void* tmp, size_t& bytes, const K* keys_in, K* keys_out, const int32_t* pos_in,
-                  int32_t* pos_out, const int32_t* offsets) {
-    PMX_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(
-        tmp, bytes, keys_in, keys_out, pos_in, pos_out, int(items), int(rows), offsets,
-        offsets + 1, 0, int(sizeof(K) * 8), s));
-  };
-  size_t sort_bytes = 0;
-  sort(nullptr, sort_bytes, nullptr, nullptr, nullptr, nullptr, nullptr);
-  const auto b = segmented_sort_buffers<K, int32_t>(ctx, rows, g.n, sort_bytes, s);
-  const int32_t* sorted = b.sorted;
-
-  gather_rows_kernel<T, K><<<grid_for(items), kBlock, 0, s>>>(in[0].data<T>(), b.keys,
-                                                            b.positions, g, ascend);
-  PMX_KERNEL_LAUNCH_CHECK();
-  sort(b.tmp, sort_bytes, b.keys, b.sorted_keys, b.positions, b.sorted, b.offsets);
-
   const T* x = in[0].data<T>();
-  const unsigned grid = grid_for(rows * g.k);
+  const unsigned grid = grid_for(g.outer * g.inner * g.k);
   switch (ret) {
     case RetTyp::kValue:
       write_topk_kernel<T, int32_t><<<grid, kBlock, 0, s>>>(x, sorted, g, out[0].data<T>(),
@@ -117,7 +77,8 @@ void topk_compute(const OpContext& ctx, const std::vector<TBlob>& in,
   const RetTyp ret = nn::parse_ret_typ(*ctx.attrs);
   if (in[0].size() == 0) return;  // every output is empty too
   const bool ascend = ctx.attrs->get_bool("is_ascend", false);
-  PMX_GPU_TYPE_SWITCH(in[0].dtype, T, { topk_typed<T>(ctx, g, ret, ascend, in, out); });
+  const int32_t* sorted = sorted_positions(ctx, in[0], {g.outer, g.n, g.inner}, ascend, "topk");
+  PMX_GPU_TYPE_SWITCH(in[0].dtype, T, { write_topk<T>(ctx, g, ret, sorted, in, out); });
 }
 
 // dx[(o * n + indices[pos]) * inner + i] = dy[pos] for every output position pos.

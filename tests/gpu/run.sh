@@ -84,8 +84,11 @@ TIMEOUT_ARGS=()
 # whose GPU kernels no test_gpu_*.py file reaches (the suite step at the end rarely gets the
 # time): -k gpu keeps every test of test_gpu_*.py (their module names match) and the GPU ones
 # (named so, or the gpu variant of the `device` fixture) of the others.
+# test_np_nan_reductions.py and test_np_sets_indexing.py: the GPU sort under nanmedian,
+# nanquantile, lexsort, partition and unique.
 GPU_TWIN_FILES=(test_np_sort_cumsum.py test_batch_dot_transposed.py test_take_empty_axis.py
-                test_np_math_extra.py test_gamma.py test_linalg_eig.py)
+                test_np_math_extra.py test_gamma.py test_linalg_eig.py
+                test_np_nan_reductions.py test_np_sets_indexing.py)
 step gputests 200 "$PY" -m pytest "$ROOT"/tests/python/test_gpu_*.py \
   "${GPU_TWIN_FILES[@]/#/$ROOT/tests/python/}" -k gpu -q -p no:cacheprovider \
   "${TIMEOUT_ARGS[@]}" --rootdir "$ROOT" --junitxml "$OUT/gputests.xml" -rfE

@@ -1,5 +1,6 @@
 """np.linalg on the GPU (cuSOLVER) against the CPU (LAPACK): values, gradients and LinAlgError
-for inv, det, slogdet, solve, cholesky, eigh, svd and qr (and the gradient helpers they use).
+for inv, det, slogdet, solve, cholesky, eigh, svd and qr (and the gradient helpers they use), and
+eig's refusal of infs and NaNs (its values: test_linalg_eig.py).
 Skipped when no GPU is visible."""
 import numpy as onp
 import pytest
@@ -105,6 +106,20 @@ def test_singular_and_indefinite_matrices_raise_on_the_gpu():
     assert np.linalg.det(np.array(singular, device=gpu(0))).asnumpy()[1] == 0
     # The device stays usable.
     assert_almost_equal(np.linalg.inv(np.array(onp.eye(3) * 2, device=gpu(0))), onp.eye(3) / 2)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_eig_refuses_infs_and_nans_naming_the_first_matrix_as_the_cpu(dtype):
+    a = onp.stack([onp.diag([3.0, 1.0, 2.0])] * 4).astype(dtype)
+    a[2, 0, 1] = onp.inf
+    a[3, 1, 1] = onp.nan
+    for device in (cpu(0), gpu(0)):
+        with pytest.raises(np.linalg.LinAlgError,
+                           match="eig: matrix 2 of the batch contains infs or NaNs"):
+            np.linalg.eigvals(np.array(a, device=device)).asnumpy()
+    # The device stays usable.
+    w = np.linalg.eigvals(np.array(a[:2], device=gpu(0))).asnumpy()
+    assert_almost_equal(onp.sort(w, axis=-1), onp.array([[1.0, 2.0, 3.0]] * 2), rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

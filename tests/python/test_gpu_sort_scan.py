@@ -1,8 +1,9 @@
-"""sort, argsort, cumsum and cumsum_backward on the GPU against the CPU, bit for bit, where the
-kernels' paths branch beyond what test_np_sort_cumsum.py reaches: scans across the 256-element
+"""sort, argsort, topk, cumsum and cumsum_backward on the GPU against the CPU, bit for bit, where
+the kernels' paths branch beyond what test_np_sort_cumsum.py and test_gpu_ops.py reach: scans across the 256-element
 tiles of a block (forward and reversed, strided and flattened rows), integer sums that wrap
 around, rows long enough for the large-segment passes of CUB's segmented sort, thousands of
-short rows, full-range integer keys, and every index dtype of argsort. Float data are small
+short rows, full-range integer keys, every index dtype of argsort, and topk (which takes its
+order from the same sort) on all of these. Float data are small
 integers and halves, whose sums are exact in float32, so the block scans' order of additions
 cannot change a bit (float16 and bfloat16 round the exact sum once on both devices)."""
 import numpy as onp
@@ -30,10 +31,14 @@ def both(values, dtype):
 
 
 def assert_gpu_equals_cpu(op, x_cpu, x_gpu, attrs):
-    want = _core.invoke(op, [x_cpu], attrs)[0]._host_values()
-    got = _core.invoke(op, [x_gpu], attrs)[0]._host_values()
-    assert (got.dtype, got.shape) == (want.dtype, want.shape), (op, attrs)
-    assert got.tobytes() == want.tobytes(), f"{op} {attrs}:\ngot  {got}\nwant {want}"
+    """Every output of `op`, bit for bit."""
+    wants = _core.invoke(op, [x_cpu], attrs)
+    gots = _core.invoke(op, [x_gpu], attrs)
+    assert len(gots) == len(wants), (op, attrs)
+    for k, (want, got) in enumerate(zip(wants, gots)):
+        want, got = want._host_values(), got._host_values()
+        assert (got.dtype, got.shape) == (want.dtype, want.shape), (op, attrs, k)
+        assert got.tobytes() == want.tobytes(), f"{op} {attrs} output {k}:\ngot  {got}\nwant {want}"
 
 
 @pytest.mark.parametrize("n", [1, 255, 256, 257, 1000])
@@ -93,3 +98,19 @@ def test_argsort_index_dtypes(index_dtype):
         for ascend in (True, False):
             assert_gpu_equals_cpu("argsort", x_cpu, x_gpu,
                                   {"axis": axis, "is_ascend": ascend, "dtype": index_dtype})
+
+
+# topk keeps the first k positions of argsort's GPU sort (Note [GPU topk by the rows' sort]):
+# ties, NaNs of both signs and zeros of both signs must come out in the CPU's order on every path
+# of that sort, the single row (device-wide radix sort) included.
+@pytest.mark.parametrize("shape, axis", [((3, 20000), -1), ((5000, 3), -1), ((20000, 3), 0),
+                                         ((1, 50000), -1), ((40, 50), None)])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64", "int8"])
+def test_topk_takes_the_rows_sort(dtype, shape, axis):
+    x_cpu, x_gpu = both(sort_values(dtype if dtype != "bfloat16" else "float32", shape), dtype)
+    for ret_typ in ("both", "mask"):
+        for k in (2, 0):  # k 0: the whole row
+            for ascend in (True, False):
+                assert_gpu_equals_cpu("topk", x_cpu, x_gpu,
+                                      {"axis": "None" if axis is None else axis, "k": k,
+                                       "ret_typ": ret_typ, "is_ascend": ascend, "dtype": "int64"})
