@@ -55,7 +55,8 @@ template <typename C>
 __device__ __forceinline__ C py_mod(C a, C b) {  // sign of the divisor, like NumPy / Python
   if constexpr (std::is_floating_point_v<C>) {
     C r = fmod(a, b);  // nan for b == 0, like NumPy
-    return (r != C(0) && ((r < C(0)) != (b < C(0)))) ? r + b : r;
+    if (r == C(0)) return copysign(C(0), b);  // a zero takes the divisor's sign too
+    return ((r < C(0)) != (b < C(0))) ? r + b : r;
   } else {
     if (b == C(0)) return C(0);
     C r = a % b;

@@ -283,10 +283,19 @@ def _unary(op, x, out):
     return _invoke(op, [_to_array(x)], out=out)[0]
 
 
+# NumPy's negative and sign have no loop for bool (x - y and -x of bools are TypeErrors there).
+_NO_BOOL_LOOP = ("negative", "sign")
+
+
 def _make_unary(op, name=None):
     def fn(x, out=None, **kwargs):
         if kwargs.get("where", True) is not True:
             raise ValueError(f"{name or op}: only where=True is supported")
+        if op in _NO_BOOL_LOOP:
+            x = _to_array(x)
+            if x.dtype == _onp.bool_:
+                raise TypeError(f"{name or op}: ufunc '{name or op}' is not supported for dtype "
+                                f"bool; use logical_not")
         return _unary(op, x, out)
     fn.__name__ = fn.__qualname__ = name or op
     fn.__doc__ = f"Elementwise {name or op} (NumPy semantics; integer input gives float32 for " \
@@ -319,6 +328,9 @@ __all__.append("around")
 
 @_export
 def positive(x, out=None):
+    x = _to_array(x)
+    if x.dtype == _onp.bool_:
+        raise TypeError("positive: ufunc 'positive' is not supported for dtype bool")
     return copy(x) if out is None else copyto(out, x)
 
 

@@ -162,7 +162,8 @@ template <typename C>
 C mod_of(C a, C b) {
   if constexpr (std::is_floating_point<C>::value) {
     C r = std::fmod(a, b);
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    if (r == 0) return std::copysign(C(0), b);  // a zero takes the divisor's sign too
+    if ((r < 0) != (b < 0)) r += b;
     return r;
   } else if constexpr (std::is_same<C, bool>::value) {
     return false;
