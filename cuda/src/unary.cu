@@ -36,6 +36,9 @@ __device__ __forceinline__ bool is_negative(C x) {
 
 template <typename C>
 __device__ __forceinline__ C sign_of(C x) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (isnan(x)) return x;  // NumPy's sign(NaN) is NaN
+  }
   return static_cast<C>((C(0) < x) - is_negative(x));
 }
 

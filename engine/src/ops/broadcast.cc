@@ -178,7 +178,16 @@ C mod_of(C a, C b) {
 template <typename C>
 C floor_div_of(C a, C b) {
   if constexpr (std::is_floating_point<C>::value) {
-    return std::floor(a / b);
+    // NumPy's (and Python's) floor division goes through the remainder, as divmod does: so
+    // inf // 2.0 is NaN and -1.0 // inf is -1.0, where floor(a / b) would give inf and -0.0.
+    if (b == 0) return a / b;
+    const C mod = std::fmod(a, b);
+    C div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+    if (div == 0) return std::copysign(C(0), a / b);
+    C floored = std::floor(div);
+    if (div - floored > C(0.5)) floored += 1;  // (a - mod) / b may round just below an integer
+    return floored;
   } else if constexpr (std::is_same<C, bool>::value) {
     return a && b;
   } else {

@@ -107,6 +107,9 @@ GradFn zero_grad() {
 
 template <typename T>
 T sign_of(T x) {
+  if constexpr (std::is_floating_point<T>::value) {
+    if (std::isnan(x)) return x;  // NumPy's sign(NaN) is NaN
+  }
   return static_cast<T>((T(0) < x) - (x < T(0)));
 }
 
