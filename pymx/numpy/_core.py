@@ -527,10 +527,6 @@ def ravel(a, order="C"):
     return reshape(a, (-1,), order)
 
 
-def flatten(a, order="C"):
-    return reshape(a, (-1,), order)
-
-
 @_export
 def transpose(a, axes=None):
     return _invoke("transpose", [_to_array(a)], {"axes": _axis_tuple(axes)})[0]
@@ -790,18 +786,6 @@ def tensordot(a, b, axes=2):
     b2 = reshape(transpose(b, tuple(b_axes + b_free)), (k, -1))
     shape = tuple(a.shape[x] for x in a_free) + tuple(b.shape[y] for y in b_free)
     return reshape(_invoke("matmul", [a2, b2])[0], shape)
-
-
-@_export
-def trace(a, offset=0, axis1=0, axis2=1):
-    a = _to_array(a)
-    if a.ndim < 2:
-        raise ValueError(f"trace: the array must have at least 2 dimensions, got shape {a.shape}")
-    axis1, axis2 = _normalized_axes((axis1, axis2), a.ndim, "trace: axis1 and axis2")
-    n, m = a.shape[axis1], a.shape[axis2]
-    mask = eye(n, m, k=offset, dtype=a.dtype, device=a.device)
-    a = moveaxis(a, (axis1, axis2), (-2, -1))
-    return sum(multiply(a, mask), axis=(-2, -1))
 
 
 # ---------------------------------------------------------------------------------------------

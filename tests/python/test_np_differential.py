@@ -489,6 +489,142 @@ def test_where(shapes):
                    onp.where(condition, x.astype("f8"), y.astype("f8")), "float32", rtol=0)
 
 
+# Functions of one (2, 3, 4) array holding a NaN and negative values, each with arguments that
+# exercise its axes, offsets or options; `m` is NumPy or pymx.np.
+FUNCTION_CASES = {
+    "nansum": lambda m, a: m.nansum(a, axis=(0, -1)),
+    "nanmean": lambda m, a: m.nanmean(a, axis=1, keepdims=True),
+    "nanmax": lambda m, a: m.nanmax(a, axis=-1),
+    "nanargmin": lambda m, a: m.nanargmin(a, axis=0),
+    "median": lambda m, a: m.median(a[1], axis=(0, 1)),
+    "nanmedian": lambda m, a: m.nanmedian(a, axis=1),
+    "quantile": lambda m, a: m.quantile(a[1], 0.3),
+    "ptp": lambda m, a: m.ptp(a, axis=1),
+    "cumprod": lambda m, a: m.cumprod(a / 8, axis=-1),
+    "diff": lambda m, a: m.diff(a, n=2, axis=-1),
+    "ediff1d": lambda m, a: m.ediff1d(a),
+    "trapezoid": lambda m, a: m.trapezoid(a, axis=1),
+    "roll": lambda m, a: m.roll(a, -5),
+    "roll_axes": lambda m, a: m.roll(a, (1, -2), axis=(0, 2)),
+    "rot90": lambda m, a: m.rot90(a, k=3, axes=(2, 0)),
+    "atleast_3d": lambda m, a: m.atleast_3d(a[0, 0]),
+    "diagonal": lambda m, a: m.diagonal(a, offset=-1, axis1=2, axis2=1),
+    "diag": lambda m, a: m.diag(a[0], k=1),
+    "tril": lambda m, a: m.tril(a, k=-1),
+    "triu": lambda m, a: m.triu(a, k=2),
+    "trace": lambda m, a: m.trace(a, offset=1, axis1=2, axis2=0),
+    "trace_nan_off_diagonal": lambda m, a: m.trace(a, offset=1, axis1=1, axis2=2),
+    "trace_empty_diagonal": lambda m, a: m.trace(a, offset=9),
+    "argmax_nan": lambda m, a: m.argmax(a, axis=None),
+    "max_nan": lambda m, a: m.max(a, axis=2),
+    "count_nonzero": lambda m, a: m.count_nonzero(a, axis=(0, 1)),
+    "tensordot": lambda m, a: m.tensordot(a[1], a[1], axes=([0], [0])),
+    "inner": lambda m, a: m.inner(a[1], a[1, 0]),
+    "outer": lambda m, a: m.outer(a[0, 0], a[1, 1]),
+    "kron": lambda m, a: m.kron(a[0], a[1, :2, :2]),
+    "cross": lambda m, a: m.cross(a[..., :3], a[..., 1:]),
+    "pad_constant": lambda m, a: m.pad(a, ((0, 1), (2, 0), (1, 1)), mode="constant",
+                                       constant_values=3),
+    "pad_reflect": lambda m, a: m.pad(a, 2, mode="reflect"),
+    "pad_edge": lambda m, a: m.pad(a, ((1, 1), (0, 0), (2, 3)), mode="edge"),
+    "delete": lambda m, a: m.delete(a, [0, 2], axis=-1),
+    "insert": lambda m, a: m.insert(a, 1, 5.0, axis=1),
+    "append": lambda m, a: m.append(a, a, axis=0),
+    "resize": lambda m, a: m.resize(a, (5, 7)),
+    "nan_to_num": lambda m, a: m.nan_to_num(a, nan=-1.0),
+    "isclose": lambda m, a: m.isclose(a, a + 1e-6),
+    "array_split": lambda m, a: m.array_split(a, 3, axis=-1),
+    "dsplit": lambda m, a: m.dsplit(a, [1, 3]),
+    "dstack": lambda m, a: m.dstack([a[0], a[1]]),
+    "partition": lambda m, a: m.partition(a[1], 2, axis=-1),
+    "digitize": lambda m, a: m.digitize(a[1], m.array([-5.0, 0.0, 5.0])),
+    "cov": lambda m, a: m.cov(a[1]),
+    "round_decimals": lambda m, a: m.round(a / 3, 2),
+    "sum_initial": lambda m, a: m.sum(a, axis=1, initial=5),
+    "take_along_axis": lambda m, a: m.take_along_axis(a, m.argsort(a, axis=1), axis=1),
+    "matmul_broadcast": lambda m, a: m.matmul(a, m.swapaxes(a, 1, 2)[:1]),
+    "matmul_1d": lambda m, a: m.matmul(a[1, 0], a[1].T),
+    "dot_nd": lambda m, a: m.dot(a[1:], a[1].T),
+}
+
+
+@pytest.mark.parametrize("name", list(FUNCTION_CASES))
+def test_more_functions(name):
+    host = onp.arange(24, dtype=onp.float32).reshape(2, 3, 4) - 7.5
+    host[0, 0, 0] = onp.nan
+    results = FUNCTION_CASES[name](np, np.array(host))
+    references = numpy_result(FUNCTION_CASES[name], onp, host.astype(onp.float64))
+    if not isinstance(references, (list, tuple)):
+        results, references = [results], [references]
+    assert len(results) == len(references)
+    for result, reference in zip(results, references):
+        reference = onp.asarray(reference)
+        dtype = "float32" if reference.dtype == onp.float64 else reference.dtype
+        assert_matches(result, reference, dtype, rtol=1e-5)
+
+
+# ndarray methods, operators and indexing of the same array (`a` is a NumPy or a pymx array)
+METHOD_CASES = {
+    "sum": lambda a: a.sum(axis=(0, 2), keepdims=True),
+    "mean": lambda a: a.mean(axis=-1),
+    "max": lambda a: a.max(axis=1),
+    "argmax": lambda a: a.argmax(axis=-1),
+    "argsort": lambda a: a.argsort(axis=1),
+    "reshape_args": lambda a: a.reshape(4, -1),
+    "transpose_args": lambda a: a.transpose(2, 0, 1),
+    "T": lambda a: a.T,
+    "flatten": lambda a: a.flatten(),
+    "flatten_of_view": lambda a: a.T[::2].flatten(),
+    "ravel": lambda a: a.ravel(),
+    "diagonal": lambda a: a.diagonal(1, 2, 1),
+    "trace": lambda a: a.trace(-1),
+    "squeeze": lambda a: a[:1].squeeze(0),
+    "astype": lambda a: a.astype("int32"),
+    "clip": lambda a: a.clip(-1, 1),
+    "cumsum": lambda a: a.cumsum(axis=1),
+    "std": lambda a: a.std(axis=0, ddof=1),
+    "any": lambda a: (a > 10).any(axis=1),
+    "repeat": lambda a: a.repeat(2, axis=1),
+    "take": lambda a: a.take([0, 2], axis=1),
+    "dot": lambda a: a[1].dot(a[1].T),
+    "abs": lambda a: abs(a),
+    "pow_negative": lambda a: a ** -1,
+    "rpow": lambda a: 2 ** a,
+    "rtruediv": lambda a: 1 / a,
+    "rfloordiv": lambda a: 7 // a,
+    "rmod": lambda a: 7 % a,
+    "and": lambda a: (a > 0) & (a < 5),
+    "xor": lambda a: (a > 0) ^ (a < 5),
+    "invert": lambda a: ~(a > 0),
+    "getitem_negative_steps": lambda a: a[::-1, ::-2],
+    "getitem_ellipsis": lambda a: a[..., 1],
+    "getitem_newaxis": lambda a: a[None, :, None, 1:],
+    "getitem_negative": lambda a: a[-1, -2],
+    "getitem_mask": lambda a: a[a > 0],
+    "getitem_int_array": lambda a: a[[1, 0, 1]],
+    "getitem_int_arrays": lambda a: a[[[0], [1]], [0, 2]],
+    "getitem_mixed": lambda a: a[1, [0, 2], ::2],
+    "getitem_empty": lambda a: a[:, 5:],
+}
+
+
+@pytest.mark.parametrize("name", list(METHOD_CASES))
+def test_methods_and_indexing(name):
+    host = onp.arange(24, dtype=onp.float32).reshape(2, 3, 4) - 7.5
+    host[0, 0, 0] = onp.nan
+    result = METHOD_CASES[name](np.array(host))
+    reference = onp.asarray(numpy_result(METHOD_CASES[name], host.astype(onp.float64)))
+    dtype = "float32" if reference.dtype == onp.float64 else reference.dtype
+    assert_matches(result, reference, dtype, rtol=1e-5)
+
+
+@pytest.mark.parametrize("index", [2, (slice(None), -4), (0, 0, 0, 0), slice(None, None, 0)],
+                         ids=str)
+def test_bad_index_raises(index):
+    host = onp.zeros((2, 3, 4), onp.float32)
+    assert_both_raise(lambda: np.array(host)[index], lambda: host[index])
+
+
 # ---------------------------------------------------------------------------------------------
 # take with mode='raise' on empty results (NumPy checks indices only when rows before the axis
 # exist) and correlate
