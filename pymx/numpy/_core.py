@@ -351,23 +351,29 @@ __all__.append("bitwise_not")
 
 @_export
 def clip(a, a_min=None, a_max=None, out=None):
-    if a_min is None and a_max is None:
-        raise ValueError("clip: a_min and a_max cannot both be None")
+    if a_min is None and a_max is None:  # nothing to clip (NumPy 2)
+        return copy(a) if out is None else copyto(out, a)
     return _invoke("clip", [_to_array(a)], {"a_min": None if a_min is None else float(a_min),
                                             "a_max": None if a_max is None else float(a_max)},
                    out=out)[0]
+
+
+def _bool_beside_bool(array, scalar):
+    """Whether `scalar` is a Python or NumPy bool beside a bool array: NumPy keeps the result
+    bool, where the `*_scalar` operators would read the scalar as the int 1 or 0 (int64)."""
+    return isinstance(scalar, (bool, _onp.bool_)) and array.dtype == _onp.bool_
 
 
 def _binary(op, x1, x2, out):
     if isinstance(x1, ndarray):
         if isinstance(x2, ndarray):
             return _invoke(op, [x1, x2], out=out)[0]
-        if _is_scalar(x2):
+        if _is_scalar(x2) and not _bool_beside_bool(x1, x2):
             return _invoke(op + "_scalar", [x1], {"scalar": _scalar_value(x2), "reverse": False},
                            out=out)[0]
         x2 = _to_array(x2, device=x1.device)
     elif isinstance(x2, ndarray):
-        if _is_scalar(x1):
+        if _is_scalar(x1) and not _bool_beside_bool(x2, x1):
             return _invoke(op + "_scalar", [x2], {"scalar": _scalar_value(x1), "reverse": True},
                            out=out)[0]
         x1 = _to_array(x1, device=x2.device)

@@ -395,6 +395,7 @@ def trace(a, offset=0, axis1=0, axis2=1):
     a = _to_array(a)
     if a.ndim < 2:
         raise ValueError(f"trace: the array must have at least 2 dimensions, got shape {a.shape}")
+    _core._normalized_axes((axis1, axis2), a.ndim, "trace: axis1 and axis2")  # names both
     return _core.sum(diagonal(a, offset, axis1, axis2), axis=-1)
 
 

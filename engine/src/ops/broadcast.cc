@@ -35,6 +35,14 @@ void check_integer_operands(Result kind, const std::string& name, DType a, DType
             dtype_name(a), " and ", dtype_name(b));
 }
 
+// NumPy has no boolean subtract (a - b of bools is ambiguous): a TypeError pointing to the
+// operator that is meant, as NumPy's.
+void check_not_bool_subtract(const std::string& name, DType a, DType b) {
+  if (name != "subtract" || a != DType::kBool || b != DType::kBool) return;
+  PMX_THROW(Status::kType, "operator 'subtract': boolean subtract is not supported (operands bool and bool); "
+            "use logical_xor or not_equal instead");
+}
+
 // a & b etc. on the computed type. The float branch only satisfies the compiler: inference
 // refuses float operands (see above), so it never runs.
 template <typename C, typename F>
@@ -277,6 +285,7 @@ void register_binary(const std::string& name, Result kind, F f, GradFn grad, Sca
                               const std::vector<DType>& dt, std::vector<Shape>* out,
                               std::vector<DType>* odt) {
         check_integer_operands(kind, name, dt[0], dt[1]);
+        check_not_bool_subtract(name, dt[0], dt[1]);
         (*out)[0] = ops::broadcast_shapes(in[0], in[1], name.c_str());
         (*odt)[0] = result_dtype(kind, compute_dtype(kind, ops::promote(dt[0], dt[1])));
       })
