@@ -2,9 +2,9 @@
 apart (modf, frexp, spacing, signbit), divmod, i0, and the small functions trapezoid, unwrap,
 correlate and array_equiv, with MXNet's aliases (product, alltrue, sometrue, round_, trapz).
 
-bitwise_and / or / xor, signbit, modf, frexp, spacing and i0 are native operators
-(engine/src/ops/broadcast.cc and float_parts.cc, with GPU twins); the others are compositions
-that are exact. Everything runs on the inputs' device, is recorded by autograd (float results
+bitwise_and / or / xor, signbit, modf, frexp, spacing, i0 and correlate are native operators
+(engine/src/ops/broadcast.cc, float_parts.cc and correlate.cc, with GPU twins); the others are
+compositions that are exact. Everything runs on the inputs' device, is recorded by autograd (float results
 are differentiable where NumPy's math is) and traced by hybridize, except array_equiv, which
 returns a Python bool and so reads the result on the host.
 

@@ -18,7 +18,9 @@ import warnings
 import numpy as onp
 import pytest
 
-from pymx import np
+import pymx
+from conftest import requires_gpu
+from pymx import autograd, np
 
 DTYPES = ["bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64"]
 RTOL = {"float16": 2e-3, "float32": 2e-6, "float64": 1e-12}
@@ -707,7 +709,6 @@ def test_correlate_long_inputs_in_linear_memory():
 
 
 def test_correlate_gradient_matches_finite_differences():
-    from pymx import autograd
     a = sample((6,), "float64", seed=3)
     a = onp.nan_to_num(a, nan=1.0, posinf=2.0, neginf=-2.0)
     v = onp.array([0.5, -1.0, 2.0])
@@ -733,3 +734,53 @@ def test_correlate_gradient_matches_finite_differences():
                 down[arg][i] -= 1e-6
                 numeric[i] = (value(*up) - value(*down)) / 2e-6
             onp.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# The GPU twins of the kernels fixed here against the CPU
+# ---------------------------------------------------------------------------------------------
+
+def _on_both_devices(fn, *host_arrays):
+    """fn's result from the arrays on gpu(0) and on cpu(0), both as NumPy arrays."""
+    return [fn(*[np.array(h, device=device) for h in host_arrays]).asnumpy()
+            for device in (pymx.device.gpu(0), pymx.device.cpu(0))]
+
+
+@requires_gpu
+def test_gpu_elementwise_fixes_match_cpu():
+    x = onp.array([onp.inf, -onp.inf, -1e-3, 1e-3, 1.0, -0.0, 7.0, -7.0, 0.3, onp.nan, 0.0])
+    y = onp.array([2.5, 3.0, onp.inf, -onp.inf, 0.0, 3.0, -2.0, 2.0, 0.1, 1.0, -1.0])
+    for dtype in ("float16", "float32", "float64"):
+        host_x, host_y = x.astype(dtype), y.astype(dtype)
+        for fn in (np.abs, np.sign):
+            gpu, cpu = _on_both_devices(fn, host_x)
+            onp.testing.assert_array_equal(gpu, cpu)
+            assert (onp.signbit(gpu) == onp.signbit(cpu)).all()
+        for fn in (np.mod, np.floor_divide):
+            gpu, cpu = _on_both_devices(fn, host_x, host_y)
+            onp.testing.assert_array_equal(gpu, cpu)
+            assert (onp.signbit(gpu) == onp.signbit(cpu)).all()
+
+
+@requires_gpu
+def test_gpu_take_without_rows_matches_cpu():
+    index = onp.array([5, -9], onp.int64)
+    gpu, cpu = _on_both_devices(lambda a, i: np.take(a, i, axis=1), onp.zeros((0, 3), "f4"),
+                                index)
+    assert gpu.shape == cpu.shape == (0, 2)
+    with pytest.raises(IndexError):
+        np.take(np.zeros((3, 0), device=pymx.device.gpu(0)),
+                np.array(index, device=pymx.device.gpu(0)), axis=0).asnumpy()
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32", "bool"])
+def test_gpu_correlate_matches_cpu(dtype):
+    a, v = sample((300,), dtype, seed=1), sample((17,), dtype, seed=2)
+    if dtype.startswith("float"):
+        a = onp.nan_to_num(a, nan=1.0, posinf=2.0, neginf=-2.0)
+    for mode in ("valid", "same", "full"):
+        gpu, cpu = _on_both_devices(lambda x, w: np.correlate(x, w, mode), a, v)
+        onp.testing.assert_allclose(gpu.astype("f8"), cpu.astype("f8"), rtol=1e-5, atol=1e-5)
+        gpu, cpu = _on_both_devices(lambda x, w: np.correlate(x, w, mode), v, a)
+        onp.testing.assert_allclose(gpu.astype("f8"), cpu.astype("f8"), rtol=1e-5, atol=1e-5)
