@@ -315,9 +315,14 @@ _make_unary("trunc", "fix")
 
 @_export
 def round(x, decimals=0, out=None):
-    """Rounds half to even, like NumPy."""
-    if decimals == 0:
+    """Rounds half to even, like NumPy. Integers keep their dtype: negative decimals round them
+    in float64 (as NumPy does), other decimals leave them as they are."""
+    x = _to_array(x)
+    if decimals == 0 or (x.dtype.kind in "iu" and decimals > 0):
         return _unary("round", x, out)
+    if x.dtype.kind in "iu":
+        rounded = round(x.astype(_onp.float64), decimals).astype(x.dtype)
+        return rounded if out is None else copyto(out, rounded)
     scale = 10.0 ** decimals
     return true_divide(_unary("round", multiply(x, scale), None), scale, out=out)
 

@@ -267,6 +267,15 @@ def test_bool_scalar_beside_bool_array_stays_bool():
         assert_matches(result, reference, reference.dtype)
 
 
+@pytest.mark.parametrize("decimals", [-2, -1, 0, 2])
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "int64"])
+def test_round_of_integers_keeps_the_dtype(dtype, decimals):
+    host = onp.array([125, 115, 15, 25, 5, 7, 0, 99], dtype=dtype)
+    if dtype != "uint8":
+        host[-1] = -115
+    assert_matches(np.round(np.array(host), decimals), onp.round(host, decimals), dtype)
+
+
 def test_clip_without_bounds_copies():
     host = sample((3, 4), "float32")
     assert_matches(np.clip(np.array(host), None, None), host, "float32")
