@@ -339,11 +339,20 @@ def _delegate(name):
 
 # Methods that are plain calls of the pymx.np function of the same name.
 for _name in ("sum", "mean", "prod", "max", "min", "argmax", "argmin", "std", "var", "any",
-              "all", "cumsum", "clip", "round", "swapaxes", "flatten", "ravel",
+              "all", "cumsum", "clip", "round", "swapaxes", "ravel", "diagonal", "trace",
               "squeeze", "expand_dims", "repeat", "tile", "take", "sort", "argsort", "dot",
               "copy", "nonzero", "broadcast_to", "square", "sqrt", "exp", "log", "abs"):
     setattr(ndarray, _name, _delegate(_name))
 del _name
+
+
+def _flatten(self, order="C"):
+    """A 1-d copy of the array (pymx.np.ravel, whose reshapes copy too)."""
+    return _mxnp.ravel(self, order)
+
+
+_flatten.__name__ = _flatten.__qualname__ = "flatten"
+ndarray.flatten = _flatten
 
 _core.set_ndarray_class(ndarray)
 

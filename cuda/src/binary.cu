@@ -55,7 +55,8 @@ template <typename C>
 __device__ __forceinline__ C py_mod(C a, C b) {  // sign of the divisor, like NumPy / Python
   if constexpr (std::is_floating_point_v<C>) {
     C r = fmod(a, b);  // nan for b == 0, like NumPy
-    return (r != C(0) && ((r < C(0)) != (b < C(0)))) ? r + b : r;
+    if (r == C(0)) return copysign(C(0), b);  // a zero takes the divisor's sign too
+    return ((r < C(0)) != (b < C(0))) ? r + b : r;
   } else {
     if (b == C(0)) return C(0);
     C r = a % b;
@@ -69,7 +70,15 @@ __device__ __forceinline__ C py_mod(C a, C b) {  // sign of the divisor, like Nu
 template <typename C>
 __device__ __forceinline__ C floor_div(C a, C b) {
   if constexpr (std::is_floating_point_v<C>) {
-    return floor(a / b);
+    // Through the remainder, as the CPU's floor_div_of (NumPy's divmod): inf // 2 is NaN.
+    if (b == C(0)) return a / b;
+    const C mod = fmod(a, b);
+    C div = (a - mod) / b;
+    if (mod != C(0) && ((b < C(0)) != (mod < C(0)))) div -= C(1);
+    if (div == C(0)) return copysign(C(0), a / b);
+    C floored = floor(div);
+    if (div - floored > C(0.5)) floored += C(1);
+    return floored;
   } else {
     if (b == C(0)) return C(0);
     C q = a / b;

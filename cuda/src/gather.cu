@@ -155,6 +155,7 @@ __global__ void index_update_kernel(const T* v, const int64_t* idx, T* y, int64_
 void take_compute(const OpContext& ctx, const std::vector<TBlob>& in,
                   const std::vector<TBlob>& out) {
   const TakeDims t = take_dims(*ctx.attrs, in[0].shape, "take");
+  if (t.outer == 0) return;  // no rows before the axis: no index is read or checked (NumPy)
   const int64_t count = in[1].size();
   int64_t* idx = static_cast<int64_t*>(ctx.workspace(std::max<int64_t>(count, 1) * sizeof(int64_t)));
   resolve_indices(ctx, in[1], t, idx, "take");

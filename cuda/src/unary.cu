@@ -36,7 +36,16 @@ __device__ __forceinline__ bool is_negative(C x) {
 
 template <typename C>
 __device__ __forceinline__ C sign_of(C x) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (isnan(x)) return x;  // NumPy's sign(NaN) is NaN
+  }
   return static_cast<C>((C(0) < x) - is_negative(x));
+}
+
+template <typename C>
+__device__ __forceinline__ C abs_of(C x) {  // fabs for floats: NumPy's abs(-0.0) is +0.0
+  if constexpr (std::is_floating_point_v<C>) return fabs(x);
+  else return is_negative(x) ? C(-x) : x;
 }
 
 // Rounding is the identity on integers. rint rounds halves to even, like NumPy.
@@ -64,7 +73,7 @@ PMX_UNARY_OP(ArcsinhOp, Kind::kFloat, C(asinh(x)))
 PMX_UNARY_OP(ArccoshOp, Kind::kFloat, C(acosh(x)))
 PMX_UNARY_OP(ArctanhOp, Kind::kFloat, C(atanh(x)))
 PMX_UNARY_OP(ReciprocalOp, Kind::kFloat, C(C(1) / x))
-PMX_UNARY_OP(AbsOp, Kind::kSame, C(is_negative(x) ? C(-x) : x))
+PMX_UNARY_OP(AbsOp, Kind::kSame, abs_of(x))
 PMX_UNARY_OP(NegativeOp, Kind::kSame, C(-x))
 PMX_UNARY_OP(SquareOp, Kind::kSame, C(x * x))
 PMX_UNARY_OP(SignOp, Kind::kSame, sign_of(x))

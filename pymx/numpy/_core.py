@@ -283,10 +283,19 @@ def _unary(op, x, out):
     return _invoke(op, [_to_array(x)], out=out)[0]
 
 
+# NumPy's negative and sign have no loop for bool (x - y and -x of bools are TypeErrors there).
+_NO_BOOL_LOOP = ("negative", "sign")
+
+
 def _make_unary(op, name=None):
     def fn(x, out=None, **kwargs):
         if kwargs.get("where", True) is not True:
             raise ValueError(f"{name or op}: only where=True is supported")
+        if op in _NO_BOOL_LOOP:
+            x = _to_array(x)
+            if x.dtype == _onp.bool_:
+                raise TypeError(f"{name or op}: ufunc '{name or op}' is not supported for dtype "
+                                f"bool; use logical_not")
         return _unary(op, x, out)
     fn.__name__ = fn.__qualname__ = name or op
     fn.__doc__ = f"Elementwise {name or op} (NumPy semantics; integer input gives float32 for " \
@@ -306,9 +315,14 @@ _make_unary("trunc", "fix")
 
 @_export
 def round(x, decimals=0, out=None):
-    """Rounds half to even, like NumPy."""
-    if decimals == 0:
+    """Rounds half to even, like NumPy. Integers keep their dtype: negative decimals round them
+    in float64 (as NumPy does), other decimals leave them as they are."""
+    x = _to_array(x)
+    if decimals == 0 or (x.dtype.kind in "iu" and decimals > 0):
         return _unary("round", x, out)
+    if x.dtype.kind in "iu":
+        rounded = round(x.astype(_onp.float64), decimals).astype(x.dtype)
+        return rounded if out is None else copyto(out, rounded)
     scale = 10.0 ** decimals
     return true_divide(_unary("round", multiply(x, scale), None), scale, out=out)
 
@@ -319,6 +333,9 @@ __all__.append("around")
 
 @_export
 def positive(x, out=None):
+    x = _to_array(x)
+    if x.dtype == _onp.bool_:
+        raise TypeError("positive: ufunc 'positive' is not supported for dtype bool")
     return copy(x) if out is None else copyto(out, x)
 
 
@@ -339,23 +356,29 @@ __all__.append("bitwise_not")
 
 @_export
 def clip(a, a_min=None, a_max=None, out=None):
-    if a_min is None and a_max is None:
-        raise ValueError("clip: a_min and a_max cannot both be None")
+    if a_min is None and a_max is None:  # nothing to clip (NumPy 2)
+        return copy(a) if out is None else copyto(out, a)
     return _invoke("clip", [_to_array(a)], {"a_min": None if a_min is None else float(a_min),
                                             "a_max": None if a_max is None else float(a_max)},
                    out=out)[0]
+
+
+def _bool_beside_bool(array, scalar):
+    """Whether `scalar` is a Python or NumPy bool beside a bool array: NumPy keeps the result
+    bool, where the `*_scalar` operators would read the scalar as the int 1 or 0 (int64)."""
+    return isinstance(scalar, (bool, _onp.bool_)) and array.dtype == _onp.bool_
 
 
 def _binary(op, x1, x2, out):
     if isinstance(x1, ndarray):
         if isinstance(x2, ndarray):
             return _invoke(op, [x1, x2], out=out)[0]
-        if _is_scalar(x2):
+        if _is_scalar(x2) and not _bool_beside_bool(x1, x2):
             return _invoke(op + "_scalar", [x1], {"scalar": _scalar_value(x2), "reverse": False},
                            out=out)[0]
         x2 = _to_array(x2, device=x1.device)
     elif isinstance(x2, ndarray):
-        if _is_scalar(x1):
+        if _is_scalar(x1) and not _bool_beside_bool(x2, x1):
             return _invoke(op + "_scalar", [x2], {"scalar": _scalar_value(x1), "reverse": True},
                            out=out)[0]
         x1 = _to_array(x1, device=x2.device)
@@ -512,10 +535,6 @@ def reshape(a, newshape, order="C"):
 
 @_export
 def ravel(a, order="C"):
-    return reshape(a, (-1,), order)
-
-
-def flatten(a, order="C"):
     return reshape(a, (-1,), order)
 
 
@@ -778,18 +797,6 @@ def tensordot(a, b, axes=2):
     b2 = reshape(transpose(b, tuple(b_axes + b_free)), (k, -1))
     shape = tuple(a.shape[x] for x in a_free) + tuple(b.shape[y] for y in b_free)
     return reshape(_invoke("matmul", [a2, b2])[0], shape)
-
-
-@_export
-def trace(a, offset=0, axis1=0, axis2=1):
-    a = _to_array(a)
-    if a.ndim < 2:
-        raise ValueError(f"trace: the array must have at least 2 dimensions, got shape {a.shape}")
-    axis1, axis2 = _normalized_axes((axis1, axis2), a.ndim, "trace: axis1 and axis2")
-    n, m = a.shape[axis1], a.shape[axis2]
-    mask = eye(n, m, k=offset, dtype=a.dtype, device=a.device)
-    a = moveaxis(a, (axis1, axis2), (-2, -1))
-    return sum(multiply(a, mask), axis=(-2, -1))
 
 
 # ---------------------------------------------------------------------------------------------

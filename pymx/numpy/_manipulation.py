@@ -388,6 +388,18 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
 
 
 @_export
+def trace(a, offset=0, axis1=0, axis2=1):
+    """The sums of the diagonals at `offset` of the 2-d sub-arrays in axes (axis1, axis2). Only
+    the diagonal is summed: multiplying by an identity mask would turn a NaN or inf off the
+    diagonal into a NaN in the sum."""
+    a = _to_array(a)
+    if a.ndim < 2:
+        raise ValueError(f"trace: the array must have at least 2 dimensions, got shape {a.shape}")
+    _core._normalized_axes((axis1, axis2), a.ndim, "trace: axis1 and axis2")  # names both
+    return _core.sum(diagonal(a, offset, axis1, axis2), axis=-1)
+
+
+@_export
 def diag(v, k=0):
     """The k-th diagonal of a 2-d array, or a 2-d array with the 1-d `v` on its k-th
     diagonal."""

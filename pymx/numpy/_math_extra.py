@@ -2,9 +2,9 @@
 apart (modf, frexp, spacing, signbit), divmod, i0, and the small functions trapezoid, unwrap,
 correlate and array_equiv, with MXNet's aliases (product, alltrue, sometrue, round_, trapz).
 
-bitwise_and / or / xor, signbit, modf, frexp, spacing and i0 are native operators
-(engine/src/ops/broadcast.cc and float_parts.cc, with GPU twins); the others are compositions
-that are exact. Everything runs on the inputs' device, is recorded by autograd (float results
+bitwise_and / or / xor, signbit, modf, frexp, spacing, i0 and correlate are native operators
+(engine/src/ops/broadcast.cc, float_parts.cc and correlate.cc, with GPU twins); the others are
+compositions that are exact. Everything runs on the inputs' device, is recorded by autograd (float results
 are differentiable where NumPy's math is) and traced by hybridize, except array_equiv, which
 returns a Python bool and so reads the result on the host.
 
@@ -22,6 +22,7 @@ from pymx.numpy import _core
 from pymx.numpy._core import (_binary, _is_float, _is_scalar, _to_array, abs, add, cumsum, equal,
                               floor_divide, full, isinf, less, logical_and, mod, multiply,
                               subtract, sum, where)
+from pymx.numpy._dtype_utils import promote_types
 from pymx.numpy._manipulation import _normalize_axis, _slice_along, diff
 
 __all__ = []
@@ -279,15 +280,13 @@ def correlate(a, v, mode="valid"):
     if v.size > a.size:  # correlating the other way round gives the result reversed
         return _core.flip(correlate(v, a, mode), 0)
     n_a, n_v = a.size, v.size
-    # Windows of a zero-padded on both sides by n_v - 1: output k of 'full' reads
-    # padded[k : k + n_v]; 'same' and 'valid' are ranges of those outputs.
+    # Output k of 'full' correlates v with a[k - (n_v - 1):][:n_v]; 'same' and 'valid' are
+    # ranges of those outputs. The operator computes each output in place (O(n_a + n_v) memory).
     first, count = {"full": (0, n_a + n_v - 1), "same": (n_v - 1 - n_v // 2, n_a),
                     "valid": (n_v - 1, n_a - n_v + 1)}[mode]
-    zeros = _core.zeros((n_v - 1,), dtype=a.dtype, device=a.device)
-    padded = _core.concatenate([zeros, a, zeros])
-    positions = _onp.arange(first, first + count)[:, None] + _onp.arange(n_v)[None, :]
-    windows = _core.take(padded, _to_array(positions.astype(_onp.int64), device=a.device))
-    return sum(multiply(windows, v), axis=1)
+    dtype = promote_types(a.dtype, v.dtype)
+    return _c_core.invoke("correlate", [_to_array(a, dtype=dtype), _to_array(v, dtype=dtype)],
+                          {"shift": first - (n_v - 1), "count": count})[0]
 
 
 @_export

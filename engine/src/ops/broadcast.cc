@@ -35,6 +35,14 @@ void check_integer_operands(Result kind, const std::string& name, DType a, DType
             dtype_name(a), " and ", dtype_name(b));
 }
 
+// NumPy has no boolean subtract (a - b of bools is ambiguous): a TypeError pointing to the
+// operator that is meant, as NumPy's.
+void check_not_bool_subtract(const std::string& name, DType a, DType b) {
+  if (name != "subtract" || a != DType::kBool || b != DType::kBool) return;
+  PMX_THROW(Status::kType, "operator 'subtract': boolean subtract is not supported (operands bool and bool); "
+            "use logical_xor or not_equal instead");
+}
+
 // a & b etc. on the computed type. The float branch only satisfies the compiler: inference
 // refuses float operands (see above), so it never runs.
 template <typename C, typename F>
@@ -162,7 +170,8 @@ template <typename C>
 C mod_of(C a, C b) {
   if constexpr (std::is_floating_point<C>::value) {
     C r = std::fmod(a, b);
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    if (r == 0) return std::copysign(C(0), b);  // a zero takes the divisor's sign too
+    if ((r < 0) != (b < 0)) r += b;
     return r;
   } else if constexpr (std::is_same<C, bool>::value) {
     return false;
@@ -177,7 +186,16 @@ C mod_of(C a, C b) {
 template <typename C>
 C floor_div_of(C a, C b) {
   if constexpr (std::is_floating_point<C>::value) {
-    return std::floor(a / b);
+    // NumPy's (and Python's) floor division goes through the remainder, as divmod does: so
+    // inf // 2.0 is NaN and -1.0 // inf is -1.0, where floor(a / b) would give inf and -0.0.
+    if (b == 0) return a / b;
+    const C mod = std::fmod(a, b);
+    C div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+    if (div == 0) return std::copysign(C(0), a / b);
+    C floored = std::floor(div);
+    if (div - floored > C(0.5)) floored += 1;  // (a - mod) / b may round just below an integer
+    return floored;
   } else if constexpr (std::is_same<C, bool>::value) {
     return a && b;
   } else {
@@ -267,6 +285,7 @@ void register_binary(const std::string& name, Result kind, F f, GradFn grad, Sca
                               const std::vector<DType>& dt, std::vector<Shape>* out,
                               std::vector<DType>* odt) {
         check_integer_operands(kind, name, dt[0], dt[1]);
+        check_not_bool_subtract(name, dt[0], dt[1]);
         (*out)[0] = ops::broadcast_shapes(in[0], in[1], name.c_str());
         (*odt)[0] = result_dtype(kind, compute_dtype(kind, ops::promote(dt[0], dt[1])));
       })

@@ -107,6 +107,9 @@ GradFn zero_grad() {
 
 template <typename T>
 T sign_of(T x) {
+  if constexpr (std::is_floating_point<T>::value) {
+    if (std::isnan(x)) return x;  // NumPy's sign(NaN) is NaN
+  }
   return static_cast<T>((T(0) < x) - (x < T(0)));
 }
 
@@ -178,7 +181,11 @@ const bool g_registered = [] {
   float_unary("reciprocal", [](auto x) { return decltype(x)(1) / x; })
       .set_gradient(chain([](A, A y) { return call("negative", {mul(y, y)}); }));
 
-  same_unary("abs", [](auto x) { return x < decltype(x)(0) ? -x : x; })
+  // fabs for floats: the comparison would keep -0.0 negative (NumPy's abs(-0.0) is +0.0).
+  same_unary("abs", [](auto x) {
+    if constexpr (std::is_floating_point<decltype(x)>::value) return std::fabs(x);
+    else return x < decltype(x)(0) ? -x : x;
+  })
       .set_gradient(chain([](A x, A) { return call("sign", {x}); }));
   same_unary("negative", [](auto x) { return -x; })
       .set_gradient([](const GradContext& g) -> std::vector<NDArray> {

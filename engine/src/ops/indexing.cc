@@ -235,6 +235,9 @@ PMX_REGISTER_OP(take)
     })
     .set_cpu([](const OpContext& ctx, const std::vector<TBlob>& in, const std::vector<TBlob>& out) {
       const TakeDims t = take_dims(*ctx.attrs, in[0].shape, "take");
+      // NumPy checks the indices once per row before the axis: with no such rows (a zero extent
+      // there) nothing is read and no index is checked, whatever mode says.
+      if (t.outer == 0) return;
       const std::vector<int64_t> idx =
           resolve_indices(in[1], t.n, ctx.attrs->get_str("mode", "raise"), t.axis, "take");
       const size_t elem = dtype_size(in[0].dtype), row = static_cast<size_t>(t.inner) * elem;
