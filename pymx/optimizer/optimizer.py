@@ -338,6 +338,13 @@ class RMSProp(Optimizer):
         self.centered = centered
         self.clip_weights = clip_weights
 
+    @property
+    def _clip_weights_bound(self):
+        """clip_weights when on, else None (None, 0 and negative values: off, as in MXNet)."""
+        if self.clip_weights is None or self.clip_weights <= 0:
+            return None
+        return self.clip_weights
+
     def create_state(self, index, weight):
         if self.centered:
             return _zeros_like(weight), _zeros_like(weight), _zeros_like(weight)
@@ -348,7 +355,7 @@ class RMSProp(Optimizer):
             return None
         return ('rmsprop_update', [weight, grad, state],
                 dict(self._common_attrs(index), rho=self.rho, epsilon=self.epsilon,
-                     clip_weights=-1.0 if self.clip_weights is None else self.clip_weights))
+                     clip_weights=self._clip_weights_bound or -1.0))
 
     def unfused_step(self, index, weight, grad, state):  # centered
         attrs = self._common_attrs(index)
@@ -359,8 +366,8 @@ class RMSProp(Optimizer):
         delta[:] = self.momentum * delta - attrs['lr'] * g / np.sqrt(n - mean * mean +
                                                                       self.epsilon)
         new_weight = weight + delta
-        if self.clip_weights is not None:
-            new_weight = np.clip(new_weight, -self.clip_weights, self.clip_weights)
+        if self._clip_weights_bound is not None:
+            new_weight = np.clip(new_weight, -self._clip_weights_bound, self._clip_weights_bound)
         weight[:] = new_weight
 
 
