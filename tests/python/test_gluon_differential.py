@@ -4,7 +4,7 @@ NumPy reference or a rule stated in the test."""
 import numpy as onp
 import pytest
 
-from pymx import np, optimizer as opt
+from pymx import autograd, np, optimizer as opt
 
 
 def _one_update(name, weight, grad, **kwargs):
@@ -42,3 +42,90 @@ def test_rmsprop_clip_weights_zero_turns_weight_clipping_off(centered):
     clipped = _one_update('rmsprop', W0, G0, learning_rate=0.1, centered=centered,
                           clip_weights=0.3)
     onp.testing.assert_allclose(clipped, onp.clip(want, -0.3, 0.3), rtol=1e-6)
+
+
+# ---- autograd ---------------------------------------------------------------------------------
+
+def _marked(values):
+    x = np.array(onp.asarray(values, dtype='float32'))
+    x.attach_grad()
+    return x
+
+
+@pytest.mark.parametrize('write', ['iadd', 'imul_self', 'setitem', 'setitem_all', 'variable'])
+def test_writing_into_a_recorded_array_raises_and_changes_nothing(write):
+    # An earlier op's gradient would read the overwritten values (y * y reads y): MXNet refuses
+    # such writes inside record(), and so does pymx, before the write happens.
+    x = _marked([1.0, 2.0, 3.0])
+    with autograd.record():
+        y = x * 2
+        z = y * y
+        target = x if write == 'variable' else y
+        before = target.asnumpy()
+        with pytest.raises(ValueError, match=r"writes into output 0, an array already in the "
+                                             r"recorded graph\. Assigning to NDArrays"):
+            if write == 'iadd' or write == 'variable':
+                target += x
+            elif write == 'imul_self':
+                target *= target
+            elif write == 'setitem':
+                target[1] = x[0]
+            else:
+                target[:] = x * 3
+        onp.testing.assert_array_equal(target.asnumpy(), before)
+        loss = (z + y).sum()
+    loss.backward()  # the graph is intact: d/dx sum(4x^2 + 2x) = 8x + 2
+    onp.testing.assert_allclose(x.grad.asnumpy(), 8 * onp.array([1.0, 2.0, 3.0]) + 2)
+
+
+def test_writes_after_backward_are_allowed():
+    x = _marked([1.0, 2.0, 3.0])
+    with autograd.record():
+        y = x * 2
+        loss = (y * x).sum()
+    loss.backward()
+    onp.testing.assert_allclose(x.grad.asnumpy(), [4.0, 8.0, 12.0])
+    with autograd.record():
+        loss += x.sum()  # backward freed the graph that read `loss`
+        y[0] = x[1]
+    loss.backward()
+    onp.testing.assert_allclose(x.grad.asnumpy(), [1.0, 1.0, 1.0])
+
+
+def test_backward_of_an_integer_array_names_its_dtype():
+    x = np.array([1, 2, 3], dtype='int32')
+    x.attach_grad()
+    with autograd.record():
+        y = x * 2
+    with pytest.raises(ValueError, match=r"Cannot differentiate an array of dtype int32: "
+                                         r"gradients flow through floating-point values only"):
+        y.backward()
+
+
+def test_writes_into_arrays_outside_the_graph_are_recorded():
+    # MXNet refuses these; pymx records them, and the gradients are exact.
+    x = _marked([1.0, 2.0, 3.0])
+    total = np.zeros((1,))
+    buf = np.zeros((3,))
+    with autograd.record():
+        total += (x * x).sum()
+        buf[1:] = x[:2] * 3
+        loss = total + (buf * buf).sum()
+    loss.backward()
+    # d/dx [sum(x^2) + (3 x0)^2 + (3 x1)^2] = 2x + [18 x0, 18 x1, 0]
+    onp.testing.assert_allclose(x.grad.asnumpy(), [2.0 + 18.0, 4.0 + 36.0, 6.0])
+
+
+def test_an_array_whose_graph_backward_freed_is_a_constant():
+    # MXNet: y = [2, 4, 6] once backward freed its graph, so d/dx sum(y * x) = y.
+    x = _marked([1.0, 2.0, 3.0])
+    with autograd.record():
+        y = x * 2
+        loss = y.sum()
+    loss.backward()
+    with autograd.record():
+        again = (y * x).sum()
+    again.backward()
+    onp.testing.assert_allclose(x.grad.asnumpy(), [2.0, 4.0, 6.0])
+    with pytest.raises(ValueError, match="not in a computational graph"):
+        loss.backward()  # twice without retain_graph
