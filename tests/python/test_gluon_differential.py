@@ -1,6 +1,8 @@
 """Regression tests for divergences from MXNet found by running the same scripts under MXNet and
 pymx (gluon losses and layers, Trainer, optimizers, autograd). Each expected value is a float64
 NumPy reference or a rule stated in the test."""
+import warnings
+
 import numpy as onp
 import pytest
 
@@ -129,3 +131,35 @@ def test_an_array_whose_graph_backward_freed_is_a_constant():
     onp.testing.assert_allclose(x.grad.asnumpy(), [2.0, 4.0, 6.0])
     with pytest.raises(ValueError, match="not in a computational graph"):
         loss.backward()  # twice without retain_graph
+
+
+# ---- gluon blocks -----------------------------------------------------------------------------
+
+def test_initialize_with_shared_parameters_initializes_each_once_without_warning():
+    from pymx.gluon import nn
+
+    class Tied(nn.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.encode = nn.Dense(3, in_units=3)
+            self.decode = nn.Dense(3, in_units=3)
+            self.decode.share_parameters(self.encode.collect_params())
+
+        def forward(self, x):
+            return self.decode(self.encode(x))
+
+    net = Tied()
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # MXNet 1.x shared by name and did not warn either
+        net.initialize(verbose=False)
+    assert net.decode.weight is net.encode.weight
+    assert list(net.collect_params()) == ['encode.weight', 'encode.bias', 'decode.weight',
+                                          'decode.bias']
+    x = onp.arange(6.0).reshape(2, 3)
+    w = net.encode.weight.data().asnumpy()
+    b = net.encode.bias.data().asnumpy()
+    onp.testing.assert_allclose(net(np.array(x, dtype='float32')).asnumpy(),
+                                (x @ w.T + b) @ w.T + b, rtol=1e-5, atol=1e-6)
+    with pytest.warns(UserWarning, match="is already initialized") as record:
+        net.initialize()  # a second initialize still warns, once per Parameter
+    assert sorted(str(w.message).split("'")[1] for w in record) == ['bias', 'weight']
