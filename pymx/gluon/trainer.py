@@ -10,7 +10,10 @@ copies stay identical. With update_on_kvstore=True the store updates one master 
 parameter instead and broadcasts the new weights. Parameters with grad_req='null' (batch-norm
 running statistics) are skipped: each device keeps its own. update_on_kvstore=None means False
 for a non-dist store (MXNet reads MXNET_UPDATE_ON_KVSTORE, default on): the weights come out the
-same, and allreduce_grads() + update() work without passing update_on_kvstore=False.
+same, and allreduce_grads() + update() work without passing update_on_kvstore=False. One trace
+of it stays: after step() every device's gradient holds the sum over devices (MXNet's default
+leaves each device its own), which shows only when grad_req='add' gradients are carried into
+the next step without zero_grad().
 
 With a dist kvstore ('dist_sync', 'dist_device_sync'; one process per worker under mpiexec) the
 store exists even for one device per process, every worker's weights are replaced by rank 0's
