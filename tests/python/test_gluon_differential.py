@@ -87,11 +87,12 @@ def test_writes_after_backward_are_allowed():
         loss = (y * x).sum()
     loss.backward()
     onp.testing.assert_allclose(x.grad.asnumpy(), [4.0, 8.0, 12.0])
-    with autograd.record():
-        loss += x.sum()  # backward freed the graph that read `loss`
-        y[0] = x[1]
-    loss.backward()
-    onp.testing.assert_allclose(x.grad.asnumpy(), [1.0, 1.0, 1.0])
+    with autograd.record():  # backward freed the graph that read `loss` and `y` (MXNet refuses)
+        loss += x.sum()
+        y[0] = x[1]  # y = [x1, 4, 6]
+        total = loss + y.sum()
+    total.backward()
+    onp.testing.assert_allclose(x.grad.asnumpy(), [1.0, 2.0, 1.0])
 
 
 def test_backward_of_an_integer_array_names_its_dtype():
