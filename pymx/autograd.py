@@ -14,6 +14,12 @@ Example::
     y.backward()
     x.grad  # [2., 4.]
 
+Writing into an array inside ``record()`` (``+=``, ``x[i] = ...``, ``out=``) is recorded when
+the array is not part of the recorded graph yet (a fresh buffer, or one whose graph backward
+freed; MXNet refuses these too); writing into an array the graph holds raises MXNet's error,
+since the gradients of the ops that read it would see the new values. An array whose graph
+backward freed counts as a constant in later recordings, as in MXNet.
+
 ``Function`` defines an operation by its forward and backward written with pymx arrays (see its
 docstring). Differences from MXNet's ``Function``: ``backward`` may return None for an input that
 gets no gradient; a Function cannot run inside a hybridized block (it raises instead of being
@@ -140,7 +146,8 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph=Fals
     """Returns the gradients of ``heads`` with respect to ``variables`` (marked variables)
     without touching their gradient buffers: a list, or one array when ``variables`` is one
     array. With ``create_graph`` the gradient computation is recorded, so the results can be
-    differentiated again; ``retain_graph`` defaults to ``create_graph``."""
+    differentiated again; ``retain_graph`` defaults to ``create_graph``. A variable the heads do
+    not depend on gets zeros (MXNet raises "... unreachable from the outputs")."""
     single = not isinstance(variables, (list, tuple))
     heads = _as_list(heads)
     if retain_graph is None:

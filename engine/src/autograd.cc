@@ -34,6 +34,14 @@ const char* const kNotInGraph =
     "you want to differentiate the same graph twice, you need to pass retain_graph=True to "
     "backward.";
 
+// Whether the array was computed by a recorded op whose graph backward has not freed (or is a
+// marked variable). MXNet clears an array's autograd info when backward frees its graph, so such
+// an array then counts as a constant: later recordings start afresh from it.
+bool in_live_graph(const NDArray& array) {
+  const std::shared_ptr<Node>& node = array.autograd_entry().node;
+  return node && !node->freed;
+}
+
 // Sets the thread's recording and training flags for one scope (exception-safe).
 class FlagScope {
  public:
@@ -211,6 +219,10 @@ std::unordered_map<const Node*, VariableGrad> run_backward(const std::vector<NDA
   std::vector<std::shared_ptr<Node>> roots;
   for (const NDArray& head : heads) {
     const std::shared_ptr<Node>& node = head.autograd_entry().node;
+    PMX_CHECK(node || is_float(head.dtype()), "Cannot differentiate an array of dtype ",
+              dtype_name(head.dtype()), ": gradients flow through floating-point values only, "
+              "so ops with integer or boolean results are not recorded (cast the variables to a "
+              "floating-point dtype before recording)");
     PMX_CHECK(node && !node->freed, kNotInGraph);
     roots.push_back(node);
   }
@@ -352,6 +364,7 @@ void store_grad(Node& variable, const NDArray& grad) {
 }  // namespace
 
 void SavedArray::save(const NDArray& array, bool keep_value, bool keep_entry) {
+  keep_entry = keep_entry && in_live_graph(array);
   dtype_ = array.dtype();
   device_ = array.device();
   if (keep_value) {
@@ -478,16 +491,39 @@ void set_fresh_grad(const NDArray& variable, bool fresh) {
   node->fresh_grad = fresh;
 }
 
-void record_op(const OpDef& op, const Attrs& attrs, const NDArray* const* inputs,
-               int num_inputs, std::vector<NDArray>* outputs, bool is_train) {
+namespace {
+
+// Whether record_op records an op with these operands.
+bool is_recorded(const NDArray* const* inputs, int num_inputs,
+                 const std::vector<NDArray>& outputs) {
   bool needs_grad = false;
-  for (int i = 0; i < num_inputs; ++i) needs_grad |= inputs[i]->autograd_entry().node != nullptr;
-  if (!needs_grad) return;
+  for (int i = 0; i < num_inputs; ++i) needs_grad |= in_live_graph(*inputs[i]);
+  if (!needs_grad) return false;
   // Gradients flow through floating-point values only: comparisons, argmax and the like end the
   // path (MXNet gives them zero gradients; not recording them is the same and cheaper).
   bool any_float_output = false;
-  for (const NDArray& out : *outputs) any_float_output |= is_float(out.dtype());
-  if (!any_float_output) return;
+  for (const NDArray& out : outputs) any_float_output |= is_float(out.dtype());
+  return any_float_output;
+}
+
+}  // namespace
+
+void check_recorded_outputs(const OpDef& op, const NDArray* const* inputs, int num_inputs,
+                            const std::vector<NDArray>& outputs) {
+  if (!t_recording || !is_recorded(inputs, num_inputs, outputs)) return;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    PMX_CHECK(!in_live_graph(outputs[i]), "operator '", op.name, "' writes into output ", i,
+              ", an array already in the recorded graph. Assigning "
+              "to NDArrays that are already in a computational graph will cause undefined "
+              "behavior when evaluating gradients. Please call backward first to clear the graph "
+              "or do this outside of a record section. Also note that you cannot use inplace "
+              "operations like +=, *=, relu(x, out=x), y[idx]=x, etc inside a record section.");
+  }
+}
+
+void record_op(const OpDef& op, const Attrs& attrs, const NDArray* const* inputs,
+               int num_inputs, std::vector<NDArray>* outputs, bool is_train) {
+  if (!is_recorded(inputs, num_inputs, *outputs)) return;
 
   auto node = std::make_shared<Node>();
   node->op = &op;
@@ -510,7 +546,7 @@ bool record_function(const std::vector<NDArray>& inputs, std::vector<NDArray>* o
   PMX_CHECK(!outputs->empty(), "autograd.Function: forward returned no outputs");
   if (!t_recording) return false;
   bool needs_grad = false;
-  for (const NDArray& in : inputs) needs_grad |= in.autograd_entry().node != nullptr;
+  for (const NDArray& in : inputs) needs_grad |= in_live_graph(in);
   bool any_float_output = false;
   for (const NDArray& out : *outputs) any_float_output |= is_float(out.dtype());
   if (!needs_grad || !any_float_output) return false;

@@ -408,6 +408,10 @@ int pmx_op_invoke(const PmxOp* op, int num_inputs, PmxArray* const* inputs, int 
   });
   std::vector<NDArray> results;
   invoke_into(def, in.data(), num_inputs, attrs, device, out.data(), num_outs, &results);
+  // A recorded op's node is set on its results; an out= handle is another copy of its array, so
+  // it takes the entry too (else a later backward would miss the op).
+  for (int i = 0; i < num_outs; ++i)
+    if (outs[i] != nullptr) array_of(outs[i]).autograd_entry() = results[i].autograd_entry();
   return_arrays(std::move(results), out_num_outputs, out_outputs);
   PMX_API_END();
 }

@@ -402,6 +402,8 @@ void invoke_impl(const OpDef& op, const NDArray* const* inputs, int num_inputs,
     }
   }
 
+  if (num_out > 0 && autograd::is_recording())
+    autograd::check_recorded_outputs(op, inputs, num_inputs, *outputs);
   if (op.on_push) op.on_push(attrs, device);
   RecordRef record(RecyclingPool<InvokeRecord>::acquire());
   fill_record(record.get(), op, attrs, compute, inputs, num_inputs, *outputs);

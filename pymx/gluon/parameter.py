@@ -378,17 +378,23 @@ class ParameterDict(dict):
     """What Block.collect_params() returns: a plain {structural name: Parameter} dict, plus
     helpers acting on every parameter (MXNet 1.x ParameterDict methods the tutorial uses)."""
 
-    def _unique(self):
+    def _unique_items(self):
+        """(name, Parameter) once per Parameter: a shared one under its first name."""
         seen = set()
-        for p in self.values():
+        for name, p in self.items():
             if id(p) not in seen:
                 seen.add(id(p))
-                yield p
+                yield name, p
+
+    def _unique(self):
+        return (p for _, p in self._unique_items())
 
     def initialize(self, init=None, device=None, verbose=False, force_reinit=False):
+        """Initialises each Parameter once: a shared one is not warned about as already
+        initialised under its other names (MXNet 2.x warns)."""
         if init is None:
             init = _init.Uniform()
-        for name, p in self.items():
+        for name, p in self._unique_items():
             p.initialize(None, device, default_init=init, force_reinit=force_reinit)
             if verbose:
                 print(f"Initialized {name} with {p.init if p.init is not None else init}")

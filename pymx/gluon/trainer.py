@@ -8,7 +8,12 @@ the parameters live on one device) and writes the sum back into every device's g
 every device runs the optimizer on identical gradients with rescale_grad = 1/batch_size, so the
 copies stay identical. With update_on_kvstore=True the store updates one master copy per
 parameter instead and broadcasts the new weights. Parameters with grad_req='null' (batch-norm
-running statistics) are skipped: each device keeps its own.
+running statistics) are skipped: each device keeps its own. update_on_kvstore=None means False
+for a non-dist store (MXNet reads MXNET_UPDATE_ON_KVSTORE, default on): the weights come out the
+same, and allreduce_grads() + update() work without passing update_on_kvstore=False. One trace
+of it stays: after step() every device's gradient holds the sum over devices (MXNet's default
+leaves each device its own), which shows only when grad_req='add' gradients are carried into
+the next step without zero_grad().
 
 With a dist kvstore ('dist_sync', 'dist_device_sync'; one process per worker under mpiexec) the
 store exists even for one device per process, every worker's weights are replaced by rank 0's

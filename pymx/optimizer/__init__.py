@@ -15,10 +15,11 @@ from .ftml import FTML
 from .ftrl import Ftrl
 from .lamb import LAMB
 from .lars import LARS
+from .lbsgd import LBSGD
 from .nadam import Nadam
 from .sgld import SGLD
 from .signum import Signum
 
 __all__ = ['Optimizer', 'SGD', 'NAG', 'Adam', 'AdamW', 'RMSProp', 'AdaGrad', 'AdaDelta',
-           'Adamax', 'Nadam', 'FTML', 'Ftrl', 'Signum', 'LAMB', 'LARS', 'AdaBelief', 'SGLD',
+           'Adamax', 'Nadam', 'FTML', 'Ftrl', 'Signum', 'LAMB', 'LARS', 'LBSGD', 'AdaBelief', 'SGLD',
            'DCASGD', 'Updater', 'create', 'register', 'get_updater']

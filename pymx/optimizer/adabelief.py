@@ -39,8 +39,8 @@ class AdaBelief(Optimizer):
         if self.correct_bias:
             lr *= math.sqrt(1.0 - self.beta2 ** t) / (1.0 - self.beta1 ** t)
         g = grad * self.rescale_grad + self._get_wd(index) * weight
-        if self.clip_gradient is not None:
-            g = np.clip(g, -self.clip_gradient, self.clip_gradient)
+        if self._clip_bound is not None:
+            g = np.clip(g, -self._clip_bound, self._clip_bound)
         mean[:] = self.beta1 * mean + (1.0 - self.beta1) * g
         var[:] = self.beta2 * var + (1.0 - self.beta2) * np.square(g - mean) + self.epsilon
         weight[:] = weight - lr * mean / (np.sqrt(var) + self.epsilon)

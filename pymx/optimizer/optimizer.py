@@ -42,7 +42,7 @@ class Optimizer:
     """Base class.
 
     rescale_grad multiplies every gradient first (the Trainer sets it to 1/batch_size); then
-    clip_gradient (None: off) clips it to [-c, c]; wd is the L2 weight decay. The learning rate
+    clip_gradient clips it to [-c, c] (None, 0 or a negative value: off); wd is the L2 weight decay. The learning rate
     is `learning_rate`, or lr_scheduler(num_update) when a scheduler is given. param_dict maps an
     index to its Parameter, whose lr_mult / wd_mult scale lr and wd. multi_precision keeps a
     float32 master copy of float16 and bfloat16 weights and updates that.
@@ -129,18 +129,27 @@ class Optimizer:
             wd *= self.wd_mult.get(self.idx2name[index], 1.0)
         return wd
 
+    @property
+    def _clip_bound(self):
+        """clip_gradient when clipping is on, else None. MXNet's fused rules pass clip_gradient
+        to their kernels only when it is truthy and the kernels clip only when it is >= 0, so 0
+        and negative values turn clipping off (rather than zeroing every gradient)."""
+        if self.clip_gradient is None or self.clip_gradient <= 0:
+            return None
+        return self.clip_gradient
+
     def _common_attrs(self, index):
         return dict(lr=self._get_lr(index), wd=self._get_wd(index),
                     rescale_grad=self.rescale_grad,
-                    clip_gradient=-1.0 if self.clip_gradient is None else self.clip_gradient)
+                    clip_gradient=-1.0 if self._clip_bound is None else self._clip_bound)
 
     def _preprocessed_grad(self, grad, weight=None, wd=0.0):
-        """rescale_grad * grad, clipped to [-clip_gradient, clip_gradient] when clip_gradient is
-        set, plus wd * weight when `weight` is given: the gradient most rules start from. A new
+        """rescale_grad * grad, clipped to [-clip_gradient, clip_gradient] when clipping is on,
+        plus wd * weight when `weight` is given: the gradient most rules start from. A new
         array; `grad` is left as it is."""
         grad = grad * self.rescale_grad
-        if self.clip_gradient is not None:
-            grad = np.clip(grad, -self.clip_gradient, self.clip_gradient)
+        if self._clip_bound is not None:
+            grad = np.clip(grad, -self._clip_bound, self._clip_bound)
         if weight is not None:
             grad = grad + wd * weight
         return grad
@@ -329,6 +338,13 @@ class RMSProp(Optimizer):
         self.centered = centered
         self.clip_weights = clip_weights
 
+    @property
+    def _clip_weights_bound(self):
+        """clip_weights when on, else None (None, 0 and negative values: off, as in MXNet)."""
+        if self.clip_weights is None or self.clip_weights <= 0:
+            return None
+        return self.clip_weights
+
     def create_state(self, index, weight):
         if self.centered:
             return _zeros_like(weight), _zeros_like(weight), _zeros_like(weight)
@@ -339,22 +355,19 @@ class RMSProp(Optimizer):
             return None
         return ('rmsprop_update', [weight, grad, state],
                 dict(self._common_attrs(index), rho=self.rho, epsilon=self.epsilon,
-                     clip_weights=-1.0 if self.clip_weights is None else self.clip_weights))
+                     clip_weights=self._clip_weights_bound or -1.0))
 
     def unfused_step(self, index, weight, grad, state):  # centered
         attrs = self._common_attrs(index)
         n, mean, delta = state
-        g = grad * self.rescale_grad
-        if self.clip_gradient is not None:
-            g = np.clip(g, -self.clip_gradient, self.clip_gradient)
-        g = g + attrs['wd'] * weight
+        g = self._preprocessed_grad(grad, weight, attrs['wd'])
         n[:] = self.rho * n + (1 - self.rho) * g * g
         mean[:] = self.rho * mean + (1 - self.rho) * g
         delta[:] = self.momentum * delta - attrs['lr'] * g / np.sqrt(n - mean * mean +
                                                                       self.epsilon)
         new_weight = weight + delta
-        if self.clip_weights is not None:
-            new_weight = np.clip(new_weight, -self.clip_weights, self.clip_weights)
+        if self._clip_weights_bound is not None:
+            new_weight = np.clip(new_weight, -self._clip_weights_bound, self._clip_weights_bound)
         weight[:] = new_weight
 
 

@@ -30,6 +30,13 @@ bool fresh_grad(const NDArray& variable);
 // Throws Error(kInvalidArg) when the array is not a marked variable.
 void set_fresh_grad(const NDArray& variable, bool fresh);
 
+// Called by invoke() before pushing an op that writes into out= arrays while recording: throws
+// Error(kInvalidArg) with MXNet's message when the op will be recorded and one of `outputs` is
+// already in the recorded graph (an in-place op such as +=, or y[idx] = x, on a recorded
+// array), since the earlier ops' gradients would read the overwritten values.
+void check_recorded_outputs(const OpDef& op, const NDArray* const* inputs, int num_inputs,
+                            const std::vector<NDArray>& outputs);
+
 // Called by invoke() after pushing an op: records it when recording is on and any input needs a
 // gradient. Cheap when recording is off. `is_train` is the train mode the op ran in; its
 // gradient is computed in the same mode.
