@@ -157,9 +157,11 @@ __global__ void target_kernel(const T* anchors, const T* labels, const T* cls_pr
     for (int64_t j = t; j < n; j += threads) {
       if (flag[j] == kPositive) continue;
       for (int64_t k = 0; k < num_gt; ++k)
-        if (!gt_matched[k] && overlaps[j * num_gt + k] > mine.iou) mine = {overlaps[j * num_gt + k], j * num_gt + k};
+        if (!gt_matched[k] && overlaps[j * num_gt + k] > mine.iou)
+          mine = {overlaps[j * num_gt + k], j * num_gt + k};
     }
-    const Pick<A> best = group_reduce(mine, kBlock, [](Pick<A> a, Pick<A> b) { return better(a, b); });
+    const Pick<A> best =
+        group_reduce(mine, kBlock, [](Pick<A> a, Pick<A> b) { return better(a, b); });
     if (best.index == kNone) break;
     if (t == 0) {
       flag[best.index / num_gt] = kPositive;
@@ -192,7 +194,8 @@ __global__ void target_kernel(const T* anchors, const T* labels, const T* cls_pr
                                                                      ToAcc<T>()))
                           : A(NAN);
     }
-    const int64_t positives = group_reduce(mine, kBlock, [](int64_t a, int64_t b) { return a + b; });
+    const int64_t positives =
+        group_reduce(mine, kBlock, [](int64_t a, int64_t b) { return a + b; });
     const int64_t wanted = negatives_wanted(p, positives, n);
     for (int64_t j = t; j < n && wanted > 0; j += threads) {
       const A key = keys[j];
@@ -275,7 +278,8 @@ __global__ void detection_kernel(const T* cls_prob, const T* loc_pred, const T* 
   int64_t count = 0;
   A score;
   for (int64_t i = first; i < last; ++i)
-    count += best_class(cls_prob, num_classes, n, i, p.background_id, threshold, &score, ToAcc<T>()) >= 0;
+    count += best_class(cls_prob, num_classes, n, i, p.background_id, threshold, &score,
+                        ToAcc<T>()) >= 0;
   offsets[t] = count;
   __syncthreads();
   if (t == 0) {

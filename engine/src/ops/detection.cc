@@ -2,11 +2,20 @@
 // MXNet's contrib MultiBoxPrior / MultiBoxTarget / MultiBoxDetection). Boxes are corners
 // [xmin, ymin, xmax, ymax] in image fractions; N anchors, B batch items, C classes.
 //
-// | op                 | inputs                                   | outputs                          | attrs |
-// |--------------------|------------------------------------------|----------------------------------|-------|
-// | multibox_prior     | data (B, ch, H, W, ...), any dtype       | anchors (1, H*W*K, 4)            | sizes (1,), ratios (1,), clip (False), steps (-1, -1), offsets (0.5, 0.5) |
-// | multibox_target    | anchor (1, N, 4), label (B, L, >=5), cls_pred (B, C, N) | loc_target (B, 4N), loc_mask (B, 4N), cls_target (B, N) | overlap_threshold (0.5), ignore_label (-1), negative_mining_ratio (-1), negative_mining_thresh (0.5), minimum_negative_samples (0), variances (0.1, 0.1, 0.2, 0.2) |
-// | multibox_detection | cls_prob (B, C, N), loc_pred (B, 4N), anchor (1, N, 4) | out (B, N, 6)          | clip (True), threshold (0.01), background_id (0), nms_threshold (0.5), force_suppress (False), variances, nms_topk (-1) |
+// | op                 | inputs                                   | outputs                |
+// |--------------------|------------------------------------------|------------------------|
+// | multibox_prior     | data (B, ch, H, W, ...), any dtype       | anchors (1, H*W*K, 4)  |
+// | multibox_target    | anchor (1, N, 4), label (B, L, >= 5),    | loc_target (B, 4N),    |
+// |                    | cls_pred (B, C, N)                       | loc_mask (B, 4N),      |
+// |                    |                                          | cls_target (B, N)      |
+// | multibox_detection | cls_prob (B, C, N), loc_pred (B, 4N),    | out (B, N, 6)          |
+// |                    | anchor (1, N, 4)                         |                        |
+//
+// Attributes (defaults): multibox_prior: sizes (1,), ratios (1,), clip (False), steps (-1, -1),
+// offsets (0.5, 0.5). multibox_target: overlap_threshold (0.5), ignore_label (-1),
+// negative_mining_ratio (-1: no mining), negative_mining_thresh (0.5), minimum_negative_samples
+// (0), variances (0.1, 0.1, 0.2, 0.2). multibox_detection: clip (True), threshold (0.01),
+// background_id (0), nms_threshold (0.5), force_suppress (False), variances, nms_topk (-1).
 //
 // multibox_prior: K = len(sizes) + len(ratios) - 1 anchors per cell, row-major over the cells:
 // one per size at ratio 1, then one of size sizes[0] per further ratio; width
@@ -26,11 +35,11 @@
 // Gradients: zeros for every input (MXNet's backward writes zeros), so autograd through the
 // targets, the anchors or the detections gives zero rather than failing.
 //
-// Deliberate differences from MXNet 1.9.1 (whose CPU kernels ignore these parameters):
-// minimum_negative_samples raises the number of hard negatives as MXNet's GPU kernel does;
-// background_id names the background class of cls_prob (MXNet always takes class 0); when fewer
-// anchors qualify as hard negatives than wanted, all that qualify are taken (MXNet fails).
-// sizes and ratios must be > 0; all inputs of target and detection share one float dtype.
+// Deliberate differences from MXNet 1.9.1: minimum_negative_samples raises the number of hard
+// negatives, as MXNet's GPU kernel does (its CPU kernel ignores it); background_id names the
+// background class of cls_prob (MXNet ignores it and takes class 0); when fewer anchors qualify
+// as hard negatives than wanted, all that qualify are taken (MXNet fails); sizes and ratios must
+// be > 0; the inputs of target and detection may be any float dtype, all the same (MXNet: float32).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -39,6 +48,7 @@
 #include "ops/dispatch.h"
 #include "ops/elemwise.h"
 #include "ops/nn_common.h"
+#include "parallel.h"
 
 namespace pymx {
 namespace {
@@ -97,8 +107,10 @@ void prior_cpu(const OpContext& ctx, const std::vector<TBlob>& in, const std::ve
 //    IoU >= negative_mining_thresh whose softmax probability of class 0 (the background) in
 //    cls_pred is lowest (the first anchors among equals); P is the number of positives. Without
 //    mining every anchor that is not positive is a negative.
-// Step 1 is serial by nature; the GPU kernel runs one thread block per batch item for that reason
-// and computes exactly this (cuda/src/detection.cu).
+// Step 1 is serial by nature: the CPU runs one batch item per thread, the GPU one thread block per
+// batch item (Note [One thread block per batch item] in cuda/src/detection.cu), both computing
+// exactly this.
+
 // The label rows before the first of class -1.
 template <typename T>
 int64_t count_labels(const T* label, int64_t num_labels, int64_t width) {
@@ -171,9 +183,11 @@ void target_item(const T* anchors, int64_t num_anchors, const T* label, int64_t 
       if (flag[j] == kPositive) continue;
       A iou;
       best_label(overlaps.data(), num_gt, j, &iou);
-      if (iou < A(static_cast<float>(p.negative_mining_thresh)))
-        candidates.emplace_back(background_key(background_probability<A>(cls_pred, num_classes,
-                                                                         num_anchors, j, to_compute<T>)), j);
+      if (iou < A(static_cast<float>(p.negative_mining_thresh))) {
+        const A probability =
+            background_probability<A>(cls_pred, num_classes, num_anchors, j, to_compute<T>);
+        candidates.emplace_back(background_key(probability), j);
+      }
     }
     std::stable_sort(candidates.begin(), candidates.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -217,7 +231,8 @@ void target_infer(const Attrs& attrs, const std::vector<Shape>& in, const std::v
             " anchors (axis 2) but anchor has ", anchor[1]);
   nn::check_same_float(dt, "multibox_target");
   target_params(attrs);
-  *out = {Shape{label[0], 4 * anchor[1]}, Shape{label[0], 4 * anchor[1]}, Shape{label[0], anchor[1]}};
+  const Shape loc{label[0], 4 * anchor[1]};
+  *out = {loc, loc, Shape{label[0], anchor[1]}};
   *out_dt = {dt[0], dt[0], dt[0]};
 }
 
@@ -226,11 +241,13 @@ void target_cpu(const OpContext& ctx, const std::vector<TBlob>& in, const std::v
   const int64_t batch = in[1].shape[0], num_labels = in[1].shape[1], width = in[1].shape[2];
   const int64_t num_classes = in[2].shape[1], num_anchors = in[0].shape[1];
   PMX_FLOAT_SWITCH(in[0].dtype, T, {
-    for (int64_t b = 0; b < batch; ++b)
-      target_item(in[0].data<T>(), num_anchors, in[1].data<T>() + b * num_labels * width,
-                  num_labels, width, in[2].data<T>() + b * num_classes * num_anchors, num_classes,
-                  p, out[0].data<T>() + b * 4 * num_anchors, out[1].data<T>() + b * 4 * num_anchors,
-                  out[2].data<T>() + b * num_anchors);
+    parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t b = lo; b < hi; ++b)
+        target_item(in[0].data<T>(), num_anchors, in[1].data<T>() + b * num_labels * width,
+                    num_labels, width, in[2].data<T>() + b * num_classes * num_anchors,
+                    num_classes, p, out[0].data<T>() + b * 4 * num_anchors,
+                    out[1].data<T>() + b * 4 * num_anchors, out[2].data<T>() + b * num_anchors);
+    });
   });
 }
 
@@ -320,10 +337,12 @@ void detection_cpu(const OpContext& ctx, const std::vector<TBlob>& in,
   const DetectionParams p = detection_params(*ctx.attrs);
   const int64_t batch = in[0].shape[0], num_classes = in[0].shape[1], num_anchors = in[0].shape[2];
   PMX_FLOAT_SWITCH(in[0].dtype, T, {
-    for (int64_t b = 0; b < batch; ++b)
-      detection_item(in[0].data<T>() + b * num_classes * num_anchors,
-                     in[1].data<T>() + b * 4 * num_anchors, in[2].data<T>(), num_classes,
-                     num_anchors, p, out[0].data<T>() + b * 6 * num_anchors);
+    parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t b = lo; b < hi; ++b)
+        detection_item(in[0].data<T>() + b * num_classes * num_anchors,
+                       in[1].data<T>() + b * 4 * num_anchors, in[2].data<T>(), num_classes,
+                       num_anchors, p, out[0].data<T>() + b * 6 * num_anchors);
+    });
   });
 }
 

@@ -205,11 +205,12 @@ template <typename A, typename T, typename Convert>
 PMX_BOX_FN A background_probability(const T* cls_pred, int64_t num_classes, int64_t num_anchors,
                                     int64_t j, Convert convert) {
   using std::exp;
-  A top = convert(cls_pred[j]);
-  for (int64_t c = 1; c < num_classes; ++c) top = greater(top, A(convert(cls_pred[c * num_anchors + j])));
+  const T* scores = cls_pred + j;  // class c's score at scores[c * num_anchors]
+  A top = convert(scores[0]);
+  for (int64_t c = 1; c < num_classes; ++c) top = greater(top, A(convert(scores[c * num_anchors])));
   A sum = A(0);
-  for (int64_t c = 0; c < num_classes; ++c) sum += exp(A(convert(cls_pred[c * num_anchors + j])) - top);
-  return exp(A(convert(cls_pred[j])) - top) / sum;
+  for (int64_t c = 0; c < num_classes; ++c) sum += exp(A(convert(scores[c * num_anchors])) - top);
+  return exp(A(convert(scores[0])) - top) / sum;
 }
 
 // How many hard negatives an item with `positives` of `anchors` anchors gets.
