@@ -22,8 +22,8 @@ __all__ = ["multibox_prior", "multibox_target", "multibox_detection"]
 
 
 def _floats(op, name, value):
-    """A tuple of floats from a number or a sequence of numbers."""
-    values = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    """A tuple of floats from a number or a sequence of numbers (tuple, list, NumPy array)."""
+    values = tuple(value) if hasattr(value, "__len__") and not isinstance(value, str) else (value,)
     try:
         return tuple(float(v) for v in values)
     except (TypeError, ValueError):

@@ -39,11 +39,13 @@ def iou_matrix(a, b):
     """IoU of every box of a (n, 4) with every box of b (m, 4); 0 where the union is not > 0.
     Computed in the inputs' dtype with the operators' order of operations: boxes of one size
     inside a label box tie in exact arithmetic, and rounding decides which comes first."""
-    w = onp.maximum(0, onp.minimum(a[:, None, 2], b[None, :, 2]) - onp.maximum(a[:, None, 0], b[None, :, 0]))
-    h = onp.maximum(0, onp.minimum(a[:, None, 3], b[None, :, 3]) - onp.maximum(a[:, None, 1], b[None, :, 1]))
+    a, b = a[:, None], b[None, :]
+    w = onp.maximum(0, onp.minimum(a[..., 2], b[..., 2]) - onp.maximum(a[..., 0], b[..., 0]))
+    h = onp.maximum(0, onp.minimum(a[..., 3], b[..., 3]) - onp.maximum(a[..., 1], b[..., 1]))
     inter = w * h
-    area = lambda x: (x[:, 2] - x[:, 0]) * (x[:, 3] - x[:, 1])  # noqa: E731
-    union = area(a)[:, None] + area(b)[None, :] - inter
+    area_a = (a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1])
+    area_b = (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
+    union = area_a + area_b - inter
     return onp.where(union <= 0, 0.0, inter / onp.where(union <= 0, 1.0, union))
 
 
@@ -102,8 +104,8 @@ def target_reference(anchor, label, cls_pred, overlap_threshold=0.5, ignore_labe
         for j in onp.flatnonzero(positive):
             cls[b, j] = gt[match[j], 0] + 1
             mask[b, j] = 1
-            loc[b, j] = encode(anchors[j].astype(onp.float64), gt[match[j], 1:5].astype(onp.float64),
-                               variances)
+            loc[b, j] = encode(anchors[j].astype(onp.float64),
+                               gt[match[j], 1:5].astype(onp.float64), variances)
     return loc.reshape(batch, -1), mask.reshape(batch, -1), cls
 
 
@@ -176,13 +178,14 @@ def test_prior_values(device, kwargs, hw):
     data = np.zeros((2, 3) + hw, device=device)
     got = npx.multibox_prior(data, **kwargs)
     want = prior_reference(*hw, **kwargs)
-    assert got.shape == want.shape == (1, hw[0] * hw[1] * (len(kwargs["sizes"]) + len(kwargs["ratios"]) - 1), 4)
+    per_cell = len(kwargs["sizes"]) + len(kwargs["ratios"]) - 1
+    assert got.shape == want.shape == (1, hw[0] * hw[1] * per_cell, 4)
     assert got.dtype == onp.float32
     assert_almost_equal(got, want, rtol=1e-6, atol=1e-6)
 
 
 def test_prior_matches_mxnet():
-    # MXNet 1.9.1: mx.npx.multibox_prior(np.zeros((1, 3, 2, 3)), sizes=(0.5, 0.25), ratios=(1, 2, 0.5))
+    # MXNet 1.9.1's first rows for the same call
     got = npx.multibox_prior(np.zeros((1, 3, 2, 3)), sizes=(0.5, 0.25), ratios=(1, 2, 0.5))
     mxnet_first_rows = [[0.0, 0.0, 0.33333334, 0.5], [0.08333334, 0.125, 0.25, 0.375],
                         [-0.06903559, 0.07322331, 0.40236893, 0.4267767],
@@ -204,8 +207,12 @@ def test_prior_dtypes(dtype, want_dtype):
 def test_prior_scalar_sizes_and_defaults():
     got = npx.multibox_prior(np.zeros((1, 1, 2, 2)), sizes=0.5, ratios=2)
     assert_almost_equal(got, prior_reference(2, 2, (0.5,), (2,)), rtol=1e-6, atol=1e-7)
-    assert_almost_equal(npx.multibox_prior(np.zeros((1, 1, 2, 2))), prior_reference(2, 2, (1,), (1,)),
-                        rtol=1e-6, atol=1e-7)
+    got = npx.multibox_prior(np.zeros((1, 1, 2, 2)), sizes=onp.array([0.5, 0.25]), ratios=[1, 2])
+    assert_almost_equal(got, prior_reference(2, 2, (0.5, 0.25), (1, 2)), rtol=1e-6, atol=1e-7)
+    with pytest.raises(TypeError, match=r"sizes must be a number or a sequence of .*'big'"):
+        npx.multibox_prior(np.zeros((1, 1, 2, 2)), sizes="big")
+    assert_almost_equal(npx.multibox_prior(np.zeros((1, 1, 2, 2))),
+                        prior_reference(2, 2, (1,), (1,)), rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("shape,kwargs,match", [
@@ -246,8 +253,8 @@ def test_target_hand_made_matches_mxnet(device):
     want_loc[0, 4] = -0.6667
     want_loc[0, 12:16] = [-0.2632, -0.2381, 0.2565, -0.244]
     assert_almost_equal(loc, want_loc, rtol=0, atol=1e-4)
-    assert_almost_equal(loc, target_reference(onp.array(HAND_ANCHORS), onp.array(HAND_LABELS), cls_pred)[0],
-                        rtol=1e-5, atol=1e-6)
+    want = target_reference(onp.array(HAND_ANCHORS, "float32"), onp.array(HAND_LABELS), cls_pred)
+    assert_almost_equal(loc, want[0], rtol=1e-5, atol=1e-6)
     # overlap_threshold=0: the bipartite matches only (MXNet: [1, 0, 2, 0, 0, 0])
     _, mask, cls = npx.multibox_target(anchor, label, pred, overlap_threshold=0)
     assert_almost_equal(cls[0], onp.array([1, 0, 2, 0, 0, 0]))
@@ -261,13 +268,14 @@ def test_target_hard_negatives_match_mxnet(device):
     anchor = npx.multibox_prior(np.zeros((1, 3, 4, 4), device=device), sizes=(0.3,))
     label = from_numpy(onp.array([[[0, 0.1, 0.1, 0.35, 0.4], [-1, -1, -1, -1, -1]]], "float32"),
                        device=device)
-    cls_pred = from_numpy(onp.random.RandomState(1).randn(1, 3, 16).astype("float32"), device=device)
+    cls_pred = from_numpy(onp.random.RandomState(1).randn(1, 3, 16).astype("float32"),
+                          device=device)
     # MXNet 1.9.1's cls_target for these inputs
     _, _, cls = npx.multibox_target(anchor, label, cls_pred, negative_mining_ratio=1)
-    assert_almost_equal(cls[0], onp.array([-1, -1, -1, -1, 1, -1, -1, -1, -1, -1, -1, 0, -1, -1, -1, -1]))
+    assert_almost_equal(cls[0], onp.array([-1] * 4 + [1] + [-1] * 6 + [0] + [-1] * 4))
     _, _, cls = npx.multibox_target(anchor, label, cls_pred, negative_mining_ratio=3,
                                     negative_mining_thresh=0.01)
-    assert_almost_equal(cls[0], onp.array([-1, -1, -1, 0, 1, -1, -1, -1, -1, -1, -1, 0, -1, -1, -1, 0]))
+    assert_almost_equal(cls[0], onp.array([-1] * 3 + [0, 1] + [-1] * 6 + [0] + [-1] * 3 + [0]))
     # minimum_negative_samples raises the count (MXNet's CPU kernel ignores it, its GPU kernel not)
     _, _, cls = npx.multibox_target(anchor, label, cls_pred, negative_mining_ratio=1,
                                     minimum_negative_samples=5)
@@ -306,10 +314,11 @@ def test_target_random(device, kwargs, dtype):
     n = anchor.shape[1]
     label = random_labels(rng, 4, 5, 3, padded=[0, 2, 5, 4])
     cls_pred = rng.randn(4, 4, n)
-    loc, mask, cls = npx.multibox_target(anchor, *arrays(device, label, cls_pred, dtype=dtype), **kwargs)
+    label_, cls_pred_ = arrays(device, label, cls_pred, dtype=dtype)
+    loc, mask, cls = npx.multibox_target(anchor, label_, cls_pred_, **kwargs)
     assert loc.dtype == mask.dtype == cls.dtype == dtype
-    want_loc, want_mask, want_cls = target_reference(anchor.asnumpy(), label.astype(dtype), cls_pred.astype(dtype),
-                                                     **kwargs)
+    want_loc, want_mask, want_cls = target_reference(anchor.asnumpy(), label.astype(dtype),
+                                                     cls_pred.astype(dtype), **kwargs)
     assert_almost_equal(cls, want_cls, rtol=0, atol=0)
     assert_almost_equal(mask, want_mask, rtol=0, atol=0)
     assert_almost_equal(loc, want_loc, rtol=1e-5, atol=1e-5)
@@ -328,18 +337,21 @@ def test_target_padding_ends_labels():
 
 def test_target_fewer_candidates_than_wanted():
     """All qualifying anchors become negatives when mining wants more (MXNet fails)."""
-    anchor, label, cls_pred = arrays(pymx.cpu(0), HAND_ANCHORS, HAND_LABELS[:1], onp.zeros((1, 2, 6)))
+    anchor, label, cls_pred = arrays(pymx.cpu(0), HAND_ANCHORS, HAND_LABELS[:1],
+                                     onp.zeros((1, 2, 6)))
     _, _, cls = npx.multibox_target(anchor, label, cls_pred, negative_mining_ratio=10)
     assert_almost_equal(cls[0], onp.array([1, 1, 2, 2, 0, 0]))
 
 
 @pytest.mark.parametrize("shapes,kwargs,match", [
-    (((2, 6, 4), (2, 3, 5), (2, 3, 6)), {}, r"anchor must be \(1, num_anchors > 0, 4\), got shape \(2, 6, 4\)"),
+    (((2, 6, 4), (2, 3, 5), (2, 3, 6)), {},
+     r"anchor must be \(1, num_anchors > 0, 4\), got shape \(2, 6, 4\)"),
     (((1, 6, 4), (2, 3, 4), (2, 3, 6)), {}, r"label must be .* got shape \(2, 3, 4\)"),
     (((1, 6, 4), (2, 3), (2, 3, 6)), {}, r"label must be .* got shape \(2, 3\)"),
     (((1, 6, 4), (2, 3, 5), (3, 3, 6)), {}, r"cls_pred has batch 3 but label has batch 2"),
     (((1, 6, 4), (2, 3, 5), (2, 3, 7)), {}, r"cls_pred has 7 anchors .* anchor has 6"),
-    (((1, 6, 4), (2, 3, 5), (2, 3, 6)), dict(variances=(0.1, 0.2)), r"variances must have 4 values.*got 2"),
+    (((1, 6, 4), (2, 3, 5), (2, 3, 6)), dict(variances=(0.1, 0.2)),
+     r"variances must have 4 values.*got 2"),
     (((1, 6, 4), (2, 3, 5), (2, 3, 6)), dict(negative_mining_ratio=3, negative_mining_thresh=0),
      r"needs negative_mining_thresh > 0, got 0"),
 ])
@@ -348,8 +360,10 @@ def test_target_errors(shapes, kwargs, match):
     with pytest.raises(ValueError, match=match):
         npx.multibox_target(*inputs, **kwargs)
     with pytest.raises(TypeError, match=r"input 1 has dtype float64 but input 0 has float32"):
-        npx.multibox_target(np.zeros((1, 6, 4)), np.zeros((2, 3, 5), dtype="float64"), np.zeros((2, 3, 6)))
-    assert npx.multibox_target(*arrays(pymx.cpu(0), HAND_ANCHORS, HAND_LABELS, onp.zeros((2, 2, 6))))[2].shape == (2, 6)
+        npx.multibox_target(np.zeros((1, 6, 4)), np.zeros((2, 3, 5), dtype="float64"),
+                            np.zeros((2, 3, 6)))
+    valid = arrays(pymx.cpu(0), HAND_ANCHORS, HAND_LABELS, onp.zeros((2, 2, 6)))
+    assert npx.multibox_target(*valid)[2].shape == (2, 6)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,8 +377,10 @@ A0, A1, A2, A3, A4 = ([0.1, 0.1, 0.4, 0.4], [0.12, 0.1, 0.42, 0.4], [0.5, 0.5, 0
 # MXNet 1.9.1's outputs for DET_PROBS, zero offsets and DET_ANCHORS
 MXNET_DETECTIONS = [
     (dict(), [[0, 0.9] + A0, [-1, 0.7] + A1, [0, 0.6] + A2, [0, 0.3] + A4, [-1, 0.05] + A3]),
-    (dict(nms_topk=2), [[0, 0.9] + A0, [-1, 0.7] + A1, [-1, 0.6] + A2, [-1, 0.05] + A3, [-1, 0.3] + A4]),
-    (dict(nms_threshold=0), [[0, 0.9] + A0, [0, 0.7] + A1, [0, 0.6] + A2, [0, 0.05] + A3, [0, 0.3] + A4]),
+    (dict(nms_topk=2),
+     [[0, 0.9] + A0, [-1, 0.7] + A1, [-1, 0.6] + A2, [-1, 0.05] + A3, [-1, 0.3] + A4]),
+    (dict(nms_threshold=0),
+     [[0, 0.9] + A0, [0, 0.7] + A1, [0, 0.6] + A2, [0, 0.05] + A3, [0, 0.3] + A4]),
     (dict(threshold=0.65), [[0, 0.9] + A0, [-1, 0.7] + A1] + [[-1] * 6] * 3),
 ]
 
@@ -375,8 +391,9 @@ def test_detection_matches_mxnet(device, kwargs, want):
     got = npx.multibox_detection(cls_prob, loc_pred, anchor, **kwargs)
     assert got.shape == (1, 5, 6) and got.dtype == onp.float32
     assert_almost_equal(got[0], onp.array(want), rtol=1e-6, atol=1e-7)
-    assert_almost_equal(got, detection_reference(onp.array(DET_PROBS), onp.zeros((1, 20)),
-                                                 onp.array(DET_ANCHORS), **kwargs), rtol=1e-6, atol=1e-7)
+    want = detection_reference(onp.array(DET_PROBS), onp.zeros((1, 20)), onp.array(DET_ANCHORS),
+                               **kwargs)
+    assert_almost_equal(got, want, rtol=1e-6, atol=1e-7)
 
 
 def test_detection_background_id_and_force_suppress():
@@ -388,10 +405,12 @@ def test_detection_background_id_and_force_suppress():
     got = npx.multibox_detection(cls_prob, loc_pred, anchor, background_id=1).asnumpy()[0]
     assert_almost_equal(got[:, :2], onp.array([[0, 0.9], [1, 0.7], [1, 0.5], [-1, 0.3], [0, 0.1]]))
     # force_suppress: anchor 1 suppresses anchor 0 across classes
-    forced = npx.multibox_detection(cls_prob, loc_pred, anchor, background_id=1, force_suppress=True)
+    forced = npx.multibox_detection(cls_prob, loc_pred, anchor, background_id=1,
+                                    force_suppress=True)
     assert_almost_equal(forced.asnumpy()[0, :, 0], onp.array([0, 1, 1, -1, -1]))
     for kwargs, result in ((dict(), got[None]), (dict(force_suppress=True), forced)):
-        want = detection_reference(probs, onp.zeros((1, 20)), onp.array(DET_ANCHORS), background_id=1, **kwargs)
+        want = detection_reference(probs, onp.zeros((1, 20)), onp.array(DET_ANCHORS),
+                                   background_id=1, **kwargs)
         assert_almost_equal(result, want, rtol=1e-6, atol=1e-7)
 
 
@@ -418,7 +437,8 @@ def test_detection_random(device, kwargs, dtype):
     cls_prob = onp.exp(logits) / onp.exp(logits).sum(axis=1, keepdims=True)
     loc_pred = rng.randn(3, 4 * n) * 0.5
     got = npx.multibox_detection(*arrays(device, cls_prob, loc_pred, dtype=dtype), anchor, **kwargs)
-    want = detection_reference(cls_prob.astype(dtype), loc_pred.astype(dtype), anchor.asnumpy(), **kwargs)
+    want = detection_reference(cls_prob.astype(dtype), loc_pred.astype(dtype), anchor.asnumpy(),
+                               **kwargs)
     assert got.shape == (3, n, 6) and got.dtype == dtype
     assert_almost_equal(got[:, :, :2], want[:, :, :2], rtol=0, atol=0)
     assert_almost_equal(got, want, rtol=1e-5, atol=1e-6)
@@ -426,20 +446,26 @@ def test_detection_random(device, kwargs, dtype):
         assert (want[:, :, 0] == -1).any() and (want[:, :, 0] >= 0).any()  # NMS did something
 
 
+VALID_DETECTION_SHAPES = ((2, 3, 5), (2, 20), (1, 5, 4))
+
+
 @pytest.mark.parametrize("shapes,kwargs,match", [
-    (((2, 3, 5), (2, 20), (1, 5)), {}, r"anchor must be \(1, num_anchors > 0, 4\), got shape \(1, 5\)"),
+    (((2, 3, 5), (2, 20), (1, 5)), {},
+     r"anchor must be \(1, num_anchors > 0, 4\), got shape \(1, 5\)"),
     (((2, 3), (2, 20), (1, 5, 4)), {}, r"cls_prob must be .* got shape \(2, 3\)"),
-    (((2, 3, 5), (3, 20), (1, 5, 4)), {}, r"loc_pred must be \(batch, 4 \* num_anchors\) = \(2, 20\), got shape \(3, 20\)"),
+    (((2, 3, 5), (3, 20), (1, 5, 4)), {},
+     r"loc_pred must be \(batch, 4 \* num_anchors\) = \(2, 20\), got shape \(3, 20\)"),
     (((2, 3, 5), (2, 16), (1, 5, 4)), {}, r"= \(2, 20\), got shape \(2, 16\)"),
     (((2, 3, 6), (2, 24), (1, 5, 4)), {}, r"cls_prob has 6 anchors .* anchor has 5"),
-    (((2, 3, 5), (2, 20), (1, 5, 4)), dict(background_id=3), r"background_id 3 is not a class of cls_prob \(3 classes\)"),
+    (((2, 3, 5), (2, 20), (1, 5, 4)), dict(background_id=3),
+     r"background_id 3 is not a class of cls_prob \(3 classes\)"),
 ])
 def test_detection_errors(shapes, kwargs, match):
     with pytest.raises(ValueError, match=match):
         npx.multibox_detection(*[np.zeros(s) for s in shapes], **kwargs)
     with pytest.raises(TypeError, match=r"floating-point"):
-        npx.multibox_detection(*[np.zeros(s, dtype="int32") for s in ((2, 3, 5), (2, 20), (1, 5, 4))])
-    assert npx.multibox_detection(np.zeros((2, 3, 5)), np.zeros((2, 20)), np.zeros((1, 5, 4))).shape == (2, 5, 6)
+        npx.multibox_detection(*[np.zeros(s, dtype="int32") for s in VALID_DETECTION_SHAPES])
+    assert npx.multibox_detection(*[np.zeros(s) for s in VALID_DETECTION_SHAPES]).shape == (2, 5, 6)
 
 
 def test_empty_batch():
@@ -485,7 +511,8 @@ def test_gpu_matches_cpu(dtype):
     for device in (pymx.cpu(0), pymx.gpu(0)):
         anchor = npx.multibox_prior(np.zeros((2, 3, 20, 24), dtype=dtype, device=device),
                                     sizes=(0.2, 0.1), ratios=(1, 2, 0.5), clip=True)
-        label_, cls_pred_, prob_, loc_pred_ = arrays(device, label, cls_pred, prob, loc_pred, dtype=dtype)
+        label_, cls_pred_, prob_, loc_pred_ = arrays(device, label, cls_pred, prob, loc_pred,
+                                                     dtype=dtype)
         results[device.device_type] = [
             anchor,
             *npx.multibox_target(anchor, label_, cls_pred_),
@@ -501,7 +528,8 @@ def test_gpu_matches_cpu(dtype):
     for index in (3, 6):  # cls_target: exact
         assert (results["gpu"][index].asnumpy() == results["cpu"][index].asnumpy()).all()
     for index in (7, 8, 9):  # detection classes: exact
-        assert (results["gpu"][index].asnumpy()[:, :, 0] == results["cpu"][index].asnumpy()[:, :, 0]).all()
+        classes = [results[kind][index].asnumpy()[:, :, 0] for kind in ("gpu", "cpu")]
+        assert (classes[0] == classes[1]).all()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -515,7 +543,8 @@ ANCHORS_PER_CELL = len(SIZES[0]) + len(RATIOS[0]) - 1
 def down_sample_blk(num_channels):
     blk = nn.HybridSequential()
     for _ in range(2):
-        blk.add(nn.Conv2D(num_channels, kernel_size=3, padding=1), nn.BatchNorm(), nn.Activation("relu"))
+        blk.add(nn.Conv2D(num_channels, kernel_size=3, padding=1), nn.BatchNorm(),
+                nn.Activation("relu"))
     blk.add(nn.MaxPool2D(2))
     return blk
 
@@ -524,11 +553,13 @@ class TinySSD(nn.Block):
     def __init__(self, num_classes):
         super().__init__()
         self.num_classes = num_classes
-        stages = [nn.HybridSequential(), down_sample_blk(32), down_sample_blk(32), nn.GlobalMaxPool2D()]
+        stages = [nn.HybridSequential(), down_sample_blk(32), down_sample_blk(32),
+                  nn.GlobalMaxPool2D()]
         stages[0].add(down_sample_blk(16), down_sample_blk(32))  # the base network: 64 -> 16
         for i, stage in enumerate(stages):
             setattr(self, f"stage_{i}", stage)
-            setattr(self, f"cls_{i}", nn.Conv2D(ANCHORS_PER_CELL * (num_classes + 1), kernel_size=3, padding=1))
+            setattr(self, f"cls_{i}", nn.Conv2D(ANCHORS_PER_CELL * (num_classes + 1),
+                                                kernel_size=3, padding=1))
             setattr(self, f"bbox_{i}", nn.Conv2D(ANCHORS_PER_CELL * 4, kernel_size=3, padding=1))
 
     def forward(self, x):
@@ -536,8 +567,9 @@ class TinySSD(nn.Block):
         for i in range(4):
             x = getattr(self, f"stage_{i}")(x)
             anchors.append(npx.multibox_prior(x, sizes=SIZES[i], ratios=RATIOS[i]))
-            cls_preds.append(npx.batch_flatten(getattr(self, f"cls_{i}")(x).transpose(0, 2, 3, 1)))
-            bbox_preds.append(npx.batch_flatten(getattr(self, f"bbox_{i}")(x).transpose(0, 2, 3, 1)))
+            for preds, head in ((cls_preds, "cls"), (bbox_preds, "bbox")):
+                pred = getattr(self, f"{head}_{i}")(x)
+                preds.append(npx.batch_flatten(pred.transpose(0, 2, 3, 1)))
         cls_preds = np.concatenate(cls_preds, axis=1)
         return (np.concatenate(anchors, axis=1),
                 cls_preds.reshape(cls_preds.shape[0], -1, self.num_classes + 1),
@@ -557,7 +589,8 @@ def test_tiny_ssd_trains_and_detects():
     for _ in range(2):
         with autograd.record():
             anchors, cls_preds, bbox_preds = net(x)
-            bbox_labels, bbox_masks, cls_labels = npx.multibox_target(anchors, y, cls_preds.transpose(0, 2, 1))
+            bbox_labels, bbox_masks, cls_labels = npx.multibox_target(
+                anchors, y, cls_preds.transpose(0, 2, 1))
             loss = (cls_loss(cls_preds, cls_labels)
                     + bbox_loss(bbox_preds * bbox_masks, bbox_labels * bbox_masks))
         loss.backward()
