@@ -12,6 +12,8 @@ Deliberate differences from MXNet 1.9.1 (whose CPU kernels ignore the first two)
   - background_id names the background class of cls_prob (MXNet always takes class 0);
   - when fewer anchors qualify as hard negatives than wanted, all that qualify are taken
     (MXNet fails);
+  - a label row of class -1 ends the labels whatever its other values (MXNet fails unless they
+    are -1 too);
   - sizes and ratios must be > 0, and every input of multibox_target and multibox_detection
     must share one float dtype (MXNet: float32 only).
 """

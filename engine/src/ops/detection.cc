@@ -38,8 +38,10 @@
 // Deliberate differences from MXNet 1.9.1: minimum_negative_samples raises the number of hard
 // negatives, as MXNet's GPU kernel does (its CPU kernel ignores it); background_id names the
 // background class of cls_prob (MXNet ignores it and takes class 0); when fewer anchors qualify
-// as hard negatives than wanted, all that qualify are taken (MXNet fails); sizes and ratios must
-// be > 0; the inputs of target and detection may be any float dtype, all the same (MXNet: float32).
+// as hard negatives than wanted, all that qualify are taken (MXNet fails); a label row of class -1
+// ends the labels whatever its other values (MXNet fails unless they are -1 too); sizes and ratios
+// must be > 0; the inputs of target and detection may be any float dtype, all the same (MXNet:
+// float32).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
