@@ -51,6 +51,11 @@ from pymx.numpy_extension._shape_ops import (constraint_check, nonzero,  # noqa:
 from pymx.numpy_extension._ctc_loss import ctc_loss  # noqa: E402
 __all__ += ["shape_array", "reshape_like", "nonzero", "constraint_check", "ctc_loss"]
 
+# SSD detection: anchors, training targets, decoding with NMS (native operators)
+from pymx.numpy_extension._detection import (multibox_detection,  # noqa: E402
+                                             multibox_prior, multibox_target)
+__all__ += ["multibox_prior", "multibox_target", "multibox_detection"]
+
 # Array files (.npy, .npz, MXNet's legacy list): npx.save, npx.savez, npx.load
 from pymx.numpy_extension._files import load, save, savez  # noqa: E402
 __all__ += ["save", "savez", "load"]
