@@ -34,8 +34,9 @@ using roi::RoiGeom;
 
 void check_float_pair(const std::vector<DType>& dt, const char* op) {
   nn::check_float(dt[0], op, "data");
-  PMX_CHECK(dt[1] == dt[0], op, ": rois has dtype ", dtype_name(dt[1]),
-            " but data has dtype ", dtype_name(dt[0]), "; they must match");
+  if (dt[1] != dt[0])
+    PMX_THROW(Status::kType, op, ": rois has dtype ", dtype_name(dt[1]), " but data has dtype ",
+              dtype_name(dt[0]), "; they must match");
 }
 
 Shape out_shape(const RoiGeom& g) { return {g.num_rois, g.out_channels(), g.pooled_h, g.pooled_w}; }
