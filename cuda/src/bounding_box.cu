@@ -12,6 +12,8 @@
 // order, so both agree), then walk the ranked list as the CPU does, the block's threads testing
 // one reference box against all later ones between barriers; thread 0 lists the kept boxes and
 // the block writes the rows.
+#include <algorithm>
+
 #include "kernel_util.cuh"
 #include "launch.h"
 #include "ops/box_geometry.h"

@@ -14,6 +14,7 @@
 // float buffer rounded once at the end), whose order varies from run to run; in the
 // deterministic mode (Note [Deterministic mode]) a thread per channel adds the regions in order,
 // as the CPU does.
+#include <algorithm>
 #include <vector>
 
 #include "determinism.h"

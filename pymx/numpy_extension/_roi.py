@@ -14,7 +14,7 @@ from pymx._op import invoke
 __all__ = ["roi_pooling", "roi_align"]
 
 
-def _pair(pooled_size):
+def _as_tuple(pooled_size):
     return tuple(pooled_size) if isinstance(pooled_size, (tuple, list)) else (pooled_size,)
 
 
@@ -26,7 +26,7 @@ def roi_pooling(data, rois, pooled_size, spatial_scale):
     ceil((ph + 1) * h / pooled_h) of it (likewise columns), clipped to the map; an empty bin gives
     0. The gradient goes to the pixel that gave each maximum.
     """
-    attrs = {"pooled_size": _pair(pooled_size), "spatial_scale": spatial_scale}
+    attrs = {"pooled_size": _as_tuple(pooled_size), "spatial_scale": spatial_scale}
     return invoke("roi_pooling", [data, rois], attrs)[0]
 
 
@@ -42,7 +42,7 @@ def roi_align(data, rois, pooled_size, spatial_scale, sample_ratio=-1, position_
     (c * pooled_h + ph) * pooled_w + pw, so the output has C / (pooled_h * pooled_w) channels.
     A region with a negative batch index is skipped: its output is 0.
     """
-    attrs = {"pooled_size": _pair(pooled_size), "spatial_scale": spatial_scale,
+    attrs = {"pooled_size": _as_tuple(pooled_size), "spatial_scale": spatial_scale,
              "sample_ratio": sample_ratio, "position_sensitive": position_sensitive,
              "aligned": aligned}
     return invoke("roi_align", [data, rois], attrs)[0]

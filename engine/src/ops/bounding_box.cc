@@ -21,7 +21,6 @@
 // row, and suppressed rows get 0. topk = 0 returns data unchanged.
 // Float dtypes; 16-bit floats compute in float (through_float.h).
 #include <algorithm>
-#include <numeric>
 #include <vector>
 
 #include "ops/box_geometry.h"
