@@ -60,7 +60,8 @@ void box_iou_typed(const OpContext& ctx, const std::vector<TBlob>& in,
   parallel_for(0, in[0].size() / 4, std::max<int64_t>(1, 4096 / std::max<int64_t>(num_rhs, 1)),
                [&](int64_t lo, int64_t hi) {
     for (int64_t l = lo; l < hi; ++l)
-      for (int64_t r = 0; r < num_rhs; ++r) y[l * num_rhs + r] = box::iou(lhs + l * 4, rhs + r * 4, format);
+      for (int64_t r = 0; r < num_rhs; ++r)
+        y[l * num_rhs + r] = box::iou(lhs + l * 4, rhs + r * 4, format);
   });
 }
 
@@ -142,9 +143,9 @@ void box_nms_forward(const OpContext& ctx, const std::vector<TBlob>& in,
 void box_nms_backward_infer(const Attrs&, const std::vector<Shape>& in,
                             const std::vector<DType>& dt, std::vector<Shape>* out,
                             std::vector<DType>* out_dt) {
-  PMX_CHECK(in[0].size() >= 2 && Shape(in[0].begin(), in[0].end() - 1) == in[1], "box_nms_backward: "
-            "record ", shape_str(in[1]), " must be out_grad's shape ", shape_str(in[0]),
-            " without its last dimension");
+  PMX_CHECK(in[0].size() >= 2 && Shape(in[0].begin(), in[0].end() - 1) == in[1],
+            "box_nms_backward: record ", shape_str(in[1]), " must be out_grad's shape ",
+            shape_str(in[0]), " without its last dimension");
   nn::check_float(dt[0], "box_nms_backward", "out_grad");
   PMX_CHECK(dt[1] == DType::kInt64, "box_nms_backward: record must be int64, got ",
             dtype_name(dt[1]));

@@ -68,7 +68,8 @@ void roi_pooling_typed(const OpContext& ctx, const std::vector<TBlob>& in,
                [&](int64_t lo, int64_t hi) {
     for (int64_t rc = lo; rc < hi; ++rc) {
       const T* row = rois + rc / g.channels * 5;
-      const T* plane = x + (static_cast<int64_t>(row[0]) * g.channels + rc % g.channels) * g.plane();
+      const int64_t batch = static_cast<int64_t>(row[0]);
+      const T* plane = x + (batch * g.channels + rc % g.channels) * g.plane();
       for (int64_t ph = 0; ph < g.pooled_h; ++ph)
         for (int64_t pw = 0; pw < g.pooled_w; ++pw) {
           const roi::PixelBin b = roi::pool_bin(row, g, ph, pw);
