@@ -64,6 +64,11 @@ __all__ += ["save", "savez", "load"]
 from pymx.numpy_extension._rnn import rnn  # noqa: E402
 __all__ += ["rnn"]
 
+# Regions of interest and bounding boxes: roi_pooling, roi_align, box_iou, box_nms
+from pymx.numpy_extension._roi import roi_align, roi_pooling  # noqa: E402
+from pymx.numpy_extension._boxes import box_iou, box_nms  # noqa: E402
+__all__ += ["roi_pooling", "roi_align", "box_iou", "box_nms"]
+
 # Python custom operators (pymx.operator): npx.custom(*inputs, op_type=name, **kwargs)
 from pymx.operator import custom  # noqa: E402
 __all__ += ["custom"]
