@@ -14,11 +14,11 @@ Example::
     y.backward()
     x.grad  # [2., 4.]
 
-Writing into an array inside ``record()`` (``+=``, ``x[i] = ...``, ``out=``) is recorded when
-the array is not part of the recorded graph yet (a fresh buffer, or one whose graph backward
-freed; MXNet refuses these too); writing into an array the graph holds raises MXNet's error,
-since the gradients of the ops that read it would see the new values. An array whose graph
-backward freed counts as a constant in later recordings, as in MXNet.
+As in MXNet, writing into an array inside ``record()`` (``+=``, ``x[i] = ...``, ``out=``) is
+recorded when the array is not part of the recorded graph yet (a fresh buffer, or one whose
+graph backward freed), and raises MXNet's error when the graph holds it, since the gradients of
+the ops that read it would see the new values. An array whose graph backward freed counts as a
+constant in later recordings.
 
 ``Function`` defines an operation by its forward and backward written with pymx arrays (see its
 docstring). Differences from MXNet's ``Function``: ``backward`` may return None for an input that

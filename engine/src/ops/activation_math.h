@@ -29,13 +29,8 @@
 #include <cstdint>
 #include <string>
 
+#include "ops/host_device.h"
 #include "pymx/op.h"
-
-#ifdef __CUDACC__
-#define PMX_ACT_FN __host__ __device__ __forceinline__
-#else
-#define PMX_ACT_FN inline
-#endif
 
 namespace pymx {
 namespace nn {
@@ -112,7 +107,7 @@ inline PreluView prelu_view(const Shape& data, const Shape& gamma, const char* o
 
 // log(1 + exp(x)); exact in float above 20, where exp would overflow first.
 template <typename A>
-PMX_ACT_FN A softrelu(A x) {
+PMX_HOST_DEVICE A softrelu(A x) {
   using std::exp;
   using std::log1p;
   return x > A(20) ? x : log1p(exp(x));
@@ -122,7 +117,7 @@ PMX_ACT_FN A softrelu(A x) {
 // p = n (n + 2); three libm calls (exp, log1p, tanh) made mish 5x slower. Above 20 it is 1 in
 // double (1 - t = 2 / (p + 2) < 1e-17), and p would overflow float past 44.
 template <typename A>
-PMX_ACT_FN A mish_tanh(A x, A* one_minus_t) {
+PMX_HOST_DEVICE A mish_tanh(A x, A* one_minus_t) {
   using std::exp;
   if (x > A(20)) {
     *one_minus_t = A(0);
@@ -136,14 +131,14 @@ PMX_ACT_FN A mish_tanh(A x, A* one_minus_t) {
 
 // gelu_tanh's (1 + tanh(u)) / 2 as sigmoid(2 u): one exp instead of tanh (4x faster on the CPU).
 template <typename A>
-PMX_ACT_FN A gelu_tanh_sigmoid(A x) {
+PMX_HOST_DEVICE A gelu_tanh_sigmoid(A x) {
   using std::exp;
   const A u = A(kSqrt2OverPi) * x * (A(1) + A(kGeluCubic) * x * x);
   return A(1) / (A(1) + exp(A(-2) * u));
 }
 
 template <typename A>
-PMX_ACT_FN A act_forward(Act act, A x) {
+PMX_HOST_DEVICE A act_forward(Act act, A x) {
   using std::abs;
   using std::exp;
   using std::log1p;
@@ -165,7 +160,7 @@ PMX_ACT_FN A act_forward(Act act, A x) {
 
 // d out / d x, from the input x and the output y.
 template <typename A>
-PMX_ACT_FN A act_derivative(Act act, A x, A y) {
+PMX_HOST_DEVICE A act_derivative(Act act, A x, A y) {
   using std::abs;
   using std::exp;
   using std::expm1;
@@ -197,13 +192,13 @@ PMX_ACT_FN A act_derivative(Act act, A x, A y) {
 // 0 : x)` multiplies every element, so it vectorises to compares, blends, a multiply and an add.
 // It equals the branchy form for every x but -0, whose result is +0 instead of -0.
 template <typename A>
-PMX_ACT_FN A leaky_select(bool positive, A value, A slope) {
+PMX_HOST_DEVICE A leaky_select(bool positive, A value, A slope) {
   return (positive ? value : A(0)) + slope * (positive ? A(0) : value);
 }
 
 // leaky_relu's function; `slope` is the op's slope, or gamma_c for prelu.
 template <typename A>
-PMX_ACT_FN A leaky_forward(Leaky act, A x, A slope) {
+PMX_HOST_DEVICE A leaky_forward(Leaky act, A x, A slope) {
   using std::erf;
   using std::expm1;
   switch (act) {
@@ -218,7 +213,7 @@ PMX_ACT_FN A leaky_forward(Leaky act, A x, A slope) {
 }
 
 template <typename A>
-PMX_ACT_FN A leaky_derivative(Leaky act, A x, A slope) {
+PMX_HOST_DEVICE A leaky_derivative(Leaky act, A x, A slope) {
   using std::erf;
   using std::exp;
   switch (act) {
@@ -240,7 +235,7 @@ PMX_ACT_FN A leaky_derivative(Leaky act, A x, A slope) {
 
 // dy * f'(x); the leaky and prelu cases without a branch (Note [Leaky ReLU without a branch]).
 template <typename A>
-PMX_ACT_FN A leaky_grad(Leaky act, A x, A dy, A slope) {
+PMX_HOST_DEVICE A leaky_grad(Leaky act, A x, A dy, A slope) {
   if (act == Leaky::kLeaky || act == Leaky::kPrelu) return leaky_select(x > A(0), dy, slope);
   return dy * leaky_derivative(act, x, slope);
 }

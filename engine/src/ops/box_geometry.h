@@ -9,13 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "ops/host_device.h"
 #include "pymx/op.h"
-
-#ifdef __CUDACC__
-#define PMX_BOX_FN __host__ __device__ __forceinline__
-#else
-#define PMX_BOX_FN inline
-#endif
 
 namespace pymx {
 namespace box {
@@ -31,7 +26,7 @@ inline Format parse_format(const std::string& text, const char* op, const char* 
 // The overlap of two boxes along one axis; `a` and `b` point at the axis's first value
 // (a[0], a[2] are xmin, xmax or x, width). Never negative.
 template <typename T>
-PMX_BOX_FN T axis_overlap(const T* a, const T* b, Format format) {
+PMX_HOST_DEVICE T axis_overlap(const T* a, const T* b, Format format) {
   T w;
   if (format == Format::kCorner) {
     const T left = a[0] > b[0] ? a[0] : b[0];
@@ -49,7 +44,7 @@ PMX_BOX_FN T axis_overlap(const T* a, const T* b, Format format) {
 
 // A box's area; 0 when its width or height is negative.
 template <typename T>
-PMX_BOX_FN T area(const T* box, Format format) {
+PMX_HOST_DEVICE T area(const T* box, Format format) {
   const T width = format == Format::kCorner ? box[2] - box[0] : box[2];
   const T height = format == Format::kCorner ? box[3] - box[1] : box[3];
   return (width < T(0) || height < T(0)) ? T(0) : width * height;
@@ -57,7 +52,7 @@ PMX_BOX_FN T area(const T* box, Format format) {
 
 // box_iou's value: intersection over union, 0 for boxes that do not overlap.
 template <typename T>
-PMX_BOX_FN T iou(const T* a, const T* b, Format format) {
+PMX_HOST_DEVICE T iou(const T* a, const T* b, Format format) {
   const T inter = axis_overlap(a, b, format) * axis_overlap(a + 1, b + 1, format);
   if (inter <= T(0)) return T(0);
   return inter / (area(a, format) + area(b, format) - inter);
@@ -66,14 +61,14 @@ PMX_BOX_FN T iou(const T* a, const T* b, Format format) {
 // box_nms's test: whether `b` overlaps `a` by more than `thresh` (0 / 0 for two empty boxes is
 // NaN, which suppresses nothing).
 template <typename T>
-PMX_BOX_FN bool suppresses(const T* a, const T* b, Format format, float thresh) {
+PMX_HOST_DEVICE bool suppresses(const T* a, const T* b, Format format, float thresh) {
   const T inter = axis_overlap(a, b, format) * axis_overlap(a + 1, b + 1, format);
   return inter / (area(a, format) + area(b, format) - inter) > static_cast<T>(thresh);
 }
 
 // Rewrites the box at `v` from `from` to the other format.
 template <typename T>
-PMX_BOX_FN void convert_format(T* v, Format from) {
+PMX_HOST_DEVICE void convert_format(T* v, Format from) {
   if (from == Format::kCorner) {
     const T left = v[0], top = v[1], right = v[2], bottom = v[3];
     v[0] = (left + right) / T(2);
@@ -99,20 +94,20 @@ struct NmsParams {
   bool force_suppress = false;
   Format in_format = Format::kCorner, out_format = Format::kCorner;
 
-  PMX_BOX_FN int64_t candidates() const {
+  PMX_HOST_DEVICE int64_t candidates() const {
     return topk < 0 || topk > num_boxes ? num_boxes : topk;
   }
   // Whether box `row` (its width values) takes part: score above valid_thresh (NaN never is)
   // and, with id_index and background_id, not of the background class.
   template <typename T>
-  PMX_BOX_FN bool valid(const T* row) const {
+  PMX_HOST_DEVICE bool valid(const T* row) const {
     if (!(row[score_index] > static_cast<T>(valid_thresh))) return false;
     return id_index < 0 || background_id < 0 || row[id_index] != static_cast<T>(background_id);
   }
   // Whether boxes `a` and `b` (rows) may suppress each other: any two with force_suppress or
   // without id_index, else two of one class (ids compared as ints, as MXNet).
   template <typename T>
-  PMX_BOX_FN bool same_group(const T* a, const T* b) const {
+  PMX_HOST_DEVICE bool same_group(const T* a, const T* b) const {
     return force_suppress || id_index < 0 ||
            static_cast<int64_t>(a[id_index]) == static_cast<int64_t>(b[id_index]);
   }

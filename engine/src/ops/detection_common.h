@@ -10,13 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/host_device.h"
 #include "pymx/op.h"
-
-#ifdef __CUDACC__
-#define PMX_BOX_FN __host__ __device__ __forceinline__
-#else
-#define PMX_BOX_FN inline
-#endif
 
 namespace pymx {
 namespace detection {
@@ -24,13 +19,13 @@ namespace detection {
 // std::min / std::max's exact choices (the first argument unless the comparison says
 // otherwise), written out so that both devices take the same one, NaN included.
 template <typename A>
-PMX_BOX_FN A lesser(A a, A b) { return b < a ? b : a; }
+PMX_HOST_DEVICE A lesser(A a, A b) { return b < a ? b : a; }
 template <typename A>
-PMX_BOX_FN A greater(A a, A b) { return a < b ? b : a; }
+PMX_HOST_DEVICE A greater(A a, A b) { return a < b ? b : a; }
 
 // Intersection over union of two corner boxes; 0 when the union is not positive.
 template <typename A>
-PMX_BOX_FN A box_iou(const A* a, const A* b) {
+PMX_HOST_DEVICE A box_iou(const A* a, const A* b) {
   const A w = greater(A(0), lesser(a[2], b[2]) - greater(a[0], b[0]));
   const A h = greater(A(0), lesser(a[3], b[3]) - greater(a[1], b[1]));
   const A inter = w * h;
@@ -46,7 +41,7 @@ struct Variances {
 // multibox_target's regression target of ground-truth box `gt` against `anchor`:
 // ((gx - ax) / aw / vx, (gy - ay) / ah / vy, log(gw / aw) / vw, log(gh / ah) / vh).
 template <typename A>
-PMX_BOX_FN void encode_box(const A* anchor, const A* gt, Variances var, A* out) {
+PMX_HOST_DEVICE void encode_box(const A* anchor, const A* gt, Variances var, A* out) {
   using std::log;
   const A aw = anchor[2] - anchor[0], ah = anchor[3] - anchor[1];
   const A ax = (anchor[0] + anchor[2]) * A(0.5), ay = (anchor[1] + anchor[3]) * A(0.5);
@@ -61,7 +56,7 @@ PMX_BOX_FN void encode_box(const A* anchor, const A* gt, Variances var, A* out) 
 // multibox_detection's box for the offsets `pred` against `anchor` (encode_box's inverse),
 // clipped to [0, 1] when `clip`.
 template <typename A>
-PMX_BOX_FN void decode_box(const A* anchor, const A* pred, Variances var, bool clip, A* out) {
+PMX_HOST_DEVICE void decode_box(const A* anchor, const A* pred, Variances var, bool clip, A* out) {
   using std::exp;
   const A aw = anchor[2] - anchor[0], ah = anchor[3] - anchor[1];
   const A ax = (anchor[0] + anchor[2]) / A(2), ay = (anchor[1] + anchor[3]) / A(2);
@@ -149,9 +144,9 @@ PriorGrid<A> prior_grid(const Attrs& attrs, const Shape& data) {
 
 // Anchor `k` of cell (row, col), written to out[0..3].
 template <typename A, typename T, typename Convert>
-PMX_BOX_FN void prior_box(A step_y, A step_x, A offset_y, A offset_x, bool clip,
-                          const A* half_extents, int64_t row, int64_t col, int64_t k, T* out,
-                          Convert convert) {
+PMX_HOST_DEVICE void prior_box(A step_y, A step_x, A offset_y, A offset_x, bool clip,
+                               const A* half_extents, int64_t row, int64_t col, int64_t k,
+                               T* out, Convert convert) {
   const A cy = (A(row) + offset_y) * step_y, cx = (A(col) + offset_x) * step_x;
   const A hw = half_extents[2 * k], hh = half_extents[2 * k + 1];
   const A box[4] = {cx - hw, cy - hh, cx + hw, cy + hh};
@@ -188,7 +183,7 @@ inline TargetParams target_params(const Attrs& attrs) {
 // The first label of highest IoU with anchor j (IoU above -1), or -1; that IoU in *best.
 // overlaps is (num_anchors, num_gt).
 template <typename A>
-PMX_BOX_FN int64_t best_label(const A* overlaps, int64_t num_gt, int64_t j, A* best) {
+PMX_HOST_DEVICE int64_t best_label(const A* overlaps, int64_t num_gt, int64_t j, A* best) {
   int64_t id = -1;
   *best = A(-1);
   for (int64_t k = 0; k < num_gt; ++k) {
@@ -202,8 +197,8 @@ PMX_BOX_FN int64_t best_label(const A* overlaps, int64_t num_gt, int64_t j, A* b
 
 // Softmax probability of class 0 (the background) at anchor j of cls_pred (C, N).
 template <typename A, typename T, typename Convert>
-PMX_BOX_FN A background_probability(const T* cls_pred, int64_t num_classes, int64_t num_anchors,
-                                    int64_t j, Convert convert) {
+PMX_HOST_DEVICE A background_probability(const T* cls_pred, int64_t num_classes,
+                                         int64_t num_anchors, int64_t j, Convert convert) {
   using std::exp;
   const T* scores = cls_pred + j;  // class c's score at scores[c * num_anchors]
   A top = convert(scores[0]);
@@ -214,7 +209,8 @@ PMX_BOX_FN A background_probability(const T* cls_pred, int64_t num_classes, int6
 }
 
 // How many hard negatives an item with `positives` of `anchors` anchors gets.
-PMX_BOX_FN int64_t negatives_wanted(const TargetParams& p, int64_t positives, int64_t anchors) {
+PMX_HOST_DEVICE int64_t negatives_wanted(const TargetParams& p, int64_t positives,
+                                         int64_t anchors) {
   // int(positives * ratio) in float, as MXNet.
   int64_t n = static_cast<int64_t>(static_cast<float>(positives) *
                                    static_cast<float>(p.negative_mining_ratio));
@@ -225,7 +221,7 @@ PMX_BOX_FN int64_t negatives_wanted(const TargetParams& p, int64_t positives, in
 // The key by which hard negatives are chosen, lowest first: the background probability, NaN
 // (from NaN scores) as +inf so that such anchors come last.
 template <typename A>
-PMX_BOX_FN A background_key(A probability) {
+PMX_HOST_DEVICE A background_key(A probability) {
   return probability != probability ? A(INFINITY) : probability;
 }
 
@@ -236,7 +232,7 @@ struct DetectionParams {
   Variances variances;
 
   // NMS runs only with a threshold in (0, 1]; otherwise the detections stay in anchor order.
-  PMX_BOX_FN bool runs_nms() const { return nms_threshold > 0 && nms_threshold <= 1; }
+  PMX_HOST_DEVICE bool runs_nms() const { return nms_threshold > 0 && nms_threshold <= 1; }
 };
 
 inline DetectionParams detection_params(const Attrs& attrs) {
@@ -255,9 +251,9 @@ inline DetectionParams detection_params(const Attrs& attrs) {
 // the background (the first highest; scores must beat -1), or -1 when none does or the score is
 // below the threshold. cls_prob is (num_classes, num_anchors).
 template <typename A, typename T, typename Convert>
-PMX_BOX_FN int64_t best_class(const T* cls_prob, int64_t num_classes, int64_t num_anchors,
-                              int64_t i, int64_t background_id, A threshold, A* score,
-                              Convert convert) {
+PMX_HOST_DEVICE int64_t best_class(const T* cls_prob, int64_t num_classes, int64_t num_anchors,
+                                   int64_t i, int64_t background_id, A threshold, A* score,
+                                   Convert convert) {
   int64_t id = -1;
   *score = A(-1);
   for (int64_t c = 0; c < num_classes; ++c) {
@@ -272,7 +268,7 @@ PMX_BOX_FN int64_t best_class(const T* cls_prob, int64_t num_classes, int64_t nu
 }
 
 // The class id a detection reports: classes renumbered without the background.
-PMX_BOX_FN int64_t reported_class(int64_t id, int64_t background_id) {
+PMX_HOST_DEVICE int64_t reported_class(int64_t id, int64_t background_id) {
   return id > background_id ? id - 1 : id;
 }
 

@@ -12,11 +12,7 @@
 
 #include <cmath>
 
-#ifdef __CUDACC__
-#define PMX_FLOAT_PARTS_FN __host__ __device__ __forceinline__
-#else
-#define PMX_FLOAT_PARTS_FN inline
-#endif
+#include "ops/host_device.h"
 
 namespace pymx {
 namespace ops {
@@ -45,7 +41,7 @@ constexpr FloatFormat kFloat64Format{53, -1022, 1.7976931348623157e308};
 // NumPy's spacing: nextafter(x, copysign(inf, x)) - x in x's format. Below the smallest normal
 // number the step is the subnormal one, and zero (either sign) steps up by it.
 template <typename A>
-PMX_FLOAT_PARTS_FN A spacing_of(A x, FloatFormat format) {
+PMX_HOST_DEVICE A spacing_of(A x, FloatFormat format) {
   if (!isfinite(x)) return x - x;  // NaN for inf and NaN
   const A magnitude = fabs(x);
   A step;
@@ -62,7 +58,7 @@ PMX_FLOAT_PARTS_FN A spacing_of(A x, FloatFormat format) {
 // Chebyshev series in the arrangement of the Cephes mathematical library, whose coefficients
 // (those NumPy's i0 uses) are below: highest degree first, the constant term halved at the end.
 template <int N>
-PMX_FLOAT_PARTS_FN double chebyshev_series(double x, const double (&coefficients)[N]) {
+PMX_HOST_DEVICE double chebyshev_series(double x, const double (&coefficients)[N]) {
   double b0 = coefficients[0], b1 = 0.0, b2 = 0.0;
   for (int i = 1; i < N; ++i) {
     b2 = b1;
@@ -119,7 +115,7 @@ PMX_FLOAT_PARTS_FN double chebyshev_series(double x, const double (&coefficients
    7.78576235018280120474E-1}
 
 // Both evaluate in double whatever the data's type (a few dozen multiply-adds per element).
-PMX_FLOAT_PARTS_FN double bessel_i0(double x) {
+PMX_HOST_DEVICE double bessel_i0(double x) {
   constexpr double small[] = PMX_I0_SMALL;
   constexpr double large[] = PMX_I0_LARGE;
   const double z = fabs(x);
@@ -127,7 +123,7 @@ PMX_FLOAT_PARTS_FN double bessel_i0(double x) {
   return exp(z) * chebyshev_series(32.0 / z - 2.0, large) / sqrt(z);
 }
 
-PMX_FLOAT_PARTS_FN double bessel_i1(double x) {
+PMX_HOST_DEVICE double bessel_i1(double x) {
   constexpr double small[] = PMX_I1_SMALL;
   constexpr double large[] = PMX_I1_LARGE;
   const double z = fabs(x);

@@ -13,17 +13,13 @@
 
 #include <cmath>
 
-#ifdef __CUDACC__
-#define PMX_GAMMA_FN __host__ __device__ __forceinline__
-#else
-#define PMX_GAMMA_FN inline
-#endif
+#include "ops/host_device.h"
 
 namespace pymx {
 namespace ops {
 
 template <typename A>
-PMX_GAMMA_FN A digamma(A x) {
+PMX_HOST_DEVICE A digamma(A x) {
   using std::floor;
   using std::log;
   using std::tan;

@@ -22,17 +22,13 @@
 #include <cstdint>
 #include <limits>
 
-#ifdef __CUDACC__
-#define PMX_RNG_FN __host__ __device__ __forceinline__
-#else
-#define PMX_RNG_FN inline
-#endif
+#include "ops/host_device.h"
 
 namespace pymx {
 namespace rng {
 
 // splitmix64's finaliser: a bijective mix of 64 bits, the hash of every counter-based stream.
-PMX_RNG_FN uint64_t splitmix(uint64_t x) {
+PMX_HOST_DEVICE uint64_t splitmix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
@@ -49,16 +45,16 @@ PMX_RNG_FN uint64_t splitmix(uint64_t x) {
 // numbers of another.
 class ElementStream {
  public:
-  PMX_RNG_FN ElementStream(uint64_t seed, uint64_t element)
+  PMX_HOST_DEVICE ElementStream(uint64_t seed, uint64_t element)
       : key_(splitmix(seed ^ splitmix(element))) {}
 
   // Uniform in [0, 1) with 53 random bits.
-  PMX_RNG_FN double uniform() {
+  PMX_HOST_DEVICE double uniform() {
     return static_cast<double>(splitmix(key_ ^ splitmix(next_++)) >> 11) * 0x1.0p-53;
   }
 
   // Standard normal (Box-Muller on two uniforms; 1 - u keeps the logarithm finite).
-  PMX_RNG_FN double normal() {
+  PMX_HOST_DEVICE double normal() {
     const double u1 = 1.0 - uniform(), u2 = uniform();
     return ::sqrt(-2.0 * ::log(u1)) * ::cos(6.283185307179586476925286766559 * u2);
   }
@@ -68,15 +64,15 @@ class ElementStream {
   uint64_t next_ = 0;
 };
 
-PMX_RNG_FN double quiet_nan() { return __builtin_nan(""); }
+PMX_HOST_DEVICE double quiet_nan() { return __builtin_nan(""); }
 
 // Neither infinite nor NaN (one expression for host and device code).
-PMX_RNG_FN bool is_finite(double x) { return x - x == 0; }
+PMX_HOST_DEVICE bool is_finite(double x) { return x - x == 0; }
 
 // A count (or NaN, for invalid parameters) in the integer type T: NaN gives -1, and counts beyond
 // T's range saturate at its maximum (the plain conversion would be undefined).
 template <typename T>
-PMX_RNG_FN T to_count(double v) {
+PMX_HOST_DEVICE T to_count(double v) {
   constexpr T top = std::numeric_limits<T>::max();
   if (v != v) return T(-1);
   return v >= static_cast<double>(top) ? top : static_cast<T>(v);
@@ -84,7 +80,7 @@ PMX_RNG_FN T to_count(double v) {
 
 // Gamma(a, 1) for a >= 1 by Marsaglia and Tsang: it accepts about 95% of proposals or more, so
 // the loop ends after a few draws.
-PMX_RNG_FN double marsaglia_tsang(double a, ElementStream& s) {
+PMX_HOST_DEVICE double marsaglia_tsang(double a, ElementStream& s) {
   const double d = a - 1.0 / 3.0, c = 1.0 / ::sqrt(9.0 * d);
   double x, v;
   for (;;) {
@@ -102,7 +98,7 @@ PMX_RNG_FN double marsaglia_tsang(double a, ElementStream& s) {
 
 // Gamma(alpha, 1); Gamma(0) is the point mass at 0, as NumPy samples it. For alpha < 1 the boost:
 // if G ~ Gamma(alpha + 1) and U ~ U(0, 1], G U^(1/alpha) ~ Gamma(alpha).
-PMX_RNG_FN double sample_gamma(double alpha, ElementStream& s) {
+PMX_HOST_DEVICE double sample_gamma(double alpha, ElementStream& s) {
   if (!(alpha >= 0)) return quiet_nan();
   if (alpha == 0) return 0;
   if (alpha >= 1) return marsaglia_tsang(alpha, s);
@@ -112,7 +108,7 @@ PMX_RNG_FN double sample_gamma(double alpha, ElementStream& s) {
 
 // The logarithm of a Gamma(alpha, 1) draw (alpha > 0), finite even where the draw itself
 // underflows: for alpha = 1e-3 about half of all draws are below the smallest double.
-PMX_RNG_FN double sample_log_gamma(double alpha, ElementStream& s) {
+PMX_HOST_DEVICE double sample_log_gamma(double alpha, ElementStream& s) {
   if (alpha >= 1) return ::log(marsaglia_tsang(alpha, s));
   const double g = marsaglia_tsang(alpha + 1, s);
   return ::log(g) + ::log(1.0 - s.uniform()) / alpha;
@@ -120,7 +116,7 @@ PMX_RNG_FN double sample_log_gamma(double alpha, ElementStream& s) {
 
 // Beta(a, b) = X / (X + Y) = 1 / (1 + Y / X) for X ~ Gamma(a), Y ~ Gamma(b), with Y / X taken
 // from the logarithms, so that small a and b (both draws underflowing) still give a number.
-PMX_RNG_FN double sample_beta(double a, double b, ElementStream& s) {
+PMX_HOST_DEVICE double sample_beta(double a, double b, ElementStream& s) {
   if (!(a > 0) || !(b > 0)) return quiet_nan();
   const double log_x = sample_log_gamma(a, s), log_y = sample_log_gamma(b, s);
   return 1.0 / (1.0 + ::exp(log_y - log_x));
@@ -129,7 +125,7 @@ PMX_RNG_FN double sample_beta(double a, double b, ElementStream& s) {
 // log(k!) - [(k + 1/2) log(k + 1) - (k + 1) + log(2 pi) / 2], the error of Stirling's formula
 // for log(k!): exact through lgamma for small k, the asymptotic series (error below 1e-16)
 // from k = 10 on, where lgamma's digits would cancel.
-PMX_RNG_FN double stirling_tail(double k) {
+PMX_HOST_DEVICE double stirling_tail(double k) {
   constexpr double kHalfLog2Pi = 0.91893853320467274178032973640562;
   const double k1 = k + 1.0;
   if (k < 10) return ::lgamma(k1) - ((k + 0.5) * ::log(k1) - k1 + kHalfLog2Pi);
@@ -138,7 +134,7 @@ PMX_RNG_FN double stirling_tail(double k) {
 }
 
 // Poisson(lam).
-PMX_RNG_FN double sample_poisson(double lam, ElementStream& s) {
+PMX_HOST_DEVICE double sample_poisson(double lam, ElementStream& s) {
   if (!(lam >= 0) || !is_finite(lam)) return quiet_nan();
   if (lam < 10) {
     // The count of uniforms whose running product stays above exp(-lam): lam + 1 draws on average.
@@ -170,7 +166,7 @@ PMX_RNG_FN double sample_poisson(double lam, ElementStream& s) {
 // Binomial(n, p) for p <= 1/2 and n p < 10: walk the CDF from 0 with one uniform. A walk past
 // `bound` (mean + 10 standard deviations: probability below 1e-20, but the recursion's rounding
 // could otherwise run on) starts over with a fresh uniform.
-PMX_RNG_FN double binomial_inversion(double n, double p, ElementStream& s) {
+PMX_HOST_DEVICE double binomial_inversion(double n, double p, ElementStream& s) {
   const double q = 1.0 - p, ratio = p / q;
   const double p0 = ::exp(n * ::log1p(-p));  // P(X = 0) >= e^-14 here: no underflow
   const double bound = ::fmin(n, n * p + 10.0 * ::sqrt(n * p * q + 1.0));
@@ -188,7 +184,7 @@ PMX_RNG_FN double binomial_inversion(double n, double p, ElementStream& s) {
 // Binomial(n, p) for p <= 1/2 and n p >= 10: BTRS, transformed rejection with squeeze. The
 // acceptance test compares against log(f(k) / f(m)), f the probability mass and m the mode,
 // written with Stirling's formula and its tail so that no large logarithms cancel.
-PMX_RNG_FN double binomial_btrs(double n, double p, ElementStream& s) {
+PMX_HOST_DEVICE double binomial_btrs(double n, double p, ElementStream& s) {
   const double q = 1.0 - p, spq = ::sqrt(n * p * q);
   const double b = 1.15 + 2.53 * spq, a = -0.0873 + 0.0248 * b + 0.01 * p, c = n * p + 0.5;
   const double vr = 0.92 - 4.2 / b, alpha = (2.83 + 5.1 / b) * spq, r = p / q;
@@ -208,7 +204,7 @@ PMX_RNG_FN double binomial_btrs(double n, double p, ElementStream& s) {
 }
 
 // Binomial(n, p); n is a non-negative integer held in a double.
-PMX_RNG_FN double sample_binomial(double n, double p, ElementStream& s) {
+PMX_HOST_DEVICE double sample_binomial(double n, double p, ElementStream& s) {
   if (!(n >= 0) || !is_finite(n) || !(p >= 0 && p <= 1)) return quiet_nan();
   if (n == 0 || p == 0) return 0;
   if (p == 1) return n;

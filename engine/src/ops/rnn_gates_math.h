@@ -17,12 +17,12 @@ namespace pymx {
 namespace nn {
 
 template <typename A>
-PMX_ACT_FN A gate_sigmoid(A x) {
+PMX_HOST_DEVICE A gate_sigmoid(A x) {
   return act_forward<A>(Act::kSigmoid, x);
 }
 
 template <typename A>
-PMX_ACT_FN A gate_tanh(A x) {
+PMX_HOST_DEVICE A gate_tanh(A x) {
   return act_forward<A>(Act::kTanh, x);
 }
 
@@ -34,12 +34,12 @@ struct LstmGates {
 };
 
 template <typename A>
-PMX_ACT_FN A lstm_c_next(A in, A forget, A cand, A c) {
+PMX_HOST_DEVICE A lstm_c_next(A in, A forget, A cand, A c) {
   return forget * c + in * cand;
 }
 
 template <typename A>
-PMX_ACT_FN A lstm_h_next(A out, A tanh_c_next) {
+PMX_HOST_DEVICE A lstm_h_next(A out, A tanh_c_next) {
   return out * tanh_c_next;
 }
 
@@ -50,7 +50,7 @@ struct LstmUnitGrad {
 };
 
 template <typename A>
-PMX_ACT_FN LstmUnitGrad<A> lstm_unit_grad(const LstmGates<A>& u, A c, A dh_next, A dc_next) {
+PMX_HOST_DEVICE LstmUnitGrad<A> lstm_unit_grad(const LstmGates<A>& u, A c, A dh_next, A dc_next) {
   // c' reaches the loss directly and through h' = o tanh(c').
   const A dc_total = dc_next + dh_next * u.out * (A(1) - u.tanh_c_next * u.tanh_c_next);
   LstmUnitGrad<A> g;
@@ -70,12 +70,12 @@ struct GruGates {
 };
 
 template <typename A>
-PMX_ACT_FN A gru_cand_pre(A i_n, A reset, A h_n) {
+PMX_HOST_DEVICE A gru_cand_pre(A i_n, A reset, A h_n) {
   return i_n + reset * h_n;
 }
 
 template <typename A>
-PMX_ACT_FN A gru_h_next(A cand, A update, A h) {
+PMX_HOST_DEVICE A gru_h_next(A cand, A update, A h) {
   return cand + update * (h - cand);
 }
 
@@ -87,7 +87,7 @@ struct GruUnitGrad {
 };
 
 template <typename A>
-PMX_ACT_FN GruUnitGrad<A> gru_unit_grad(const GruGates<A>& u, A h, A dh_next) {
+PMX_HOST_DEVICE GruUnitGrad<A> gru_unit_grad(const GruGates<A>& u, A h, A dh_next) {
   GruUnitGrad<A> g;
   g.d_i_n = dh_next * (A(1) - u.update) * (A(1) - u.cand * u.cand);
   g.d_h_n = g.d_i_n * u.reset;

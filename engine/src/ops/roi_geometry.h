@@ -12,13 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/host_device.h"
 #include "pymx/op.h"
-
-#ifdef __CUDACC__
-#define PMX_ROI_FN __host__ __device__ __forceinline__
-#else
-#define PMX_ROI_FN inline
-#endif
 
 namespace pymx {
 namespace roi {
@@ -35,11 +30,11 @@ struct RoiGeom {
                                     // (c * pooled_h + ph) * pooled_w + pw
   bool aligned = false;             // pixel centres at +0.5: the region shifts by -0.5
   // Output channels: channels / (pooled_h * pooled_w) when position-sensitive.
-  PMX_ROI_FN int64_t out_channels() const {
+  PMX_HOST_DEVICE int64_t out_channels() const {
     return position_sensitive ? channels / (pooled_h * pooled_w) : channels;
   }
-  PMX_ROI_FN int64_t plane() const { return height * width; }
-  PMX_ROI_FN int64_t bins() const { return pooled_h * pooled_w; }
+  PMX_HOST_DEVICE int64_t plane() const { return height * width; }
+  PMX_HOST_DEVICE int64_t bins() const { return pooled_h * pooled_w; }
 };
 
 // Parses and checks pooled_size, spatial_scale (and for roi_align sample_ratio,
@@ -108,14 +103,14 @@ void check_rois(const T* rois, const RoiGeom& g, bool align, const char* op) {
 // w1 <= w0).
 struct PixelBin {
   int64_t h0, h1, w0, w1;
-  PMX_ROI_FN bool empty() const { return h1 <= h0 || w1 <= w0; }
+  PMX_HOST_DEVICE bool empty() const { return h1 <= h0 || w1 <= w0; }
 };
 
 // Bin (ph, pw) of the region `row` (5 values). The corners round half away from zero after
 // scaling; the region is at least 1 x 1 pixel and includes its end pixel; bin edges are floor and
 // ceil of multiples of (extent / pooled), offset by the start and clipped to the map.
 template <typename T>
-PMX_ROI_FN PixelBin pool_bin(const T* row, const RoiGeom& g, int64_t ph, int64_t pw) {
+PMX_HOST_DEVICE PixelBin pool_bin(const T* row, const RoiGeom& g, int64_t ph, int64_t pw) {
   const T scale = static_cast<T>(g.spatial_scale);
   const int64_t start_w = static_cast<int64_t>(round(row[1] * scale));
   const int64_t start_h = static_cast<int64_t>(round(row[2] * scale));
@@ -150,7 +145,7 @@ struct AlignRoi {
 };
 
 template <typename T>
-PMX_ROI_FN AlignRoi<T> align_roi(const T* row, const RoiGeom& g) {
+PMX_HOST_DEVICE AlignRoi<T> align_roi(const T* row, const RoiGeom& g) {
   const T scale = static_cast<T>(g.spatial_scale);
   const T offset = g.aligned ? static_cast<T>(0.5) : static_cast<T>(0);
   AlignRoi<T> a;
@@ -181,7 +176,7 @@ struct Bilinear {
 };
 
 template <typename T>
-PMX_ROI_FN Bilinear<T> bilinear(T y, T x, int64_t height, int64_t width) {
+PMX_HOST_DEVICE Bilinear<T> bilinear(T y, T x, int64_t height, int64_t width) {
   Bilinear<T> s;
   if (y < T(-1) || y > static_cast<T>(height) || x < T(-1) || x > static_cast<T>(width)) {
     for (int k = 0; k < 4; ++k) {
@@ -221,18 +216,18 @@ PMX_ROI_FN Bilinear<T> bilinear(T y, T x, int64_t height, int64_t width) {
 
 // Sample (iy, ix) of bin (ph, pw).
 template <typename T>
-PMX_ROI_FN T sample_y(const AlignRoi<T>& a, int64_t ph, int64_t iy) {
+PMX_HOST_DEVICE T sample_y(const AlignRoi<T>& a, int64_t ph, int64_t iy) {
   return a.start_h + static_cast<T>(ph) * a.bin_h +
          (static_cast<T>(iy) + static_cast<T>(0.5)) * a.bin_h / static_cast<T>(a.grid_h);
 }
 template <typename T>
-PMX_ROI_FN T sample_x(const AlignRoi<T>& a, int64_t pw, int64_t ix) {
+PMX_HOST_DEVICE T sample_x(const AlignRoi<T>& a, int64_t pw, int64_t ix) {
   return a.start_w + static_cast<T>(pw) * a.bin_w +
          (static_cast<T>(ix) + static_cast<T>(0.5)) * a.bin_w / static_cast<T>(a.grid_w);
 }
 
 // The data channel that output channel c reads in bin (ph, pw).
-PMX_ROI_FN int64_t align_channel(const RoiGeom& g, int64_t c, int64_t ph, int64_t pw) {
+PMX_HOST_DEVICE int64_t align_channel(const RoiGeom& g, int64_t c, int64_t ph, int64_t pw) {
   return g.position_sensitive ? (c * g.pooled_h + ph) * g.pooled_w + pw : c;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ops/host_device.h"
 #include "ops/nn_common.h"
 #include "pymx/op.h"
 
@@ -47,12 +48,6 @@ inline RowGeom row_geom(const Attrs& attrs, const Shape& data, const char* op,
   return g;
 }
 
-#ifdef __CUDACC__
-#define PMX_SORT_KEY_FN __host__ __device__ __forceinline__
-#else
-#define PMX_SORT_KEY_FN inline
-#endif
-
 // Note [Sort keys]
 // ~~~~~~~~~~~~~~~~
 // sort and argsort order elements by an unsigned key whose integer order is the sort order
@@ -70,7 +65,7 @@ constexpr uint64_t kDoubleInfBits = 0x7ff0000000000000ull;
 
 // The ascending key of the float with bit pattern `bits` (K: the unsigned type of its width).
 template <typename K>
-PMX_SORT_KEY_FN K float_sort_key(K bits, K inf_bits) {
+PMX_HOST_DEVICE K float_sort_key(K bits, K inf_bits) {
   constexpr K kSign = K(K(1) << (sizeof(K) * 8 - 1));
   const K magnitude = K(bits & K(~kSign));
   if (magnitude > inf_bits) return K(~K(0));  // NaN
@@ -80,7 +75,7 @@ PMX_SORT_KEY_FN K float_sort_key(K bits, K inf_bits) {
 
 // The ascending key of an integer with bit pattern `bits`.
 template <typename K>
-PMX_SORT_KEY_FN K integer_sort_key(K bits, bool is_signed) {
+PMX_HOST_DEVICE K integer_sort_key(K bits, bool is_signed) {
   return is_signed ? K(bits ^ K(K(1) << (sizeof(K) * 8 - 1))) : bits;
 }
 
