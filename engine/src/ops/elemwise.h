@@ -32,8 +32,9 @@ bool scalar_text_is_int(const std::string& text);
 // integer computation is therefore parsed as int64 and converted to the compute type; one
 // outside int64's range is an OverflowError naming it, as NumPy 2 raises for a Python int out
 // of bounds for the dtype. Float computations still read a double: that is NumPy's conversion
-// of a Python int to a float dtype, and 2**70 is a fine operand for a float array. In-range
-// scalars of narrower integer dtypes (int8 + 300) are converted modulo 2^bits.
+// of a Python int to a float dtype, and 2**70 is a fine operand for a float array. An integer
+// that fits int64 but not a narrower compute dtype (int8 + 300) converts modulo 2^bits, on CPU
+// and GPU alike (NumPy raises there; comparisons: see pymx/numpy/_core.py).
 
 // The integer literal `text` (scalar_text_is_int) as int64. Throws Error(kOverflow) naming the
 // value and `op_name` when it does not fit.
