@@ -38,6 +38,11 @@ class PymxAxisError(PymxValueError, _onp.exceptions.AxisError):
         _onp.exceptions.AxisError.__init__(self, message)  # its one-argument form: the message
 
 
+class PymxOverflowError(PymxError, OverflowError):
+    """A Python integer out of bounds for the dtype an op computes in (C status OVERFLOW), as
+    NumPy 2 raises for `int64_array + 2**70`."""
+
+
 # C status (enum PmxStatus) -> exception class; statuses not listed raise PymxError.
 STATUS_ERRORS = {
     1: PymxValueError,
@@ -46,6 +51,7 @@ STATUS_ERRORS = {
     8: PymxTypeError,
     9: PymxLinAlgError,
     10: PymxAxisError,
+    11: PymxOverflowError,
 }
 
 # NumPy has no bfloat16, so pymx spells it as MXNet does (python/mxnet/ndarray/ndarray.py): a

@@ -58,7 +58,8 @@ __device__ __forceinline__ C py_mod(C a, C b) {  // sign of the divisor, like Nu
     if (r == C(0)) return copysign(C(0), b);  // a zero takes the divisor's sign too
     return ((r < C(0)) != (b < C(0))) ? r + b : r;
   } else {
-    if (b == C(0)) return C(0);
+    // b == -1 is answered here: INT64_MIN % -1 overflows (the CPU's mod_of traps without it).
+    if (b == C(0) || (std::is_signed_v<C> && b == C(-1))) return C(0);
     C r = a % b;
     if constexpr (std::is_signed_v<C>) {
       if (r != C(0) && ((r < C(0)) != (b < C(0)))) r += b;
@@ -81,6 +82,9 @@ __device__ __forceinline__ C floor_div(C a, C b) {
     return floored;
   } else {
     if (b == C(0)) return C(0);
+    if constexpr (std::is_signed_v<C>) {  // INT64_MIN / -1 overflows; NumPy wraps to INT64_MIN
+      if (b == C(-1)) return C(std::make_unsigned_t<C>(0) - static_cast<std::make_unsigned_t<C>>(a));
+    }
     C q = a / b;
     if constexpr (std::is_signed_v<C>) {
       if (q * b != a && ((a < C(0)) != (b < C(0)))) --q;
@@ -194,12 +198,11 @@ void binary_compute(const OpContext& ctx, const std::vector<TBlob>& in,
 }
 
 template <typename Op>
-void scalar_compute(const OpContext& ctx, const std::vector<TBlob>& in,
+void scalar_compute(const std::string& name, const OpContext& ctx, const std::vector<TBlob>& in,
                     const std::vector<TBlob>& out) {
   const TBlob& o = out[0];
   const int64_t n = o.size();
   if (n == 0) return;
-  const double scalar = ctx.attrs->get_float("scalar");
   const bool reverse = ctx.attrs->get_bool("reverse", false);
   const bool scalar_is_int = ops::scalar_text_is_int(*ctx.attrs->find("scalar"));
   const DType compute = Op::kKind == Kind::kPredicate
@@ -212,8 +215,10 @@ void scalar_compute(const OpContext& ctx, const std::vector<TBlob>& in,
     if constexpr (instantiated<Op, T>()) {
       using C = AccT<T>;
       using Out = std::conditional_t<Op::kKind == Kind::kPredicate, bool, T>;
+      // See Note [Integer scalars are read as int64] (engine/src/ops/elemwise.h).
+      const C scalar = ops::scalar_as<C>(*ctx.attrs, "scalar", name);
       scalar_kernel<T, Out, C, Op><<<grid_for(n), kBlock, 0, s>>>(
-          x.data<T>(), o.data<Out>(), n, static_cast<C>(scalar), reverse, Op());
+          x.data<T>(), o.data<Out>(), n, scalar, reverse, Op());
       PMX_KERNEL_LAUNCH_CHECK();
     } else {
       PMX_THROW(Status::kType, "GPU kernel does not support dtype ", dtype_name(compute));
@@ -224,7 +229,10 @@ void scalar_compute(const OpContext& ctx, const std::vector<TBlob>& in,
 template <typename Op>
 bool register_binary(const char* name) {
   op_registry::get_or_create(name).set_gpu(binary_compute<Op>);
-  op_registry::get_or_create(std::string(name) + "_scalar").set_gpu(scalar_compute<Op>);
+  const std::string scalar_name = std::string(name) + "_scalar";
+  op_registry::get_or_create(scalar_name).set_gpu(
+      [scalar_name](const OpContext& ctx, const std::vector<TBlob>& in,
+                    const std::vector<TBlob>& out) { scalar_compute<Op>(scalar_name, ctx, in, out); });
   return true;
 }
 

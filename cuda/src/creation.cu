@@ -20,6 +20,7 @@
 
 #include "kernel_util.cuh"
 #include "launch.h"
+#include "ops/elemwise.h"
 #include "ops/uniform_cap.h"
 #include "random.cuh"
 
@@ -35,11 +36,11 @@ __device__ __forceinline__ double unit53(uint64_t seed, uint64_t i) {
   return static_cast<double>(random_bits(seed, i) >> 11) * 0x1.0p-53;
 }
 
-enum class Gen : int { kLinear, kUniform, kNormal, kRandint };
+enum class Gen : int { kLinear, kUniform, kNormal, kRandint, kIntLinear };
 
 // y[i] = a + i * b (linear), min(low + (high - low) * U, cap) (uniform, cap: uniform_cap.h),
 // loc + scale * N (normal), low + bits % span (randint, in integers: values beyond 2^53 must not
-// round).
+// round), low + i * span in int64 (int linear: integer arange and full, exact beyond 2^53).
 struct GenArgs {
   Gen gen;
   double a, b;
@@ -54,6 +55,11 @@ __global__ void generate_kernel(T* y, int64_t n, GenArgs g) {
   PMX_GRID_STRIDE_LOOP(i, n) {
     if (g.gen == Gen::kRandint) {
       const uint64_t r = static_cast<uint64_t>(g.low) + random_bits(g.seed, i) % g.span;
+      y[i] = convert<T>(static_cast<C>(static_cast<int64_t>(r)));
+      continue;
+    }
+    if (g.gen == Gen::kIntLinear) {  // two's complement, as ops::IntRange::at
+      const uint64_t r = static_cast<uint64_t>(g.low) + static_cast<uint64_t>(i) * g.span;
       y[i] = convert<T>(static_cast<C>(static_cast<int64_t>(r)));
       continue;
     }
@@ -102,7 +108,23 @@ double fill_value(const Attrs& attrs) {
   return attrs.get_float("value");
 }
 
+// full: an integer literal into an integer dtype goes through int64, not double (See Note
+// [Integer scalars are read as int64] in engine/src/ops/elemwise.h).
+void full_compute(const OpContext& ctx, const std::vector<TBlob>&, const std::vector<TBlob>& out) {
+  const std::string text = ctx.attrs->get_str("value", "0");
+  if (!is_float(out[0].dtype) && out[0].dtype != DType::kBool && ops::scalar_text_is_int(text)) {
+    generate(ctx, out[0], {Gen::kIntLinear, 0.0, 0.0, 0, 0, ops::scalar_int(text, "full")});
+  } else {
+    fill_compute(ctx, out[0], fill_value(*ctx.attrs));
+  }
+}
+
 void arange_compute(const OpContext& ctx, const std::vector<TBlob>&, const std::vector<TBlob>& out) {
+  if (const std::optional<ops::IntRange> ints = ops::int_arange_range(*ctx.attrs, out[0].dtype)) {
+    generate(ctx, out[0], {Gen::kIntLinear, 0.0, 0.0, 0, static_cast<uint64_t>(ints->step),
+                           ints->start});
+    return;
+  }
   double start = ctx.attrs->get_float("start", 0.0);
   const double step = ctx.attrs->get_float("step", 1.0);
   if (!ctx.attrs->has("stop")) start = 0.0;  // arange(n) is [0, n)
@@ -170,9 +192,7 @@ const bool registered = [] {
       [](const OpContext& ctx, Blobs, Blobs out) { fill_compute(ctx, out[0], 0.0); });
   op_registry::get_or_create("ones").set_gpu(
       [](const OpContext& ctx, Blobs, Blobs out) { fill_compute(ctx, out[0], 1.0); });
-  op_registry::get_or_create("full").set_gpu([](const OpContext& ctx, Blobs, Blobs out) {
-    fill_compute(ctx, out[0], fill_value(*ctx.attrs));
-  });
+  op_registry::get_or_create("full").set_gpu(full_compute);
   op_registry::get_or_create("empty").set_gpu([](const OpContext&, Blobs, Blobs) {});
   op_registry::get_or_create("arange").set_gpu(arange_compute);
   op_registry::get_or_create("linspace").set_gpu(linspace_compute);

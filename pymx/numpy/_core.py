@@ -369,15 +369,47 @@ def _bool_beside_bool(array, scalar):
     return isinstance(scalar, (bool, _onp.bool_)) and array.dtype == _onp.bool_
 
 
+# Note [Comparing with an integer the dtype cannot hold]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# NumPy 2 compares an integer array with a Python int outside the array's dtype by value
+# (a uint8 array < 300 is all True, an int64 array == 2**70 all False), where arithmetic with
+# it raises OverflowError. The `*_scalar` operators convert the scalar to the compute dtype (300
+# would wrap to 44 in uint8, and 2**70 is refused), so such a comparison is answered here: every
+# element compares as 0 does, 0 being in every integer dtype, so the result is a full array.
+_COMPARISONS = {"equal": operator.eq, "not_equal": operator.ne, "greater": operator.gt,
+                "greater_equal": operator.ge, "less": operator.lt, "less_equal": operator.le}
+
+
+def _comparison_beyond_dtype(op, array, scalar, reverse, out):
+    """`array <op> scalar` (`scalar <op> array` when reverse) when op is a comparison, the array
+    integer and the scalar an integer its dtype cannot hold; None otherwise."""
+    compare = _COMPARISONS.get(op)
+    if (compare is None or array.dtype.kind not in "iu" or isinstance(scalar, (bool, _onp.bool_))
+            or not isinstance(scalar, (numbers.Integral, _onp.integer))):
+        return None
+    info, value = _onp.iinfo(array.dtype), int(scalar)
+    if info.min <= value <= info.max:
+        return None
+    answer = compare(value, 0) if reverse else compare(0, value)
+    result = full(array.shape, answer, dtype=_onp.bool_, device=array.device)
+    return result if out is None else copyto(out, result)
+
+
 def _binary(op, x1, x2, out):
     if isinstance(x1, ndarray):
         if isinstance(x2, ndarray):
             return _invoke(op, [x1, x2], out=out)[0]
+        beyond = _comparison_beyond_dtype(op, x1, x2, False, out) if _is_scalar(x2) else None
+        if beyond is not None:
+            return beyond
         if _is_scalar(x2) and not _bool_beside_bool(x1, x2):
             return _invoke(op + "_scalar", [x1], {"scalar": _scalar_value(x2), "reverse": False},
                            out=out)[0]
         x2 = _to_array(x2, device=x1.device)
     elif isinstance(x2, ndarray):
+        beyond = _comparison_beyond_dtype(op, x2, x1, True, out) if _is_scalar(x1) else None
+        if beyond is not None:
+            return beyond
         if _is_scalar(x1) and not _bool_beside_bool(x2, x1):
             return _invoke(op + "_scalar", [x2], {"scalar": _scalar_value(x1), "reverse": True},
                            out=out)[0]

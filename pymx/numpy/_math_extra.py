@@ -59,7 +59,11 @@ def _bitwise_operand(x, other):
 def _dtype_of(x):
     if isinstance(x, ndarray):
         return x.dtype
-    return _onp.asarray(x).dtype  # a Python scalar: bool, int64 or float64
+    if isinstance(x, int) and not isinstance(x, bool):
+        # Any Python int, even one int64 cannot hold (NumPy would say object or uint64): the
+        # operator refuses that one with an OverflowError naming it.
+        return _onp.dtype(_onp.int64)
+    return _onp.asarray(x).dtype  # a Python scalar: bool or float64, or a NumPy scalar
 
 
 def _bitwise(op, x1, x2, out):

@@ -31,6 +31,7 @@ enum class Status : int {
   kType = 8,        // -> TypeError
   kLinAlg = 9,      // -> np.linalg.LinAlgError (a ValueError): singular or non-convergent input
   kAxis = 10,       // -> numpy.exceptions.AxisError (a ValueError and an IndexError)
+  kOverflow = 11,   // -> OverflowError: a Python integer out of bounds for the op's dtype
 };
 
 class Error : public std::runtime_error {

@@ -41,7 +41,8 @@ enum PmxStatus {
   PMX_ERR_INDEX = 7,       /* IndexError */
   PMX_ERR_TYPE = 8,        /* TypeError */
   PMX_ERR_LINALG = 9,      /* np.linalg.LinAlgError: singular or non-convergent input */
-  PMX_ERR_AXIS = 10        /* numpy AxisError: an axis out of range for the array's rank */
+  PMX_ERR_AXIS = 10,       /* numpy AxisError: an axis out of range for the array's rank */
+  PMX_ERR_OVERFLOW = 11    /* OverflowError: an integer out of bounds for the op's dtype */
 };
 
 /* Values equal pymx::DeviceType (MXNet's Context::DeviceType). */

@@ -144,14 +144,15 @@ void run_binary(const OpContext& ctx, const std::vector<TBlob>& inputs, const TB
 }
 
 template <typename F>
-void run_scalar(const OpContext& ctx, const TBlob& input, const TBlob& out, DType compute, F f) {
+void run_scalar(const OpContext& ctx, const std::string& name, const TBlob& input, const TBlob& out,
+                DType compute, F f) {
   const TBlob x = ops::inputs_as(ctx, {input}, compute)[0];
-  const double scalar = ctx.attrs->get_float("scalar");
   const bool reverse = ctx.attrs->get_bool("reverse", false);
   const int64_t n = x.size();
   PMX_TYPE_SWITCH(compute, T, {
     using C = compute_t<T>;
-    const C s = static_cast<C>(scalar);
+    // See Note [Integer scalars are read as int64] (ops/elemwise.h).
+    const C s = ops::scalar_as<C>(*ctx.attrs, "scalar", name);
     const T* src = x.data<T>();
     auto run = [&](auto* dst) {
       using O = std::remove_pointer_t<decltype(dst)>;
@@ -176,7 +177,8 @@ C mod_of(C a, C b) {
   } else if constexpr (std::is_same<C, bool>::value) {
     return false;
   } else {
-    if (b == 0) return 0;
+    // b == -1 is answered here: INT64_MIN % -1 traps on x86 (the quotient overflows).
+    if (b == 0 || (std::is_signed<C>::value && b == C(-1))) return 0;
     C r = static_cast<C>(a % b);
     if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<C>(r + b);
     return r;
@@ -200,6 +202,9 @@ C floor_div_of(C a, C b) {
     return a && b;
   } else {
     if (b == 0) return 0;
+    // INT64_MIN / -1 traps on x86; NumPy wraps it to INT64_MIN, as negation in unsigned does.
+    if (std::is_signed<C>::value && b == C(-1))
+      return static_cast<C>(std::make_unsigned_t<C>(0) - static_cast<std::make_unsigned_t<C>>(a));
     C q = static_cast<C>(a / b);
     if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
     return q;
@@ -306,14 +311,17 @@ void register_binary(const std::string& name, Result kind, F f, GradFn grad, Sca
         const bool scalar_is_int = ops::scalar_text_is_int(*scalar);
         check_integer_operands(kind, name + "_scalar", dt[0],
                                scalar_is_int ? DType::kInt64 : DType::kFloat64);
+        const DType compute = compute_dtype(kind, ops::promote_scalar(dt[0], scalar_is_int));
+        // An integer too big for int64 is refused here, before the op is queued.
+        if (scalar_is_int && !is_float(compute)) ops::scalar_int(*scalar, name + "_scalar");
         (*out)[0] = in[0];
-        (*odt)[0] = result_dtype(
-            kind, compute_dtype(kind, ops::promote_scalar(dt[0], scalar_is_int)));
+        (*odt)[0] = result_dtype(kind, compute);
       })
-      .set_cpu([kind, f](const OpContext& ctx, const std::vector<TBlob>& in,
-                         const std::vector<TBlob>& out) {
+      .set_cpu([kind, name, f](const OpContext& ctx, const std::vector<TBlob>& in,
+                               const std::vector<TBlob>& out) {
         const bool scalar_int = ops::scalar_text_is_int(*ctx.attrs->find("scalar"));
-        run_scalar(ctx, in[0], out[0], compute_dtype(kind, ops::promote_scalar(in[0].dtype, scalar_int)), f);
+        run_scalar(ctx, name + "_scalar", in[0], out[0],
+                   compute_dtype(kind, ops::promote_scalar(in[0].dtype, scalar_int)), f);
       })
       .set_gradient(sgrad ? scalar_grad(sgrad) : no_grad(1));
 }

@@ -1,5 +1,7 @@
 // Implementation of the helpers in ops/elemwise.h.
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "ops/cast.h"
@@ -62,6 +64,41 @@ bool scalar_text_is_int(const std::string& text) {
   for (; i < text.size(); ++i)
     if (text[i] < '0' || text[i] > '9') return false;
   return true;
+}
+
+int64_t scalar_int(const std::string& text, const std::string& op_name) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  PMX_CHECK(end == text.c_str() + text.size() && scalar_text_is_int(text), "operator '", op_name,
+            "': scalar '", text, "' is not an integer");
+  if (errno == ERANGE)
+    PMX_THROW(Status::kOverflow, "operator '", op_name, "': Python integer ", text,
+              " out of bounds for int64");
+  return static_cast<int64_t>(v);
+}
+
+std::optional<IntRange> int_arange_range(const Attrs& attrs, DType dtype) {
+  if (is_float(dtype) || dtype == DType::kBool) return std::nullopt;
+  for (const char* key : {"start", "stop", "step"}) {
+    const std::string* text = attrs.find(key);
+    if (text != nullptr && *text != "None" && !scalar_text_is_int(*text)) return std::nullopt;
+  }
+  const auto bound = [&](const char* key, int64_t fallback) {
+    return attrs.has(key) ? scalar_int(*attrs.find(key), "arange") : fallback;
+  };
+  int64_t start = bound("start", 0), stop = 0;
+  const int64_t step = bound("step", 1);
+  if (attrs.has("stop")) stop = bound("stop", 0); else std::swap(start, stop);  // arange(n): [0, n)
+  PMX_CHECK(step != 0, "arange: step must not be zero");
+  // ceil((stop - start) / step) in 128 bits: the difference of two int64 need not fit in one.
+  const __int128 span = static_cast<__int128>(stop) - start;
+  __int128 length = span / step;
+  if (span % step != 0 && ((span > 0) == (step > 0))) ++length;
+  if (length > static_cast<__int128>(INT64_MAX / 2))
+    PMX_THROW(Status::kOutOfMemory, "arange: the range (start=", start, ", stop=", stop,
+              ", step=", step, ") has too many elements to allocate");
+  return IntRange{start, step, length > 0 ? static_cast<int64_t>(length) : 0};
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op_name) {

@@ -10,6 +10,7 @@
 //   eye       N, M (None: N), k (0), dtype           ones on the k-th diagonal
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "ops/elemwise.h"
 
@@ -40,11 +41,21 @@ InferFn infer_from_shape(const char* op) {
   };
 }
 
-double fill_value(const Attrs& attrs) {
+// full's value in its dtype T: "True"/"False" are 1/0; an integer literal is exact in an
+// integer dtype (See Note [Integer scalars are read as int64] in ops/elemwise.h).
+template <typename T>
+T fill_value(const Attrs& attrs) {
+  using C = ops::compute_t<T>;
   const std::string text = attrs.get_str("value", "0");
-  if (text == "True") return 1.0;
-  if (text == "False") return 0.0;
-  return attrs.get_float("value");
+  if (text == "True" || text == "False") return static_cast<T>(static_cast<C>(text == "True"));
+  return static_cast<T>(ops::scalar_as<C>(attrs, "value", "full"));
+}
+
+void fill_from_attrs(const TBlob& out, const Attrs& attrs) {
+  PMX_TYPE_SWITCH(out.dtype, T, {
+    T* y = out.data<T>();
+    std::fill(y, y + out.size(), fill_value<T>(attrs));
+  });
 }
 
 struct Range {
@@ -75,6 +86,12 @@ int64_t arange_length(const Range& r) {
   return std::max<int64_t>(0, static_cast<int64_t>(length));
 }
 
+// arange in an integer dtype with integer bounds runs in int64: through doubles, bounds above
+// 2^53 would round (See Note [Integer scalars are read as int64] in ops/elemwise.h).
+std::optional<ops::IntRange> int_range(const Attrs& attrs) {
+  return ops::int_arange_range(attrs, attrs.get_dtype("dtype", DType::kFloat32));
+}
+
 }  // namespace
 
 PMX_REGISTER_OP(zeros).set_num_inputs(0).set_infer(infer_from_shape("zeros"))
@@ -87,12 +104,14 @@ PMX_REGISTER_OP(full)
     .set_num_inputs(0)
     .set_infer([](const Attrs& attrs, const std::vector<Shape>&, const std::vector<DType>&,
                   std::vector<Shape>* out, std::vector<DType>* odt) {
-      fill_value(attrs);  // a missing or unparseable value is refused here, not in the kernel
+      const DType dtype = attrs.get_dtype("dtype", DType::kFloat32);
+      // A missing, unparseable or out-of-bounds value is refused here, not in the kernel.
+      PMX_TYPE_SWITCH(dtype, T, { (void)fill_value<T>(attrs); });
       (*out)[0] = checked_shape(attrs, "full");
-      (*odt)[0] = attrs.get_dtype("dtype", DType::kFloat32);
+      (*odt)[0] = dtype;
     })
     .set_cpu([](const OpContext& ctx, const std::vector<TBlob>&, const std::vector<TBlob>& out) {
-      fill(out[0], fill_value(*ctx.attrs));
+      fill_from_attrs(out[0], *ctx.attrs);
     });
 
 PMX_REGISTER_OP(empty).set_num_inputs(0).set_infer(infer_from_shape("empty"))
@@ -102,12 +121,21 @@ PMX_REGISTER_OP(arange)
     .set_num_inputs(0)
     .set_infer([](const Attrs& attrs, const std::vector<Shape>&, const std::vector<DType>&,
                   std::vector<Shape>* out, std::vector<DType>* odt) {
-      (*out)[0] = {arange_length(arange_range(attrs))};
+      const std::optional<ops::IntRange> ints = int_range(attrs);
+      (*out)[0] = {ints ? ints->length : arange_length(arange_range(attrs))};
       (*odt)[0] = attrs.get_dtype("dtype", DType::kFloat32);
     })
     .set_cpu([](const OpContext& ctx, const std::vector<TBlob>&, const std::vector<TBlob>& out) {
-      const Range r = arange_range(*ctx.attrs);
       const int64_t n = out[0].size();
+      if (const std::optional<ops::IntRange> ints = int_range(*ctx.attrs)) {
+        PMX_TYPE_SWITCH(out[0].dtype, T, {
+          T* y = out[0].data<T>();
+          for (int64_t i = 0; i < n; ++i)
+            y[i] = static_cast<T>(static_cast<ops::compute_t<T>>(ints->at(i)));
+        });
+        return;
+      }
+      const Range r = arange_range(*ctx.attrs);
       PMX_TYPE_SWITCH(out[0].dtype, T, {
         T* y = out[0].data<T>();
         for (int64_t i = 0; i < n; ++i)
