@@ -27,7 +27,7 @@ extern "C" {
 
 #define PMX_API __attribute__((visibility("default")))
 #define PMX_API_VERSION_MAJOR 0
-#define PMX_API_VERSION_MINOR 8
+#define PMX_API_VERSION_MINOR 9
 
 /* Values equal pymx::Status. */
 enum PmxStatus {
