@@ -260,7 +260,7 @@ def test_nextafter(dtype, device):
     check(got, want, device, 0, 0)
     got = got.asnumpy()
     assert (onp.signbit(got) == onp.signbit(want))[~onp.isnan(want)].all()
-    values = (rand((50,), -1e3, 1e3) * 10.0 ** onp.random.randint(-5, 5, 50)).astype(dtype)
+    values = (rand((50,), -1e3, 1e3) * 10.0 ** onp.random.randint(-3, 2, 50)).astype(dtype)
     for towards in (onp.inf, -onp.inf, 0.0):
         check(np.nextafter(on(device, values), towards),
               onp.nextafter(values, onp.asarray(towards, dtype)), device, 0, 0)
@@ -298,6 +298,12 @@ def test_shifts(name, dunder, dtype, device):
     check(fn(on(device, a), 2), want_fn(a, 2), device, 0, 0)
     assert fn(on(device, a), 2).dtype == dtype
     check(fn(3, on(device, counts[:4])), want_fn(onp.asarray(3, dtype), counts[:4]), device, 0, 0)
+    check(getattr(on(device, a), dunder)(on(device, counts)), want_fn(a, counts), device, 0, 0)
+    check(getattr(on(device, counts[:4]), "__r" + dunder[2:])(3),
+          want_fn(onp.asarray(3, dtype), counts[:4]), device, 0, 0)
+    target = on(device, a)
+    assert getattr(target, "__i" + dunder[2:])(1) is target
+    check(target, want_fn(a, 1), device, 0, 0)
     mixed = fn(on(device, a.astype(onp.int8) if dtype != "int8" else a),
                on(device, onp.array([1, 2, 3, 4, 5, 6], onp.int64)))
     assert mixed.dtype == onp.int64

@@ -42,7 +42,10 @@ PMX_SHIFT_FN C right_shift_of(C a, C count) {
   if constexpr (std::is_floating_point_v<C> || std::is_same_v<C, bool>) {
     return C(0);
   } else {
-    if (shift_count_too_wide(count)) return a < C(0) ? C(-1) : C(0);
+    if (shift_count_too_wide(count)) {
+      if constexpr (std::is_signed_v<C>) return a < C(0) ? C(-1) : C(0);
+      else return C(0);
+    }
     return static_cast<C>(a >> count);  // arithmetic for signed C: the sign bit fills in
   }
 }
