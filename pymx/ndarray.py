@@ -308,6 +308,24 @@ class ndarray(_core.NDArrayBase):
     def __ixor__(self, other):
         return _mxnp.bitwise_xor(self, other, out=self) if _is_operand(other) else NotImplemented
 
+    def __lshift__(self, other):
+        return _mxnp.left_shift(self, other) if _is_operand(other) else NotImplemented
+
+    def __rlshift__(self, other):
+        return _mxnp.left_shift(other, self) if _is_operand(other) else NotImplemented
+
+    def __ilshift__(self, other):
+        return _mxnp.left_shift(self, other, out=self) if _is_operand(other) else NotImplemented
+
+    def __rshift__(self, other):
+        return _mxnp.right_shift(self, other) if _is_operand(other) else NotImplemented
+
+    def __rrshift__(self, other):
+        return _mxnp.right_shift(other, self) if _is_operand(other) else NotImplemented
+
+    def __irshift__(self, other):
+        return _mxnp.right_shift(self, other, out=self) if _is_operand(other) else NotImplemented
+
     # ---- comparisons ---------------------------------------------------------------------
     def __eq__(self, other):
         return _mxnp.equal(self, other) if _is_operand(other) else NotImplemented

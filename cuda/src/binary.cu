@@ -8,6 +8,7 @@
 // | equal not_equal greater greater_equal less    | lhs, rhs |                   | bool             |
 // | less_equal logical_and logical_or logical_xor | lhs, rhs |                   | bool             |
 // | bitwise_and bitwise_or bitwise_xor            | lhs, rhs |                   | promoted (ints)  |
+// | left_shift right_shift (ops/shift_math.h)     | lhs, rhs |                   | promoted (ints)  |
 // | <each of the above>_scalar                    | data     | scalar, reverse   | as CPU infers    |
 //
 // Dtypes follow the CPU definitions (engine/src/ops/broadcast.cc): operands are converted to the
@@ -16,6 +17,7 @@
 #include "kernel_util.cuh"
 #include "launch.h"
 #include "ops/elemwise.h"
+#include "ops/shift_math.h"
 
 namespace pymx {
 namespace gpu {
@@ -256,6 +258,12 @@ const bool registered = register_binary<AddOp>("add") && register_binary<Subtrac
                         register_binary<BitwiseAndOp>("bitwise_and") &&
                         register_binary<BitwiseOrOp>("bitwise_or") &&
                         register_binary<BitwiseXorOp>("bitwise_xor");
+
+// NumPy's shifts, the CPU's element functions (ops/shift_math.h).
+PMX_BINARY_OP(LeftShiftOp, Kind::kIntegerOnly, ops::left_shift_of(a, b))
+PMX_BINARY_OP(RightShiftOp, Kind::kIntegerOnly, ops::right_shift_of(a, b))
+const bool shifts_registered = register_binary<LeftShiftOp>("left_shift") &&
+                               register_binary<RightShiftOp>("right_shift");
 
 }  // namespace
 }  // namespace gpu

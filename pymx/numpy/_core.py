@@ -420,10 +420,37 @@ def _binary(op, x1, x2, out):
     return _invoke(op, [x1, x2], out=out)[0]
 
 
+def _is_integer_operand(x, kinds):
+    """Whether x is an ndarray whose dtype kind is in `kinds`, or a Python / NumPy integer."""
+    if isinstance(x, ndarray):
+        return x.dtype.kind in kinds
+    return isinstance(x, (numbers.Integral, _onp.integer)) and not isinstance(x, bool)
+
+
+def _check_integer_power(base, exponent):
+    """NumPy refuses integers to negative integer powers (the result is no integer): a
+    ValueError rather than a truncated value. An exponent array is read on the host for it, a
+    sync point, but only where both operands are integers (bool bases count: they promote)."""
+    if not isinstance(base, ndarray) and not isinstance(exponent, ndarray):
+        return  # two Python numbers: float32 arrays, as all Python data
+    if not _is_integer_operand(base, "iub") or not _is_integer_operand(exponent, "i"):
+        return
+    if isinstance(exponent, ndarray):
+        negative = exponent.size and bool(any(less(exponent, 0))._values_outside_trace())
+    else:
+        negative = exponent < 0
+    if negative:
+        raise ValueError(f"Integers to negative integer powers are not allowed. (power: base "
+                         f"dtype {getattr(base, 'dtype', type(base).__name__)}, exponent "
+                         f"{'array with negative values' if isinstance(exponent, ndarray) else exponent})")
+
+
 def _make_binary(op, name=None):
     def fn(x1, x2, out=None, **kwargs):
         if kwargs.get("where", True) is not True:
             raise ValueError(f"{name or op}: only where=True is supported")
+        if op == "power":
+            _check_integer_power(x1, x2)
         return _binary(op, x1, x2, out)
     fn.__name__ = fn.__qualname__ = name or op
     fn.__doc__ = f"Elementwise {name or op} with NumPy broadcasting; scalars on either side."

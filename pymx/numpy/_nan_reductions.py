@@ -1,6 +1,6 @@
 """NaN-ignoring reductions for `pymx.np` beyond nansum / nanmean / nanmax / nanmin (in
-_statistics): nanargmax, nanargmin, nanprod, nancumsum, nancumprod, nanmedian, nanquantile and
-nanpercentile.
+_statistics): nanargmax, nanargmin, nanprod, nancumsum, nancumprod, nanvar, nanstd, nanmedian,
+nanquantile and nanpercentile.
 
 Each replaces NaN by the value that changes nothing (0 for sums, 1 for products) or works on
 the sorted values, where NaN sorts last, so that all of them run on the device and the float
@@ -103,6 +103,42 @@ def nancumprod(a, axis=None, dtype=None, out=None):
     """cumprod treating NaN as one (leading NaNs give ones)."""
     a, _ = _without_nan(a, 1)
     return cumprod(a, axis=axis, dtype=dtype, out=out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spread
+# ---------------------------------------------------------------------------------------------
+
+@_export
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """var of the non-NaN elements: their squared deviations from their mean, summed and
+    divided by (count - ddof); NaN where that is not positive (an all-NaN slice too). The
+    computation runs in `dtype` when given; integers give float32."""
+    a = _to_array(a)
+    a = _as_float(a) if dtype is None else a.astype(dtype)
+    mask = isnan(a)
+    zero = full((), 0, dtype=a.dtype, device=a.device)
+    kept = _core.logical_not(mask)
+    count = sum(kept, axis=axis, keepdims=True).astype(a.dtype)
+    # Empty and all-NaN slices divide by at least 1 here (the result there is set to NaN
+    # below): no 0 / 0, whose NaN would also reach the gradient.
+    one = full((), 1, dtype=a.dtype, device=a.device)
+    mean = _core.true_divide(sum(where(mask, zero, a), axis=axis, keepdims=True),
+                             _core.maximum(count, one))
+    deviations = where(mask, zero, subtract(a, mean))
+    squares = sum(multiply(deviations, deviations), axis=axis, keepdims=keepdims)
+    freedom = subtract(sum(kept, axis=axis, keepdims=keepdims).astype(a.dtype), ddof)
+    result = _core.true_divide(squares, _core.maximum(freedom, one))
+    result = where(_core.greater(freedom, 0), result,
+                   full((), _onp.nan, dtype=a.dtype, device=a.device))
+    return result if out is None else copyto(out, result)
+
+
+@_export
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """std of the non-NaN elements: the square root of nanvar (same arguments)."""
+    result = _core.sqrt(nanvar(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
+    return result if out is None else copyto(out, result)
 
 
 # ---------------------------------------------------------------------------------------------

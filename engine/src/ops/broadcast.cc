@@ -9,6 +9,7 @@
 //   less less_equal logical_and logical_or
 //   logical_xor
 //   bitwise_and bitwise_or bitwise_xor      a, b    -                promote(a, b); integers and bool only
+//   left_shift right_shift                  a, b    -                promote(a, b); integers only (shift_math.h)
 //   <any of the above>_scalar               x       scalar, reverse  as above, with the scalar's kind
 //                                                                    (int array, float scalar -> float32)
 // `reverse` = True puts the scalar on the left (`2 - x` is subtract_scalar(x, 2, reverse)).
@@ -17,6 +18,7 @@
 #include <type_traits>
 
 #include "ops/elemwise.h"
+#include "ops/shift_math.h"
 
 namespace pymx {
 namespace {
@@ -427,6 +429,16 @@ const bool g_registered = [] {
     op_registry::get_or_create(name).set_grad_uses({}, {});
   op_registry::get_or_create("multiply").set_grad_uses({0, 1}, {});
   op_registry::get_or_create("divide").set_grad_uses({1}, {0});
+  return true;
+}();
+
+// NumPy's left_shift and right_shift, with their meaning for counts as wide as the type or
+// negative (see ops/shift_math.h). Integer results: no gradient.
+const bool g_shifts_registered = [] {
+  register_binary("left_shift", Result::kInteger,
+                  [](auto a, auto b) { return ops::left_shift_of(a, b); }, nullptr, nullptr);
+  register_binary("right_shift", Result::kInteger,
+                  [](auto a, auto b) { return ops::right_shift_of(a, b); }, nullptr, nullptr);
   return true;
 }();
 
