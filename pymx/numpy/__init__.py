@@ -6,7 +6,10 @@
 
 Functions follow NumPy's signatures (out=, dtype=, axis=, keepdims=, device= on creation).
 Differences from NumPy, as in MXNet: float data is float32 by default, and integer division
-or float-valued functions of integers give float32.
+or float-valued functions of integers give float32. Arithmetic on bools that NumPy computes in
+int8 or float16 stays bool where its values are 0 and 1 (square, rint, round, power, mod,
+floor_divide: the same truth values as NumPy's numbers), and float-valued functions of bools
+(fabs, spacing, divide, ...) give float32, as of any integer. rint of integers keeps their dtype.
 """
 import numpy as _onp
 

@@ -81,6 +81,25 @@ def numpy_result(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
+# Arithmetic on bools that keeps bool (pymx.np's docstring); the rest gives float32.
+BOOL_KEEPING = ("add", "multiply", "maximum", "minimum", "fmax", "fmin", "square", "rint",
+                "round", "power", "mod", "remainder", "floor_divide")
+
+
+def assert_bool_rule(name, result, *host_operands):
+    """pymx's rule for arithmetic on bools: a bool result with NumPy's truth values, or float32
+    computed as NumPy computes from float32 operands."""
+    numpy_fn = getattr(onp, name)
+    if name in BOOL_KEEPING:
+        expected = numpy_result(numpy_fn, *host_operands).astype(bool)
+        assert result.dtype == onp.bool_, (name, result.dtype)
+    else:
+        expected = numpy_result(numpy_fn, *[onp.float32(x) if isinstance(x, bool) else
+                                            x.astype(onp.float32) for x in host_operands])
+        assert result.dtype == onp.float32, (name, result.dtype)
+    onp.testing.assert_array_equal(result.asnumpy(), expected)
+
+
 def assert_both_raise(pymx_call, numpy_call):
     """NumPy raises, so pymx must raise a clear exception, and stay usable after it."""
     with pytest.raises(Exception):
@@ -126,9 +145,13 @@ def test_unary(name, dtype, layout):
         assert_both_raise(lambda: pymx_fn(device), lambda: numpy_fn(host))
         return
     if dtype == "bool" and name in ("square", "rint", "round", "spacing", "fabs"):
-        pytest.skip("bool arithmetic: a documented deviation (pymx keeps bool or gives float32)")
-    if name == "rint" and dtype in ("int8", "uint8", "int32", "int64"):
-        pytest.skip("rint of integers keeps the dtype (documented in cuda/src/unary.cu)")
+        assert_bool_rule(name, pymx_fn(device), host)
+        return
+    if name == "rint" and dtype in ("int8", "uint8", "int32", "int64"):  # keeps the dtype
+        result = pymx_fn(device)
+        assert result.dtype == onp.dtype(dtype), result.dtype
+        onp.testing.assert_array_equal(result.asnumpy(), numpy_fn(host))
+        return
     if name in ("spacing", "i0") and dtype != "float64" and dtype in ("float16", "float32"):
         reference = numpy_result(numpy_fn, host)  # spacing depends on the dtype itself
     else:
@@ -200,7 +223,9 @@ def test_binary(name, d1, d2, shapes):
     if name in ARITHMETIC + ["divide", "true_divide"] and "bool" in (d1, d2) and \
             onp.dtype(np.promote_types(d1, d2)) == onp.bool_ and name not in ("maximum",
                                                                               "minimum"):
-        pytest.skip("bool arithmetic: a documented deviation (pymx keeps bool)")
+        a, b = _binary_operands(name, d1, d2, *shapes)
+        assert_bool_rule(name, getattr(np, name)(np.array(a), np.array(b)), a, b)
+        return
     a, b = _binary_operands(name, d1, d2, *shapes)
     dtype = _binary_expected(name, d1, d2)
     result = getattr(np, name)(np.array(a), np.array(b))
@@ -224,7 +249,9 @@ def test_binary_scalar_either_side(name, dtype, scalar):
         assert_both_raise(lambda: scalar - np.array(a), lambda: scalar - a)
         return
     if dtype == "bool" and name in ("mod", "floor_divide") and isinstance(scalar, bool):
-        pytest.skip("bool arithmetic: a documented deviation (pymx keeps bool)")
+        assert_bool_rule(name, getattr(np, name)(np.array(a), scalar), a, scalar)
+        assert_bool_rule(name, getattr(np, name)(scalar, np.array(a)), scalar, a)
+        return
     if dtype == "uint8" and isinstance(scalar, int) and scalar < 0:
         pytest.skip("NumPy 2 refuses a negative Python int beside uint8 (NEP 50)")
     for left, right, x1, x2 in ((np.array(a), scalar, a, scalar), (scalar, np.array(a), scalar, a)):
